@@ -1,0 +1,96 @@
+"""The ``ampfl`` command line: a thin layer over the Python API.
+
+``ampfl account | calibrate | audit | plan | run | demo | reproduce | data``. Subcommands live in
+:mod:`ampfl.commands` (one module per analysis or feature). With ``--json`` a command prints exactly one
+JSON object on stdout. Bad input prints one line ``ampfl: error: ...`` on stderr and exits with code 2;
+numerical trouble that cannot be resolved exits with code 1, also with one line and no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from ampfl import __version__
+from ampfl.accounting._checks import NumericalError
+from ampfl.commands import GROUP_VERBS, Registry, command_modules
+from ampfl.io import dumps_json
+
+
+class UsageError(Exception):
+    """Raised by the parser instead of printing usage and exiting."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``ampfl`` parser, with every command module registered."""
+    parser = _Parser(prog="ampfl", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version=f"ampfl {__version__}")
+    top = parser.add_subparsers(dest="verb", metavar="COMMAND", parser_class=_Parser)
+    top.required = True
+    groups = {}
+    for verb, help_text in GROUP_VERBS.items():
+        sub = top.add_parser(verb, help=help_text, description=help_text)
+        actions = sub.add_subparsers(dest="target", metavar="MECHANISM", parser_class=_Parser)
+        actions.required = True
+        groups[verb] = actions
+    registry = Registry(top=top, groups=groups)
+    for module in command_modules():
+        module.register(registry)
+    return parser
+
+
+def _render(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("key")
+    table.add_column("value")
+    for key, value in result.items():
+        if isinstance(value, float):
+            text = f"{value:.6g}"
+        elif isinstance(value, dict | list | tuple):
+            text = dumps_json(value)
+        else:
+            text = str(value)
+        table.add_row(str(key), text)
+    Console().print(table)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``ampfl`` console script; returns the exit code."""
+    try:
+        args = build_parser().parse_args(argv)
+        result = args.handler(args)
+    except UsageError as exc:
+        print(f"ampfl: error: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"ampfl: error: {exc}", file=sys.stderr)
+        return 2
+    except NumericalError as exc:
+        print(f"ampfl: numerical error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("ampfl: interrupted", file=sys.stderr)
+        return 130
+    if getattr(args, "json", False):
+        print(dumps_json(result))
+    elif result:
+        _render(result)
+    return 0
+
+
+def _console_entry() -> NoReturn:  # pragma: no cover - exercised through the console script
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""CLI command modules: one per analysis or feature, each thin over the Python API.
+
+Every module in this package (names not starting with ``_``) defines ``register(registry)`` and adds its
+subcommands through :class:`Registry`. Modules must import heavy dependencies (torch, matplotlib, the
+simulator) inside their handlers, never at module level, so ``ampfl account ...`` starts fast and works
+without the ``train`` extra.
+
+A handler takes the parsed ``argparse.Namespace`` and returns a ``dict`` (the JSON object printed with
+``--json``). It raises ``ValueError`` for bad input (one line, exit 2) and never prints tracebacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Handler = Callable[[argparse.Namespace], dict[str, Any]]
+
+#: The verbs that group subcommands (``ampfl account random-checkin ...``).
+GROUP_VERBS: dict[str, str] = {
+    "account": "privacy of a given mechanism: epsilon or delta",
+    "calibrate": "smallest noise for a target (epsilon, delta)",
+    "audit": "numerical lower bounds that try to break a published bound",
+    "plan": "choose sampling and noise parameters",
+}
+
+
+@dataclass
+class Registry:
+    """Where command modules attach their subcommands."""
+
+    top: Any  # argparse._SubParsersAction of the root parser
+    groups: dict[str, Any]  # verb -> argparse._SubParsersAction
+
+    def command(self, verb: str | None, name: str, handler: Handler, *, help: str) -> argparse.ArgumentParser:
+        """Add ``ampfl [verb] name`` with a ``--json`` flag and return its parser for more arguments.
+
+        ``verb=None`` adds a top-level command (``ampfl run``, ``ampfl demo``).
+        """
+        actions = self.top if verb is None else self.groups[verb]
+        parser: argparse.ArgumentParser = actions.add_parser(name, help=help, description=help)
+        parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+        parser.set_defaults(handler=handler)
+        return parser
+
+
+def command_modules() -> list[Any]:
+    """Import every command module of this package, in name order."""
+    modules = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if not info.name.startswith("_"):
+            modules.append(importlib.import_module(f"{__name__}.{info.name}"))
+    return modules
+
+
+def parse_orders(text: str) -> list[int]:
+    """``--orders`` parser: comma-separated integers >= 2 (argparse ``type=``)."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--orders must be a comma-separated list of integers >= 2. Found {text!r}."
+        ) from None
+    if not values or min(values) < 2:
+        raise argparse.ArgumentTypeError(f"--orders must be a comma-separated list of integers >= 2. Found {text!r}.")
+    return values
+
+
+def parse_float_list(flag: str) -> Callable[[str], list[float]]:
+    """argparse ``type=`` for comma-separated floats, with an error naming ``flag``."""
+
+    def parse(text: str) -> list[float]:
+        try:
+            values = [float(part) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be a comma-separated list of numbers. Found {text!r}.") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"{flag} must be a non-empty comma-separated list. Found {text!r}.")
+        return values
+
+    return parse

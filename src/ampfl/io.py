@@ -1,0 +1,95 @@
+"""Atomic file output shared by run folders and figure reproduction.
+
+Every file ampfl writes goes to a temporary sibling first and is moved into place with ``os.replace``,
+so a reader (or a resumed run) never sees a half-written file.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (temporary file in the same folder, then rename)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write UTF-8 ``text`` to ``path`` atomically."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def to_jsonable(value: Any) -> Any:
+    """Convert numpy scalars/arrays, paths and non-finite floats into strict-JSON-safe values.
+
+    ``inf`` is written as the JSON number ``1e999``, which strict parsers accept and Python reads back as
+    ``inf``; NaN becomes ``null`` (ampfl never returns NaN as a result on purpose).
+    """
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if hasattr(value, "tolist") and not isinstance(value, str | bytes):
+        return to_jsonable(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else value
+    return value
+
+
+def dumps_json(value: Any, *, indent: int | None = None) -> str:
+    """Serialise ``value`` as strict JSON (see :func:`to_jsonable`)."""
+    text = json.dumps(to_jsonable(value), indent=indent, allow_nan=True, default=str)
+    # json writes +-inf as the non-standard tokens Infinity/-Infinity; 1e999 is valid JSON for the same value.
+    return text.replace("-Infinity", "-1e999").replace("Infinity", "1e999")
+
+
+def atomic_write_json(path: str | os.PathLike[str], value: Any) -> Path:
+    """Write ``value`` as indented strict JSON, atomically."""
+    return atomic_write_text(path, dumps_json(value, indent=2) + "\n")
+
+
+def atomic_write_csv(
+    path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[Any]]
+) -> Path:
+    """Write a CSV table with a header row, atomically."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow([_csv_cell(v) for v in row])
+    return atomic_write_text(path, buffer.getvalue())
+
+
+def _csv_cell(value: Any) -> Any:
+    if isinstance(value, float):
+        return repr(value)
+    return value
+
+
+def atomic_save_figure(fig: Any, path: str | os.PathLike[str], *, dpi: int = 130) -> Path:
+    """Save a matplotlib figure as PNG atomically."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    return atomic_write_bytes(path, buffer.getvalue())
