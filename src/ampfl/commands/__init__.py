@@ -66,7 +66,9 @@ def parse_orders(text: str) -> list[int]:
             f"--orders must be a comma-separated list of integers >= 2. Found {text!r}."
         ) from None
     if not values or min(values) < 2:
-        raise argparse.ArgumentTypeError(f"--orders must be a comma-separated list of integers >= 2. Found {text!r}.")
+        raise argparse.ArgumentTypeError(
+            f"--orders must be a comma-separated list of integers >= 2. Found {text!r}."
+        )
     return values
 
 
@@ -77,9 +79,13 @@ def parse_float_list(flag: str) -> Callable[[str], list[float]]:
         try:
             values = [float(part) for part in text.split(",") if part.strip()]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} must be a comma-separated list of numbers. Found {text!r}.") from None
+            raise argparse.ArgumentTypeError(
+                f"{flag} must be a comma-separated list of numbers. Found {text!r}."
+            ) from None
         if not values:
-            raise argparse.ArgumentTypeError(f"{flag} must be a non-empty comma-separated list. Found {text!r}.")
+            raise argparse.ArgumentTypeError(
+                f"{flag} must be a non-empty comma-separated list. Found {text!r}."
+            )
         return values
 
     return parse

@@ -12,7 +12,9 @@ from ampfl.reproduce import figure_names, run_figure
 
 def register(registry: Registry) -> None:
     parser = registry.command(None, "reproduce", _reproduce, help="reproduce a paper figure (PNG + CSV)")
-    parser.add_argument("name", choices=figure_names(), metavar="NAME", help="one of: " + ", ".join(figure_names()))
+    parser.add_argument(
+        "name", choices=figure_names(), metavar="NAME", help="one of: " + ", ".join(figure_names())
+    )
     parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/reproduce/NAME)")
 
 

@@ -20,7 +20,7 @@ def new_figure(*, width: float = 6.0, height: float = 4.0) -> tuple[Any, Any]:
 
 
 def save(fig: Any, path: Path, *, note: str | None = None) -> Path:
-    """Save ``fig`` as PNG atomically (adding ``note`` as a small footer, e.g. stated parameters) and close it."""
+    """Save ``fig`` as PNG atomically, with ``note`` (e.g. the stated parameters) as a footer; close it."""
     import matplotlib.pyplot as plt
 
     if note:
