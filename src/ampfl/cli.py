@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from ampfl import __version__
 from ampfl.accounting._checks import NumericalError
-from ampfl.commands import GROUP_VERBS, Registry, command_modules
+from ampfl.commands import GROUP_VERBS, CommandFailed, Registry, command_modules
 from ampfl.io import dumps_json
 
 
@@ -69,6 +69,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         result = args.handler(args)
+    except CommandFailed as exc:
+        if getattr(args, "json", False) and exc.result is not None:
+            print(dumps_json(exc.result))
+        for line in exc.lines:
+            print(f"ampfl: error: {line}", file=sys.stderr)
+        return exc.code
     except UsageError as exc:
         print(f"ampfl: error: {exc}", file=sys.stderr)
         return 2

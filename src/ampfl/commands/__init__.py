@@ -20,6 +20,21 @@ from typing import Any
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]
 
+
+class CommandFailed(Exception):
+    """A command ran but did not achieve its goal (e.g. a dataset could not be fetched).
+
+    The CLI prints ``result`` as JSON when ``--json`` was given, one ``ampfl: error:`` line per entry of
+    ``lines`` on stderr, and exits with ``code`` (default 1).
+    """
+
+    def __init__(self, lines: list[str], *, result: dict[str, Any] | None = None, code: int = 1) -> None:
+        super().__init__("; ".join(lines))
+        self.lines = [" ".join(line.split()) for line in lines]
+        self.result = result
+        self.code = code
+
+
 #: The verbs that group subcommands (``ampfl account random-checkin ...``).
 GROUP_VERBS: dict[str, str] = {
     "account": "privacy of a given mechanism: epsilon or delta",

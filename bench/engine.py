@@ -1,0 +1,138 @@
+"""Throughput of the simulator's engine: vectorised vs sequential clients vs centralized training.
+
+For each model (logistic regression on Adult, the 004 Fig. 8 CNN on Fashion-MNIST) and each cohort size K, one
+"round" is K clients each running Q local SGD steps on mini-batches of b examples (000 Eq. 2b), and the
+aggregation (mean of the K models). We time
+
+* ``vectorised``: :meth:`ampfl.fl.engine.Engine.local_sgd` (vmap over clients) + mean;
+* ``sequential``: the same call with ``EngineOptions(vectorized=False)`` (a Python loop over clients and steps
+  with plain autograd);
+* ``centralized``: one model, Q steps of plain ``loss.backward(); optimizer.step()`` on batches of K·b examples —
+  the same number of example-gradients (K·Q·b) per "round".
+
+Mini-batch index sampling is done once outside the timed region. Prints ms/round, client-updates per second and
+the ratios sequential/vectorised and vectorised/centralized.
+
+Usage: ``.venv/bin/python bench/engine.py [--quick] [--threads N] [--models logreg,cnn] [--ks 10,100,1000]``.
+Not a test; numbers go to docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from ampfl.fl.engine import Engine, EngineOptions, FunctionalModel
+from ampfl.fl.models import build_model
+from ampfl.fl.sampling import local_batches
+
+
+def load(name: str, synthetic_shape: tuple[int, ...], n: int, classes: int) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """The real dataset if it can be loaded, else synthetic data of the same shape."""
+    try:
+        from ampfl.fl.data import load_dataset
+
+        ds = load_dataset(name)
+        return torch.from_numpy(ds.x_train), torch.from_numpy(ds.y_train), f"{name} ({ds.source})"
+    except Exception as err:  # noqa: BLE001 - any failure falls back to synthetic data
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn((n, *synthetic_shape), generator=gen)
+        y = torch.randint(0, classes, (n,), generator=gen)
+        return x, y, f"synthetic {list(synthetic_shape)} ({type(err).__name__}: {err})"
+
+
+def timed(fn: Callable[[], object], repeats: int) -> float:
+    """Median seconds of ``repeats`` calls after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def bench_model(
+    model_name: str, x: torch.Tensor, y: torch.Tensor, classes: int, ks: list[int], *, steps: int, batch: int,
+    repeats: int, seq_max_k: int,
+) -> list[dict[str, float]]:
+    shape = tuple(x.shape[1:])
+    torch.manual_seed(0)
+    module = build_model(model_name, input_shape=shape, num_classes=classes)
+    fm = FunctionalModel(module, shape)
+    w0 = fm.initial()
+    rows = []
+    for k in ks:
+        # K clients with an IID share of the data each; mini-batches drawn with replacement (000 Eq. 9 "WR").
+        perm = np.random.default_rng(0).permutation(len(y))
+        clients = np.array_split(perm, k)
+        batches = local_batches(clients, np.arange(k), num_steps=steps, batch_size=batch, scheme="wr",
+                                rng=np.random.default_rng(1))
+        vec_engine, seq_engine = Engine(), Engine(EngineOptions(vectorized=False))
+
+        def vec() -> torch.Tensor:
+            return vec_engine.local_sgd(fm, w0, x, y, batches, learning_rate=0.05).params.mean(0)
+
+        def seq() -> torch.Tensor:
+            return seq_engine.local_sgd(fm, w0, x, y, batches, learning_rate=0.05).params.mean(0)
+
+        flat_idx = batches.permute(1, 0, 2).reshape(steps, k * batch)
+        central_model = build_model(model_name, input_shape=shape, num_classes=classes)
+        opt = torch.optim.SGD(central_model.parameters(), lr=0.05)
+
+        def central() -> None:
+            for r in range(steps):
+                idx = flat_idx[r]
+                opt.zero_grad()
+                loss = central_model.per_sample_loss(central_model(x[idx]), y[idx]).mean()
+                loss.backward()
+                opt.step()
+
+        t_vec = timed(vec, repeats)
+        t_seq = timed(seq, max(1, repeats // 3)) if k <= seq_max_k else float("nan")
+        t_cen = timed(central, repeats)
+        rows.append({"K": k, "vec_ms": 1e3 * t_vec, "seq_ms": 1e3 * t_seq, "central_ms": 1e3 * t_cen,
+                     "vec_updates_per_s": k / t_vec, "seq_updates_per_s": k / t_seq,
+                     "seq_over_vec": t_seq / t_vec, "vec_over_central": t_vec / t_cen})
+        r = rows[-1]
+        print(f"  {model_name:6s} K={k:5d}  vectorised {r['vec_ms']:9.2f} ms  sequential {r['seq_ms']:9.2f} ms  "
+              f"centralized {r['central_ms']:8.2f} ms | updates/s vec {r['vec_updates_per_s']:9.0f} "
+              f"seq {r['seq_updates_per_s']:8.0f} | seq/vec {r['seq_over_vec']:6.1f}x  "
+              f"vec/central {r['vec_over_central']:5.2f}x", flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="K in {10, 100}, fewer repeats, CNN K <= 100")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    ap.add_argument("--models", default="logreg,cnn")
+    ap.add_argument("--ks", default=None, help="comma-separated cohort sizes (default 10,100,1000)")
+    ap.add_argument("--cnn-ks", default=None, help="cohort sizes for the CNN (default: --ks, capped at 100)")
+    ap.add_argument("--steps", type=int, default=5, help="Q local steps")
+    ap.add_argument("--batch", type=int, default=10, help="b examples per step")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    ks = [int(k) for k in args.ks.split(",")] if args.ks else ([10, 100] if args.quick else [10, 100, 1000])
+    repeats = 3 if args.quick else 7
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), Q = {args.steps}, b = {args.batch}")
+    models = args.models.split(",")
+    if "logreg" in models:
+        x, y, source = load("adult", (14,), 32561, 2)
+        print(f"logreg (000 Eq. 21, d = {x.shape[1]}) on {source}")
+        bench_model("logreg", x, y, 2, ks, steps=args.steps, batch=args.batch, repeats=repeats, seq_max_k=1000)
+    if "cnn" in models:
+        x, y, source = load("fmnist", (1, 28, 28), 60000, 10)
+        cnn_ks = [int(k) for k in args.cnn_ks.split(",")] if args.cnn_ks else [k for k in ks if k <= 100]
+        print(f"cnn (004 Fig. 8) on {source}")
+        bench_model("cnn", x, y, 10, cnn_ks, steps=args.steps, batch=args.batch, repeats=max(1, repeats // 2),
+                    seq_max_k=100)
+
+
+if __name__ == "__main__":
+    main()

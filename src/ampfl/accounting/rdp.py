@@ -1,0 +1,254 @@
+"""RDP of the Gaussian and the Poisson-subsampled Gaussian at integer orders, and RDP → (ε, δ) conversion.
+
+References:
+    - Paper 002 (Dong, Chen, Özgür), Theorem 3.11 (Zhu & Wang 2019): RDP of Poisson subsampling. The exact
+      integer-α formula for the subsampled Gaussian (Mironov, Talwar & Zhang 2019, "Rényi differential
+      privacy of the sampled Gaussian mechanism", Sec. 3.3) is RECOVERED_MATH.md §1.12, second form::
+
+          ε'(α) = 1/(α−1) · log Σ_{ℓ=0}^{α} C(α, ℓ) (1−γ)^{α−ℓ} γ^ℓ exp((ℓ² − ℓ) / (2 z²))
+
+      It equals dp-accounting's ``_compute_log_a_int`` / (α − 1). Provenance: [V] (standard).
+    - Zhu & Wang 2019, general upper bound for any mechanism with integer-order RDP ε(ℓ)
+      (RECOVERED_MATH §1.12 first form, [I]: the wording of the cited theorem was not recovered)::
+
+          ε'(α) ≤ 1/(α−1) · log[(1−γ)^{α−1}(αγ−γ+1) + C(α,2) γ² (1−γ)^{α−2} e^{ε(2)}
+                                + 3 Σ_{ℓ=3}^{α} C(α,ℓ) (1−γ)^{α−ℓ} γ^ℓ e^{(ℓ−1) ε(ℓ)}]
+    - Paper 002, Proposition 2.3 as written in RECOVERED_MATH §1.2 [I, standard form; Canonne, Kamath &
+      Steinke 2020 Prop. 12, Asoodeh et al. 2020]::
+
+          ε_DP = ε + log((α − 1)/α) − (log δ + log α)/(α − 1)
+
+      minimised over the orders. Its inverse gives δ(ε). Like dp-accounting, both directions also use the
+      total-variation bound δ ≤ TV ≤ sqrt(1 − e^{−KL}) ≤ sqrt(1 − e^{−D_α}) (Bretagnolle–Huber; KL ≤ D_α),
+      which only matters when δ is large or the RDP tiny (an empty ledger gives ε = 0).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+from scipy import special
+
+from ampfl.accounting._checks import (
+    NumericalError,
+    check_delta,
+    check_int,
+    check_nonnegative,
+    check_orders,
+    check_positive,
+    check_probability,
+)
+from ampfl.accounting.calibrate import calibrate_decreasing
+from ampfl.accounting.mixture_rdp import log1p_of_logsum, log_expm1
+
+#: Default order grid: every integer 2..64, then a sparser tail up to 256 (integers only; Theorem 3.1 of 002
+#: needs integer α ≥ 2). It covers the optimal order of the typical regimes (ε ≈ 0.5..50, δ ≈ 1e-3..1e-9)
+#: and keeps the exact Lemma 3.12 evaluation (cost ∝ α_max²) fast.
+DEFAULT_ORDERS: tuple[int, ...] = (*range(2, 65), 72, 80, 96, 112, 128, 160, 192, 224, 256)
+
+_EPS = float(np.finfo(np.float64).eps)
+
+
+class EpsilonAtOrder(NamedTuple):
+    """An ε guarantee and the Rényi order that gives it."""
+
+    epsilon: float
+    order: int
+
+
+class DeltaAtOrder(NamedTuple):
+    """A δ guarantee and the Rényi order that gives it."""
+
+    delta: float
+    order: int
+
+
+def rdp_gaussian(*, orders: Iterable[object], noise_multiplier: float, steps: int = 1) -> np.ndarray:
+    """RDP of ``steps`` Gaussian mechanisms, noise multiplier z (σ / L2 sensitivity): ``steps·α/(2z²)``."""
+    alphas = check_orders("orders", orders).astype(np.float64)
+    z = check_positive("noise_multiplier", noise_multiplier)
+    t = check_int("steps", steps, minimum=1)
+    out = t * alphas / (2.0 * z * z)
+    if not np.all(np.isfinite(out)):
+        raise NumericalError("Gaussian RDP overflowed; noise_multiplier is too small.")
+    return np.asarray(out, dtype=np.float64)
+
+
+def _log_comb_row(alpha: int) -> np.ndarray:
+    ell = np.arange(alpha + 1, dtype=np.float64)
+    return np.asarray(
+        special.gammaln(alpha + 1.0) - special.gammaln(ell + 1.0) - special.gammaln(alpha - ell + 1.0)
+    )
+
+
+def rdp_poisson_gaussian(
+    *, orders: Iterable[object], sampling_rate: float, noise_multiplier: float, steps: int = 1
+) -> np.ndarray:
+    """Exact integer-order RDP of ``steps`` Poisson-subsampled Gaussian mechanisms (002 Thm 3.11 comparison).
+
+    Args:
+        orders: integer orders α ≥ 2.
+        sampling_rate: γ in [0, 1]; γ = 0 gives 0, γ = 1 the plain Gaussian.
+        noise_multiplier: z = σ / C > 0.
+        steps: number of composed steps T ≥ 1.
+
+    Returns:
+        Per-order RDP of the whole run (rounded up by a bound on the round-off).
+    """
+    alphas = check_orders("orders", orders)
+    gamma = check_probability("sampling_rate", sampling_rate, allow_zero=True)
+    z = check_positive("noise_multiplier", noise_multiplier)
+    t = check_int("steps", steps, minimum=1)
+    if gamma == 0.0:
+        return np.zeros(alphas.size)
+    if gamma == 1.0:
+        return rdp_gaussian(orders=alphas, noise_multiplier=z, steps=t)
+    log_g, log_1mg = math.log(gamma), math.log1p(-gamma)
+    inv2z2 = 1.0 / (2.0 * z * z)
+    out = np.empty(alphas.size)
+    for idx, alpha in enumerate(alphas.tolist()):
+        # A = E[exp(L(L−1)/(2z²))], L ~ Bin(α, γ); A − 1 = Σ_{ℓ≥2} pmf(ℓ) expm1(...) has positive terms only,
+        # so log A = log1p(A − 1) keeps full relative precision even when A − 1 is tiny.
+        ell = np.arange(2, alpha + 1, dtype=np.float64)
+        log_pmf = _log_comb_row(alpha)[2:] + (alpha - ell) * log_1mg + ell * log_g
+        terms = log_pmf + log_expm1((ell * ell - ell) * inv2z2)
+        log_a = float(log1p_of_logsum(terms))
+        out[idx] = max(log_a, 0.0) / (alpha - 1.0)
+    out *= t
+    if not np.all(np.isfinite(out)):
+        raise NumericalError("Poisson-subsampled Gaussian RDP overflowed; noise_multiplier is too small.")
+    return out
+
+
+def rdp_poisson_subsampled_general(
+    *, orders: Iterable[object], sampling_rate: float, base_rdp: Sequence[float] | np.ndarray, steps: int = 1
+) -> np.ndarray:
+    """Zhu & Wang (2019) general upper bound for Poisson subsampling of any RDP mechanism [I].
+
+    Args:
+        orders: integer orders α ≥ 2.
+        sampling_rate: γ in [0, 1].
+        base_rdp: RDP ε(ℓ) of the base mechanism at every integer order ℓ = 2, 3, ..., max(orders), in that
+            order (``base_rdp[ℓ - 2]``). It must bound both neighbouring directions.
+        steps: number of composed steps.
+
+    Returns:
+        Per-order RDP of ``steps`` subsampled mechanisms (the factor 3 of the general bound is kept).
+    """
+    alphas = check_orders("orders", orders)
+    gamma = check_probability("sampling_rate", sampling_rate, allow_zero=True)
+    t = check_int("steps", steps, minimum=1)
+    base = np.asarray(base_rdp, dtype=np.float64)
+    a_max = int(alphas.max())
+    if base.ndim != 1 or base.size < a_max - 1:
+        raise ValueError(
+            f"base_rdp must list the RDP at every integer order 2..{a_max}. Found {base.size} values."
+        )
+    if not np.all(base >= 0.0) or np.any(np.isnan(base)):
+        raise ValueError("base_rdp must be non-negative numbers.")
+    if gamma == 0.0:
+        return np.zeros(alphas.size)
+    if gamma == 1.0:
+        return np.asarray(t * base[alphas - 2], dtype=np.float64)
+    log_g, log_1mg = math.log(gamma), math.log1p(-gamma)
+    out = np.empty(alphas.size)
+    for idx, alpha in enumerate(alphas.tolist()):
+        ell = np.arange(2, alpha + 1, dtype=np.float64)
+        lc = _log_comb_row(alpha)[2:]
+        eps_ell = base[ell.astype(np.int64) - 2]
+        terms = lc + (alpha - ell) * log_1mg + ell * log_g + (ell - 1.0) * eps_ell
+        terms[1:] += math.log(3.0)
+        head = (alpha - 1.0) * log_1mg + math.log1p((alpha - 1.0) * gamma)
+        all_terms = np.concatenate([[head], terms])
+        log_a = float(special.logsumexp(all_terms))
+        log_a += 8.0 * _EPS * (alpha + 4.0) * (float(np.max(np.abs(all_terms))) + 1.0)
+        out[idx] = max(log_a, 0.0) / (alpha - 1.0)
+    return np.asarray(t * out, dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# conversion
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _check_curve(orders: Iterable[object], rdp: Iterable[object]) -> tuple[np.ndarray, np.ndarray]:
+    raw_orders = list(orders)
+    alphas = np.asarray([check_int("orders", o, minimum=2) for o in raw_orders], dtype=np.float64)
+    values = np.asarray(list(rdp), dtype=np.float64)
+    if alphas.size == 0:
+        raise ValueError("orders must be a non-empty list of integers >= 2. Found [].")
+    if values.shape != alphas.shape:
+        raise ValueError(f"rdp must have one value per order ({alphas.size}). Found {values.size} values.")
+    if np.any(np.isnan(values)) or np.any(values < 0.0):
+        raise ValueError("rdp must be non-negative numbers (inf allowed). Found a negative value or nan.")
+    return alphas, values
+
+
+def epsilon_from_rdp(*, orders: Iterable[object], rdp: Iterable[object], delta: float) -> EpsilonAtOrder:
+    """Smallest ε over the orders by 002 Prop. 2.3 (improved conversion): ``r + log1p(−1/α) − log(δα)/(α−1)``.
+
+    Args:
+        orders: integer orders α ≥ 2.
+        rdp: RDP value at each order (same length; ``inf`` allowed).
+        delta: target δ in (0, 1).
+
+    Returns:
+        ``(epsilon, order)``; ε is clamped at 0 (a negative value still certifies (0, δ)-DP).
+    """
+    alphas, values = _check_curve(orders, rdp)
+    dlt = check_delta("delta", delta)
+    eps = values + np.log1p(-1.0 / alphas) - (math.log(dlt) + np.log(alphas)) / (alphas - 1.0)
+    # total-variation case (as in dp-accounting): δ ≥ sqrt(1 − e^{−r}) ≥ TV gives ε = 0
+    eps = np.where(dlt * dlt + np.expm1(-values) > 0.0, 0.0, eps)
+    best = int(np.argmin(eps))
+    value = float(eps[best])
+    if math.isfinite(value) and value > 0.0:
+        value += 4.0 * _EPS * (abs(value) + float(values[best]) + abs(math.log(dlt)) + 1.0)
+    return EpsilonAtOrder(max(0.0, value), int(alphas[best]))
+
+
+def delta_from_rdp(*, orders: Iterable[object], rdp: Iterable[object], epsilon: float) -> DeltaAtOrder:
+    """Smallest δ over the orders by inverting 002 Prop. 2.3: ``log δ = (α−1)(r − ε + log1p(−1/α)) − log α``.
+
+    Returns:
+        ``(delta, order)`` with δ clamped to at most 1.
+    """
+    alphas, values = _check_curve(orders, rdp)
+    eps = check_nonnegative("epsilon", epsilon)
+    with np.errstate(invalid="ignore"):
+        log_delta = (alphas - 1.0) * (values - eps + np.log1p(-1.0 / alphas)) - np.log(alphas)
+    log_delta = np.where(np.isnan(log_delta), np.inf, log_delta)
+    # total-variation bound (as in dp-accounting): δ ≤ TV ≤ sqrt(1 − e^{−KL}) ≤ sqrt(1 − e^{−r}) for any ε ≥ 0
+    with np.errstate(divide="ignore"):
+        log_tv = 0.5 * np.log(-np.expm1(-values))
+    log_delta = np.minimum(log_delta, log_tv)
+    best = int(np.argmin(log_delta))
+    value = float(log_delta[best])
+    if math.isfinite(value):
+        value += 4.0 * _EPS * float(alphas[best]) * (abs(float(values[best])) + eps + 2.0)
+    return DeltaAtOrder(min(1.0, math.exp(min(value, 0.0))), int(alphas[best]))
+
+
+def calibrate_poisson_gaussian(
+    *,
+    epsilon: float,
+    delta: float,
+    sampling_rate: float,
+    steps: int,
+    orders: Iterable[object] = DEFAULT_ORDERS,
+) -> float:
+    """Smallest noise multiplier z making ``steps`` Poisson-subsampled Gaussians (ε, δ)-DP (RDP route)."""
+    eps = check_positive("epsilon", epsilon)
+    dlt = check_delta("delta", delta)
+    gamma = check_probability("sampling_rate", sampling_rate)
+    t = check_int("steps", steps, minimum=1)
+    alphas = check_orders("orders", orders)
+
+    def loss(z: float) -> float:
+        rdp = rdp_poisson_gaussian(orders=alphas, sampling_rate=gamma, noise_multiplier=z, steps=t)
+        return epsilon_from_rdp(orders=alphas, rdp=rdp, delta=dlt).epsilon
+
+    return calibrate_decreasing(loss, eps, name="noise_multiplier", lower_limit=1e-3, upper_limit=1e5)

@@ -1,0 +1,63 @@
+"""``ampfl run CONFIG.toml`` (one training run in a run folder) and ``ampfl demo`` (the embedded comparison).
+
+Both need the ``train`` extra (torch, scikit-learn); they import the simulator inside their handlers only.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ampfl.commands import Registry
+
+_NEEDS_TRAIN = "needs the 'train' extra (torch, scikit-learn): pip install 'ampfl[train]'"
+
+
+def register(registry: Registry) -> None:
+    parser = registry.command(None, "run", _run, help="train one federated run from a TOML config")
+    parser.add_argument("config", type=Path, metavar="CONFIG.toml", help="run configuration (see examples/)")
+    parser.add_argument("--out", type=Path, default=None, help="run folder (default runs/<config name>)")
+    parser.add_argument("--resume", action="store_true", help="continue the run folder's last checkpoint")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+    demo = registry.command(
+        None, "demo", _demo, help="FedAvg, DP-FedAvg, MS-PAFL and DP-DSGD on digits at one target epsilon"
+    )
+    demo.add_argument("--out", type=Path, default=Path("runs") / "demo", help="output folder (default runs/demo)")
+    demo.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    demo.add_argument("--quick", action="store_true", help="a few rounds only (a smoke test of the whole pipeline)")
+
+
+def _require_torch(command: str) -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise ValueError(f"ampfl {command} {_NEEDS_TRAIN}.") from None
+
+
+def _run(args: argparse.Namespace) -> dict[str, Any]:
+    _require_torch("run")
+    from ampfl.fl.config import load_config
+    from ampfl.fl.run import run_experiment
+
+    config = load_config(args.config)
+    out = args.out if args.out is not None else Path("runs") / args.config.stem
+    progress = not args.no_progress
+    summary = run_experiment(config, out, resume=args.resume, progress=progress)
+    if args.json:
+        return summary
+    keys = ("algorithm", "dataset", "rounds", "final_accuracy", "epsilon", "delta", "analysis", "wall_seconds",
+            "out_dir")
+    return {key: summary[key] for key in keys}
+
+
+def _demo(args: argparse.Namespace) -> dict[str, Any]:
+    _require_torch("demo")
+    from ampfl.fl.demo import render_table, run_demo
+
+    result = run_demo(args.out, reduced=args.quick, progress=not args.no_progress)
+    if not args.json:
+        render_table(result)
+        return {"out_dir": result["out_dir"], "wall_seconds": result["wall_seconds"]}
+    return result

@@ -1,0 +1,29 @@
+"""Federated algorithms on the simulator, by name (the ``[algorithm] name`` of a run config).
+
+``ALGORITHMS`` maps "fedavg", "dp_fedavg", "ms_pafl" and "dp_dsgd_rp" to their classes.
+"""
+
+from __future__ import annotations
+
+from ampfl.fl.algorithms.base import Algorithm, PrivacyReport
+from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
+from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
+from ampfl.fl.algorithms.fedavg import FedAvg
+from ampfl.fl.algorithms.ms_pafl import MSPAFL
+
+ALGORITHMS: dict[str, type[Algorithm]] = {
+    FedAvg.name: FedAvg,
+    DPFedAvg.name: DPFedAvg,
+    MSPAFL.name: MSPAFL,
+    DPDSGDRandomParticipation.name: DPDSGDRandomParticipation,
+}
+
+__all__ = [
+    "ALGORITHMS",
+    "MSPAFL",
+    "Algorithm",
+    "DPDSGDRandomParticipation",
+    "DPFedAvg",
+    "FedAvg",
+    "PrivacyReport",
+]

@@ -1,0 +1,119 @@
+"""Shared machinery of the simulator's algorithms: model set-up, data tensors, samplers, evaluation, state.
+
+:class:`FederatedAlgorithm` builds the model (initialised from the run seed, never the global RNG), keeps the
+global flat parameter vector, and offers the steps most algorithms share. Subclasses implement the paper's
+client step, privatisation and server step in :meth:`run_round`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ampfl.fl.algorithms.base import ROLE_DATA, ROLE_INIT, ROLE_SAMPLING, Algorithm
+from ampfl.fl.engine import Engine, FunctionalModel
+from ampfl.fl.models import build_model
+from ampfl.fl.sampling import FixedSizeSampler, PoissonSampler, Sampler, local_batches
+
+if TYPE_CHECKING:
+    from ampfl.fl.task import Task
+
+
+class LocalTrainingParams(BaseModel):
+    """Local SGD settings shared by the algorithms (000 Eq. 2: Q steps of size-b mini-batches, rate η)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_local_steps: int = Field(5, ge=1, description="Q, local SGD steps per round")
+    batch_size: int = Field(10, ge=1, description="b, examples per local step")
+    learning_rate: float = Field(0.1, gt=0.0, description="η, local learning rate")
+    local_sampling: Literal["wor", "wr"] = Field("wor", description="mini-batches without/with replacement")
+
+
+class CohortParams(LocalTrainingParams):
+    """Server-side client sampling: a fixed-size cohort or Poisson sampling."""
+
+    client_sampling: Literal["fixed", "poisson"] = "fixed"
+    cohort_size: int = Field(10, ge=1, description="clients per round (client_sampling = 'fixed')")
+    sampling_probability: float | None = Field(
+        None, gt=0.0, le=1.0, description="client inclusion probability (client_sampling = 'poisson')"
+    )
+
+    @model_validator(mode="after")
+    def _sampling_complete(self) -> CohortParams:
+        if self.client_sampling == "poisson" and self.sampling_probability is None:
+            raise ValueError("sampling_probability is required when client_sampling = 'poisson'")
+        return self
+
+
+class FederatedAlgorithm(Algorithm):
+    """An :class:`Algorithm` with a global flat model, a functional model and the task's data as tensors."""
+
+    def __init__(self, params: BaseModel, task: Task, *, seed: int, engine: Engine | None = None) -> None:
+        super().__init__(params, task, seed=seed, engine=engine)
+        ds = task.dataset
+        if task.num_clients < 1:
+            raise ValueError("task must have at least one client.")
+        self.x_train = torch.from_numpy(np.ascontiguousarray(ds.x_train, dtype=np.float32))
+        self.y_train = torch.from_numpy(np.ascontiguousarray(ds.y_train, dtype=np.int64))
+        self.x_test = torch.from_numpy(np.ascontiguousarray(ds.x_test, dtype=np.float32))
+        self.y_test = torch.from_numpy(np.ascontiguousarray(ds.y_test, dtype=np.int64))
+        self.client_indices = [np.asarray(ix, dtype=np.int64) for ix in task.client_indices]
+        input_shape = tuple(int(s) for s in ds.x_train.shape[1:])
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(self.seed_sequence(-1, ROLE_INIT).generate_state(1)[0]))
+            module = build_model(
+                task.model, input_shape=input_shape, num_classes=ds.num_classes, **task.model_options
+            )
+        self.model = FunctionalModel(module, input_shape)
+        self.global_params = self.model.initial()
+
+    # -- helpers --------------------------------------------------------------------------------------
+    def make_cohort_sampler(self, p: CohortParams) -> Sampler:
+        """The server-side sampler chosen by ``client_sampling``."""
+        n = self.task.num_clients
+        if p.client_sampling == "fixed":
+            if p.cohort_size > n:
+                raise ValueError(f"cohort_size must be <= num_clients = {n}. Found {p.cohort_size}.")
+            return FixedSizeSampler(n, p.cohort_size)
+        assert p.sampling_probability is not None  # guaranteed by the validator
+        return PoissonSampler(n, p.sampling_probability)
+
+    def participants(self, sampler: Sampler, round_index: int) -> np.ndarray:
+        """Sorted ids of round ``round_index``'s participants (seeded by the sampling role)."""
+        return sampler.sample(round_index, self.rng(round_index, ROLE_SAMPLING))
+
+    def batches(self, clients: np.ndarray, round_index: int, p: LocalTrainingParams) -> torch.Tensor:
+        """``[K, Q, b]`` mini-batch indices of the participants (seeded by the data role)."""
+        return local_batches(
+            self.client_indices,
+            clients,
+            num_steps=p.num_local_steps,
+            batch_size=p.batch_size,
+            scheme=p.local_sampling,
+            rng=self.rng(round_index, ROLE_DATA),
+        )
+
+    def global_accuracy(self, params: torch.Tensor | None = None) -> float:
+        """Test accuracy of ``params`` (default: the global model)."""
+        flat = self.global_params if params is None else params
+        return float(self.engine.accuracy(self.model, flat, self.x_test, self.y_test))
+
+    def evaluate(self) -> dict[str, float]:
+        return {"accuracy": self.global_accuracy()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"algorithm": self.name, "global_params": self.global_params.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("algorithm") != self.name:
+            raise ValueError(
+                f"state must come from algorithm {self.name!r}. Found {state.get('algorithm')!r}."
+            )
+        params = state["global_params"]
+        if params.shape != self.global_params.shape:
+            raise ValueError(f"global_params must have shape {tuple(self.global_params.shape)}.")
+        self.global_params = params.clone()

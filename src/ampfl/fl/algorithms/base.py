@@ -1,0 +1,129 @@
+"""The algorithm interface shared by every federated method of the simulator.
+
+An :class:`Algorithm` holds one paper's math (client step, privatisation, server step) and nothing about I/O:
+``ampfl.fl.run`` calls :meth:`Algorithm.run_round` for r = 0, 1, ..., :meth:`Algorithm.evaluate` every few
+rounds,
+:meth:`Algorithm.privacy` for the composed guarantee, and checkpoints with :meth:`Algorithm.state_dict`.
+
+Randomness rule: every random draw of round r comes from a generator seeded by
+``np.random.SeedSequence([seed, r, role])`` (see :meth:`Algorithm.rng` and :meth:`Algorithm.torch_generator`),
+one per role (sampling, data, noise, ...), never from a global RNG. A run resumed from a checkpoint after
+round r
+therefore continues bit-identically to an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    import torch
+
+    from ampfl.fl.engine import Engine
+    from ampfl.fl.task import Task
+
+# Role ids for the per-round seed sequences (never reorder: stored runs depend on them).
+ROLE_INIT = 0
+ROLE_SAMPLING = 1
+ROLE_DATA = 2
+ROLE_NOISE = 3
+ROLE_CHECKIN = 4
+ROLE_EVAL = 5
+
+
+@dataclass(frozen=True)
+class PrivacyReport:
+    """The composed privacy guarantee of a run after some rounds.
+
+    Attributes:
+        epsilon: ε in nats; ``math.inf`` for non-private training.
+        delta: the matching δ (0.0 for non-private training).
+        analysis: which analysis produced the numbers, e.g. ``"none"``,
+            ``"dp-accounting RDP (Poisson-subsampled Gaussian)"``, ``"wcs (004 Thm 5.2)"``.
+    """
+
+    epsilon: float
+    delta: float
+    analysis: str
+
+    @classmethod
+    def non_private(cls) -> PrivacyReport:
+        """The report of a run without any privacy mechanism."""
+        return cls(epsilon=math.inf, delta=0.0, analysis="none")
+
+
+class Algorithm(ABC):
+    """A federated learning algorithm on the simulator.
+
+    Subclasses set ``name`` (the key in ``ampfl.fl.algorithms.ALGORITHMS``) and ``Params`` (a pydantic model
+    with ``model_config = ConfigDict(extra="forbid")`` holding the hyper-parameters), and implement
+    :meth:`run_round`, :meth:`evaluate`, :meth:`privacy`, :meth:`state_dict` and :meth:`load_state_dict`.
+
+    Args:
+        params: an instance of ``type(self).Params``.
+        task: dataset, client partition and model name.
+        seed: root seed of every random draw of the run.
+        engine: the engine running the clients' local work; a default vectorised engine when None.
+    """
+
+    name: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]
+
+    def __init__(self, params: BaseModel, task: Task, *, seed: int, engine: Engine | None = None) -> None:
+        if not isinstance(params, self.Params):
+            raise ValueError(
+                f"params must be an instance of {type(self).__name__}.Params. Found {type(params).__name__}."
+            )
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer. Found {seed!r}.")
+        if engine is None:
+            from ampfl.fl.engine import Engine
+
+            engine = Engine()
+        self.params = params
+        self.task = task
+        self.seed = int(seed)
+        self.engine = engine
+
+    # -- randomness -----------------------------------------------------------------------------------
+    def seed_sequence(self, round_index: int, role: int) -> np.random.SeedSequence:
+        """The seed sequence of one role in one round (``round_index = -1`` for initialisation)."""
+        return np.random.SeedSequence([self.seed, int(round_index) + 1, int(role)])
+
+    def rng(self, round_index: int, role: int) -> np.random.Generator:
+        """A numpy generator for one role in one round."""
+        return np.random.Generator(np.random.PCG64(self.seed_sequence(round_index, role)))
+
+    def torch_generator(self, round_index: int, role: int) -> torch.Generator:
+        """A CPU torch generator for one role in one round."""
+        import torch
+
+        state = self.seed_sequence(round_index, role).generate_state(2, dtype=np.uint32)
+        return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+
+    # -- the interface --------------------------------------------------------------------------------
+    @abstractmethod
+    def run_round(self, round_index: int) -> dict[str, float]:
+        """Run round ``round_index`` (0-based) and return its metrics (participants, train_loss, ...)."""
+
+    @abstractmethod
+    def evaluate(self) -> dict[str, float]:
+        """Test metrics; always ``"accuracy"`` of the global (public) model on the test set."""
+
+    @abstractmethod
+    def privacy(self, rounds_done: int) -> PrivacyReport:
+        """The composed guarantee after ``rounds_done`` rounds."""
+
+    @abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume (``torch.save``-able)."""
+
+    @abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the state written by :meth:`state_dict`."""

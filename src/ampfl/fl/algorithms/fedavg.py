@@ -1,0 +1,55 @@
+"""FedAvg (McMahan et al. 2017) as written in 000 Sec. II-A, Eqs. (2)–(3).
+
+Round t: the server samples S^t (fixed-size or Poisson), broadcasts w̄^{t−1}; each i ∈ S^t runs Q local SGD
+steps
+w_i^{t,r} = w_i^{t,r−1} − η ∇F_i(w_i^{t,r−1}; B_i^{t,r}) from w_i^{t,0} = w̄^{t−1} (Eq. 2); the server averages
+w̄^t = (1/|S^t|) Σ_{i∈S^t} w_i^{t,Q} (Eq. 3). An empty cohort leaves the model unchanged. No privacy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from pydantic import BaseModel
+
+from ampfl.fl.algorithms._common import CohortParams, FederatedAlgorithm
+from ampfl.fl.algorithms.base import PrivacyReport
+
+if TYPE_CHECKING:
+    from ampfl.fl.engine import Engine
+    from ampfl.fl.task import Task
+
+
+class FedAvgParams(CohortParams):
+    """Hyper-parameters of FedAvg (see :class:`CohortParams` for the fields)."""
+
+
+class FedAvg(FederatedAlgorithm):
+    """Federated averaging of full local models (000 Eqs. 2–3)."""
+
+    name: ClassVar[str] = "fedavg"
+    Params: ClassVar[type[BaseModel]] = FedAvgParams
+
+    def __init__(self, params: BaseModel, task: Task, *, seed: int, engine: Engine | None = None) -> None:
+        super().__init__(params, task, seed=seed, engine=engine)
+        self.p: FedAvgParams = params  # type: ignore[assignment]
+        self.sampler = self.make_cohort_sampler(self.p)
+
+    def run_round(self, round_index: int) -> dict[str, float]:
+        clients = self.participants(self.sampler, round_index)
+        if len(clients) == 0:
+            return {"participants": 0.0}
+        result = self.engine.local_sgd(
+            self.model,
+            self.global_params,
+            self.x_train,
+            self.y_train,
+            self.batches(clients, round_index, self.p),
+            learning_rate=self.p.learning_rate,
+            client_ids=clients,
+        )
+        self.global_params = result.params.mean(0)  # Eq. (3)
+        return {"participants": float(len(clients)), "train_loss": float(result.loss.mean())}
+
+    def privacy(self, rounds_done: int) -> PrivacyReport:
+        return PrivacyReport.non_private()

@@ -1,0 +1,277 @@
+"""The configuration of one training run (``ampfl run CONFIG.toml``), validated with pydantic.
+
+A run config is a TOML file with top-level keys ``seed``, ``rounds``, ``eval_every``, ``checkpoint_every`` and
+the tables ``[dataset]``, ``[partition]``, ``[model]`` (with ``[model.options]``), ``[algorithm]`` and
+``[engine]``. The ``[algorithm]`` table holds ``name`` (a key of ``ampfl.fl.algorithms.ALGORITHMS``) and that
+algorithm's hyper-parameters, validated by the algorithm's own ``Params`` model; an algorithm parameter
+``num_rounds`` (the horizon a noise calibration targets) defaults to the run's ``rounds``. Every table rejects unknown
+keys. A bad key or value raises :class:`ValueError` with one line naming the dotted key path, e.g.
+``algorithm.noise_multiplier: Input should be greater than 0 (found -1)``.
+
+Example (``examples/digits_dp_fedavg.toml``)::
+
+    seed = 0
+    rounds = 40
+    [dataset]
+    name = "digits"
+    [partition]
+    scheme = "label_skew"
+    num_clients = 100
+    [algorithm]
+    name = "dp_fedavg"
+    noise_multiplier = 1.0
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError
+
+#: At most this many validation problems are listed in the one-line error.
+_MAX_LISTED_ERRORS = 3
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _NoParams(_Section):
+    """Placeholder for an invalid ``[algorithm]`` table while the other tables are validated."""
+
+
+class DatasetConfig(_Section):
+    """``[dataset]``: which data set to load (see :func:`ampfl.fl.data.load_dataset`)."""
+
+    name: str = "digits"
+    path: str | None = None
+
+
+class PartitionConfig(_Section):
+    """``[partition]``: how the training set is split into clients (see :func:`ampfl.fl.data.partition_clients`)."""
+
+    scheme: Literal["iid", "dirichlet", "label_skew", "fixed"] = "label_skew"
+    num_clients: int = Field(100, ge=1)
+    alpha: float = Field(0.5, gt=0)
+    labels_per_client: int = Field(2, ge=1)
+    samples_per_client: int | None = Field(None, ge=1)
+
+
+class ModelConfig(_Section):
+    """``[model]``: the model every client trains (see :func:`ampfl.fl.models.build_model`)."""
+
+    name: str = "logreg"
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class EngineConfig(_Section):
+    """``[engine]``: how the clients' local work is executed (see :class:`ampfl.fl.engine.EngineOptions`).
+
+    ``None`` leaves the engine's own default in place.
+    """
+
+    vectorized: bool = True
+    chunk_size: int | None = Field(None, ge=1)
+    memory_cap_mb: float | None = Field(None, gt=0)
+
+
+class AlgorithmConfig(_Section):
+    """``[algorithm]``: the algorithm's name and its validated ``Params`` instance."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    params: SerializeAsAny[BaseModel]
+
+
+class RunConfig(_Section):
+    """A complete, validated run configuration.
+
+    Attributes:
+        seed: root seed of every random draw (partition, sampling, noise).
+        rounds: number of rounds T.
+        eval_every: evaluate (and write a ``metrics.jsonl`` line) every this many rounds; the last round is
+            always evaluated.
+        checkpoint_every: write a checkpoint every this many rounds (0: only at the end or when stopped).
+        dataset, partition, model, algorithm, engine: the sections described in the module docstring.
+    """
+
+    seed: int = Field(0, ge=0)
+    rounds: int = Field(ge=1)
+    eval_every: int = Field(1, ge=1)
+    checkpoint_every: int = Field(10, ge=0)
+    dataset: DatasetConfig = Field(default_factory=DatasetConfig)
+    partition: PartitionConfig = Field(default_factory=PartitionConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    algorithm: AlgorithmConfig
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+
+
+def _location(prefix: tuple[str, ...], loc: tuple[int | str, ...]) -> str:
+    parts = [*prefix, *(str(part) for part in loc)]
+    return ".".join(parts) if parts else "config"
+
+
+def _describe(prefix: tuple[str, ...], exc: ValidationError) -> list[str]:
+    lines = []
+    for error in exc.errors(include_url=False):
+        where = _location(prefix, tuple(error["loc"]))
+        message = str(error["msg"])
+        if error["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif error["type"] != "missing":
+            message += f" (found {error['input']!r})"
+        lines.append(f"{where}: {message}")
+    return lines
+
+
+def _one_line(problems: list[str]) -> str:
+    text = "; ".join(problems[:_MAX_LISTED_ERRORS])
+    if len(problems) > _MAX_LISTED_ERRORS:
+        text += f" (and {len(problems) - _MAX_LISTED_ERRORS} more)"
+    return " ".join(text.split())  # one line, whatever the inputs contain
+
+
+def parse_config(data: Mapping[str, Any], *, algorithms: Mapping[str, Any] | None = None) -> RunConfig:
+    """Validate a run configuration given as a (TOML-shaped) mapping.
+
+    Args:
+        data: the parsed TOML document (nested dicts).
+        algorithms: the registry of algorithm classes by name (default ``ampfl.fl.algorithms.ALGORITHMS``);
+            each class has a pydantic ``Params`` model that validates the rest of the ``[algorithm]`` table.
+
+    Returns:
+        The validated :class:`RunConfig`.
+
+    Raises:
+        ValueError: one line naming the dotted key path of each problem (at most three listed).
+    """
+    if algorithms is None:
+        from ampfl.fl.algorithms import ALGORITHMS
+
+        algorithms = ALGORITHMS
+    if not isinstance(data, Mapping):
+        raise ValueError(f"config must be a table of keys. Found {type(data).__name__}.")
+    raw = dict(data)
+    problems: list[str] = []
+    section = raw.get("algorithm")
+    algorithm: AlgorithmConfig | None = None
+    if section is None:
+        problems.append("algorithm: missing table [algorithm] (with name = one of " + ", ".join(algorithms) + ")")
+    elif not isinstance(section, Mapping):
+        problems.append(f"algorithm: Input should be a table (found {section!r})")
+    else:
+        rest = dict(section)
+        name = rest.pop("name", None)
+        if name not in algorithms:
+            found = "nothing" if name is None else repr(name)
+            problems.append(f"algorithm.name: must be one of {', '.join(sorted(algorithms))} (found {found})")
+        else:
+            params_model = algorithms[name].Params
+            if "num_rounds" in params_model.model_fields and "num_rounds" not in rest and "rounds" in raw:
+                rest["num_rounds"] = raw["rounds"]  # calibration horizon defaults to the run's length
+            try:
+                params = params_model.model_validate(rest)
+            except ValidationError as exc:
+                problems.extend(_describe(("algorithm",), exc))
+            else:
+                algorithm = AlgorithmConfig(name=name, params=params)
+    # Validate everything else even when [algorithm] is bad, so that all problems are reported at once.
+    raw["algorithm"] = algorithm if algorithm is not None else AlgorithmConfig(name="?", params=_NoParams())
+    try:
+        config = RunConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems.extend(_describe((), exc))
+    if problems:
+        raise ValueError(_one_line(problems))
+    return config
+
+
+def load_config(path: str | Path, *, algorithms: Mapping[str, Any] | None = None) -> RunConfig:
+    """Read and validate a TOML run configuration.
+
+    Raises:
+        ValueError: the file cannot be read, is not valid TOML, or fails validation (one line, prefixed by
+            the file name).
+    """
+    source = Path(path)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"{source}: cannot read the config file ({exc.strerror or exc}).") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(_one_line([f"{source}: invalid TOML: {exc}"])) from None
+    try:
+        return parse_config(data, algorithms=algorithms)
+    except ValueError as exc:
+        raise ValueError(f"{source}: {exc}") from None
+
+
+def config_to_dict(config: RunConfig) -> dict[str, Any]:
+    """The resolved configuration as a TOML-shaped dict (the ``[algorithm]`` table flattened again).
+
+    ``parse_config(config_to_dict(c))`` gives back ``c``.
+    """
+    data = config.model_dump(mode="json", exclude={"algorithm"})
+    data["algorithm"] = {"name": config.algorithm.name, **config.algorithm.params.model_dump(mode="json")}
+    return data
+
+
+def to_toml(data: Mapping[str, Any]) -> str:
+    """A small TOML writer for resolved configs: scalars, lists of scalars and nested tables.
+
+    Keys whose value is None are left out (TOML has no null; the defaults restore them).
+    """
+    lines: list[str] = []
+    _write_table(lines, (), data)
+    return "\n".join(lines).strip() + "\n"
+
+
+def _write_table(lines: list[str], prefix: tuple[str, ...], data: Mapping[str, Any]) -> None:
+    tables = []
+    if prefix:
+        lines.append("")
+        lines.append("[" + ".".join(_toml_key(k) for k in prefix) + "]")
+    for key, value in data.items():
+        if value is None:
+            continue
+        if isinstance(value, Mapping):
+            tables.append((key, value))
+        else:
+            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
+    for key, value in tables:
+        _write_table(lines, (*prefix, str(key)), value)
+
+
+def _toml_key(key: str) -> str:
+    bare = key.replace("_", "").replace("-", "").isalnum() and key.isascii()
+    return key if bare else _toml_string(key)
+
+
+def _toml_string(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise ValueError(f"cannot write a value of type {type(value).__name__} to TOML.")

@@ -1,0 +1,225 @@
+"""Split a training set across federated clients.
+
+Four schemes, all deterministic given ``seed`` and all returning one sorted ``int64`` index array per client
+(indices into the training set; every index is used by at most one client):
+
+- ``"iid"``: a uniform random permutation cut into ``num_clients`` parts whose sizes differ by at most one.
+- ``"dirichlet"``: for every class, client shares drawn from Dirichlet(α·1) (the usual non-IID benchmark
+  split; small α gives very skewed clients). Redrawn (up to 1000 times) until no client is empty.
+- ``"label_skew"``: each client holds samples of at most ``labels_per_client`` distinct labels, with
+  (nearly) equal client sizes — the split of 000 Sec. VI-B ("the training samples are uniformly distributed
+  across N = 100 clients, with each client holding only a subset of the labels").
+- ``"fixed"``: ``num_clients`` clients with exactly ``samples_per_client`` samples each, drawn uniformly
+  without replacement — the "N clients with d samples each" set-up of 004 Sec. 6 (6.1: d = 30 on 23264
+  clients; 6.2: d = 1000 on 697 clients). Leftover samples are not used.
+
+Only numpy is imported here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["SCHEMES", "max_fixed_clients", "partition_clients"]
+
+#: The partition schemes understood by :func:`partition_clients`.
+SCHEMES: tuple[str, ...] = ("iid", "dirichlet", "label_skew", "fixed")
+
+_DIRICHLET_TRIES = 1000
+_REPAIR_PASSES = 50
+
+
+def partition_clients(
+    labels: np.ndarray,
+    *,
+    scheme: str,
+    num_clients: int,
+    seed: int,
+    alpha: float = 0.5,
+    labels_per_client: int = 2,
+    samples_per_client: int | None = None,
+) -> list[np.ndarray]:
+    """Split the training indices ``0 .. len(labels) - 1`` across ``num_clients`` clients.
+
+    Args:
+        labels: integer labels of the training set, shape ``[n]``.
+        scheme: one of :data:`SCHEMES`.
+        num_clients: number of clients N (>= 1).
+        seed: seed of the split (the same seed gives the same split).
+        alpha: Dirichlet concentration (> 0), ``"dirichlet"`` only.
+        labels_per_client: distinct labels per client (>= 1), ``"label_skew"`` only.
+        samples_per_client: d (>= 1), ``"fixed"`` only; N·d must not exceed n.
+
+    Returns:
+        ``num_clients`` sorted ``int64`` arrays of training-set indices, pairwise disjoint.
+
+    Raises:
+        ValueError: for an unknown scheme or a parameter out of range (the message names it).
+    """
+    y = _check_labels(labels)
+    n = int(y.shape[0])
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {', '.join(SCHEMES)}. Found {scheme!r}.")
+    _check_int("num_clients", num_clients, 1)
+    if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0. Found {seed!r}.")
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x9A57]))
+    if scheme == "fixed":
+        if samples_per_client is None:
+            raise ValueError("samples_per_client must be given for the 'fixed' scheme. Found None.")
+        _check_int("samples_per_client", samples_per_client, 1)
+        if num_clients * samples_per_client > n:
+            raise ValueError(
+                f"num_clients * samples_per_client must be <= the training-set size {n}. Found "
+                f"{num_clients} * {samples_per_client} = {num_clients * samples_per_client} "
+                f"(at most {n // samples_per_client} clients of {samples_per_client})."
+            )
+        chosen = rng.permutation(n)[: num_clients * samples_per_client]
+        return _finish(np.split(chosen, num_clients))
+    if num_clients > n:
+        raise ValueError(f"num_clients must be <= the training-set size {n}. Found {num_clients}.")
+    if scheme == "iid":
+        return _finish(np.array_split(rng.permutation(n), num_clients))
+    if scheme == "dirichlet":
+        if not (isinstance(alpha, int | float) and np.isfinite(alpha) and alpha > 0):
+            raise ValueError(f"alpha must be a finite number > 0. Found {alpha!r}.")
+        return _dirichlet(y, num_clients, float(alpha), rng)
+    _check_int("labels_per_client", labels_per_client, 1)
+    return _label_skew(y, num_clients, labels_per_client, rng)
+
+
+def max_fixed_clients(n: int, samples_per_client: int) -> int:
+    """Largest N for the ``"fixed"`` scheme: ``n // d`` (004 Sec. 6.1: 697932 // 30 = 23264)."""
+    _check_int("n", n, 0)
+    _check_int("samples_per_client", samples_per_client, 1)
+    return n // samples_per_client
+
+
+def _dirichlet(y: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator) -> list[np.ndarray]:
+    classes = np.unique(y)
+    by_class = [rng.permutation(np.flatnonzero(y == c)) for c in classes]
+    for _ in range(_DIRICHLET_TRIES):
+        parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+        for members in by_class:
+            shares = rng.dirichlet(np.full(num_clients, alpha))
+            cuts = np.floor(np.cumsum(shares)[:-1] * members.size).astype(np.int64)
+            for client, chunk in enumerate(np.split(members, cuts)):
+                parts[client].append(chunk)
+        clients = [np.concatenate(p) for p in parts]
+        if min(c.size for c in clients) > 0:
+            return _finish(clients)
+    raise ValueError(
+        f"alpha = {alpha} with num_clients = {num_clients} left a client empty in {_DIRICHLET_TRIES} draws; "
+        "use a larger alpha or fewer clients."
+    )
+
+
+def _label_skew(
+    y: np.ndarray, num_clients: int, labels_per_client: int, rng: np.random.Generator
+) -> list[np.ndarray]:
+    classes, counts = np.unique(y, return_counts=True)
+    if labels_per_client > classes.size:
+        raise ValueError(
+            f"labels_per_client must be <= the number of labels present ({classes.size}). "
+            f"Found {labels_per_client}."
+        )
+    slots_total = num_clients * labels_per_client
+    slots = _allocate_slots(counts, slots_total, cap=num_clients)
+    # One "slot" = one (client, label) pair; a label with more samples gets more slots so that client sizes
+    # come out nearly equal. A label never has more than num_clients slots, so a valid assignment exists.
+    slot_labels = np.repeat(np.arange(classes.size), slots)
+    grid = _assign_distinct(slot_labels, num_clients, labels_per_client, rng)
+    pieces: dict[int, list[np.ndarray]] = {}
+    for k in range(classes.size):
+        if slots[k] == 0:
+            continue
+        members = rng.permutation(np.flatnonzero(y == classes[k]))
+        pieces[k] = list(np.array_split(members, int(slots[k])))
+    clients = []
+    for row in grid:
+        clients.append(np.concatenate([pieces[int(k)].pop() for k in row]))
+    return _finish(clients)
+
+
+def _allocate_slots(counts: np.ndarray, total: int, *, cap: int) -> np.ndarray:
+    """Integer slots per label, proportional to ``counts`` (largest remainder), each at most ``cap``."""
+    slots = np.zeros(counts.size, dtype=np.int64)
+    remaining = total
+    open_ = np.ones(counts.size, dtype=bool)
+    while remaining > 0 and open_.any():
+        weights = np.where(open_, counts, 0).astype(np.float64)
+        ideal = weights / weights.sum() * remaining
+        add = np.minimum(np.floor(ideal).astype(np.int64), cap - slots)
+        left = remaining - int(add.sum())
+        order = np.argsort(-(ideal - np.floor(ideal)), kind="stable")
+        for k in order:
+            if left == 0:
+                break
+            if open_[k] and slots[k] + add[k] < cap:
+                add[k] += 1
+                left -= 1
+        slots += add
+        remaining -= int(add.sum())
+        open_ &= slots < cap
+        if int(add.sum()) == 0:
+            break
+    if remaining > 0:  # pragma: no cover - cannot happen: total <= cap * (labels present)
+        raise ValueError(f"cannot give {total} label slots to {counts.size} labels with at most {cap} each.")
+    # With enough slots, every label gets a holder: a label left without one takes a slot from the label
+    # whose slots are smallest (samples per slot), so no sample is left out.
+    while total >= counts.size and (slots == 0).any():
+        empty = int(np.flatnonzero(slots == 0)[0])
+        per_slot = np.where(slots > 1, counts / np.maximum(slots, 1), np.inf)
+        donor = int(np.argmin(per_slot))
+        slots[donor] -= 1
+        slots[empty] += 1
+    return slots
+
+
+def _assign_distinct(
+    slot_labels: np.ndarray, num_clients: int, per_client: int, rng: np.random.Generator
+) -> np.ndarray:
+    """A random ``[num_clients, per_client]`` arrangement of ``slot_labels`` with distinct labels per row."""
+    grid = rng.permutation(slot_labels).reshape(num_clients, per_client)
+    if np.unique(slot_labels).size == per_client:  # every client needs every label: nothing to randomise
+        return np.sort(slot_labels).reshape(per_client, num_clients).T.copy()
+    for _ in range(_REPAIR_PASSES):
+        ordered_rows = np.sort(grid, axis=1)
+        bad = np.flatnonzero((ordered_rows[:, 1:] == ordered_rows[:, :-1]).any(axis=1))
+        if bad.size == 0:
+            return grid
+        for r in bad:
+            row = grid[r]
+            _, first = np.unique(row, return_index=True)
+            dup_cols = np.setdiff1d(np.arange(per_client), first)
+            for a in dup_cols:
+                value = grid[r, a]
+                for _ in range(4 * num_clients + 100):  # random swap partners: O(1) expected tries
+                    s = int(rng.integers(num_clients))
+                    b = int(rng.integers(per_client))
+                    if s != r and value not in grid[s] and grid[s, b] not in grid[r]:
+                        grid[r, a], grid[s, b] = grid[s, b], value
+                        break
+    # Deterministic fallback: sorted slots dealt column by column. Each label occupies a run of at most
+    # num_clients consecutive slots, so positions i and i + num_clients never share a label.
+    ordered = np.sort(slot_labels)
+    grid = ordered.reshape(per_client, num_clients).T.copy()
+    return grid[rng.permutation(num_clients)]
+
+
+def _finish(parts: list[np.ndarray]) -> list[np.ndarray]:
+    return [np.sort(np.asarray(p, dtype=np.int64)) for p in parts]
+
+
+def _check_labels(labels: np.ndarray) -> np.ndarray:
+    y = np.asarray(labels)
+    if y.ndim != 1 or y.size == 0:
+        raise ValueError(f"labels must be a non-empty 1-D array. Found shape {y.shape}.")
+    if not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(f"labels must be integers. Found dtype {y.dtype}.")
+    return y
+
+
+def _check_int(name: str, value: object, low: int) -> None:
+    if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}. Found {value!r}.")

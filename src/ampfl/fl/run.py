@@ -1,0 +1,362 @@
+"""One training run in its run folder: rounds, metrics, checkpoints, summary and plots.
+
+A run folder holds:
+
+- ``config.json`` and ``config.toml``: the resolved configuration (every default filled in; the TOML file can be
+  given back to ``ampfl run``);
+- ``metrics.jsonl``: one JSON object per evaluated round: ``round`` (rounds done), the round's training metrics,
+  the test metrics (always ``accuracy``), ``epsilon`` and ``delta`` composed so far and ``wall_seconds``;
+- ``checkpoint.pt``: the latest checkpoint (``torch.save`` of the algorithm's ``state_dict()``, the number of
+  rounds done, the metrics so far, the global torch RNG state and the configuration), replaced atomically;
+- ``summary.json`` and the plots ``accuracy.png`` and ``epsilon.png`` at the end.
+
+Every file is written atomically (temporary file + ``os.replace``), so a run stopped at any point resumes from
+its last checkpoint; because every random draw of round r is derived from ``(seed, r, role)``, the resumed run
+ends bit-identical to an uninterrupted one.
+
+Checkpoints are loaded with ``torch.load(..., weights_only=False)``: resume only run folders you trust.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ampfl.fl.config import RunConfig, config_to_dict, to_toml
+from ampfl.io import atomic_save_figure, atomic_write_bytes, atomic_write_json, atomic_write_text, dumps_json
+
+if TYPE_CHECKING:
+    from ampfl.fl.algorithms.base import Algorithm
+    from ampfl.fl.engine import Engine
+    from ampfl.fl.task import Task
+
+CONFIG_JSON = "config.json"
+CONFIG_TOML = "config.toml"
+METRICS = "metrics.jsonl"
+CHECKPOINT = "checkpoint.pt"
+SUMMARY = "summary.json"
+ACCURACY_PNG = "accuracy.png"
+EPSILON_PNG = "epsilon.png"
+
+#: Config keys that may change between an interrupted run and its resumption (they change no numbers).
+RESUMABLE_CHANGES = frozenset({"rounds", "eval_every", "checkpoint_every"})
+
+_CHECKPOINT_FORMAT = 1
+
+
+def build_task(config: RunConfig) -> Task:
+    """Load the dataset and split it into clients as the config says."""
+    from ampfl.fl.data import load_dataset, partition_clients
+    from ampfl.fl.task import Task
+
+    dataset = load_dataset(config.dataset.name, path=config.dataset.path, seed=config.seed)
+    part = config.partition
+    indices = partition_clients(
+        dataset.y_train,
+        scheme=part.scheme,
+        num_clients=part.num_clients,
+        seed=config.seed,
+        alpha=part.alpha,
+        labels_per_client=part.labels_per_client,
+        samples_per_client=part.samples_per_client,
+    )
+    return Task(
+        dataset=dataset, client_indices=indices, model=config.model.name, model_options=dict(config.model.options)
+    )
+
+
+def build_engine(config: RunConfig) -> Engine:
+    """The engine described by ``[engine]`` (engine defaults for unset options)."""
+    from ampfl.fl.engine import Engine, EngineOptions
+
+    options = {key: value for key, value in config.engine.model_dump().items() if value is not None}
+    return Engine(EngineOptions(**options))
+
+
+def build_algorithm(
+    config: RunConfig, task: Task, *, algorithms: Mapping[str, type[Algorithm]] | None = None
+) -> Algorithm:
+    """Instantiate the configured algorithm on ``task``."""
+    if algorithms is None:
+        from ampfl.fl.algorithms import ALGORITHMS
+
+        algorithms = ALGORITHMS
+    cls = algorithms[config.algorithm.name]
+    return cls(config.algorithm.params, task, seed=config.seed, engine=build_engine(config))
+
+
+def run_experiment(
+    config: RunConfig,
+    out_dir: str | Path,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    stop_after: int | None = None,
+    algorithms: Mapping[str, type[Algorithm]] | None = None,
+    task: Task | None = None,
+    plots: bool = True,
+) -> dict[str, Any]:
+    """Run (or resume) the configured training in ``out_dir`` and return its summary.
+
+    Args:
+        config: the validated run configuration.
+        out_dir: the run folder (created if needed). A fresh run refuses a folder that already holds a run.
+        resume: continue from the folder's last checkpoint (model, client store, RNG states, metrics).
+        progress: show a rich progress bar on stderr.
+        stop_after: stop (with a checkpoint) once this many rounds are done, as an interruption would; the
+            returned dict then has ``completed = False`` and no summary or plots are written.
+        algorithms: the algorithm registry (default ``ampfl.fl.algorithms.ALGORITHMS``).
+        task: the task to train on (default: built from the config's dataset and partition).
+        plots: write ``accuracy.png`` and ``epsilon.png`` at the end.
+
+    Returns:
+        The summary (also written to ``summary.json``): ``algorithm``, ``dataset``, ``rounds``,
+        ``final_accuracy``, ``epsilon``, ``delta``, ``analysis``, ``wall_seconds`` and more.
+
+    Raises:
+        ValueError: a fresh run in a used folder, a resume without checkpoint or with a different config.
+    """
+    if stop_after is not None and stop_after < 0:
+        raise ValueError(f"stop_after must be a non-negative integer. Found {stop_after}.")
+    out = Path(out_dir)
+    resolved = config_to_dict(config)
+    started = time.perf_counter()
+    checkpoint = _open_run_folder(out, resolved, resume=resume)
+    atomic_write_json(out / CONFIG_JSON, resolved)
+    atomic_write_text(out / CONFIG_TOML, to_toml(resolved))
+
+    if task is None:
+        task = build_task(config)
+    algorithm = build_algorithm(config, task, algorithms=algorithms)
+    metrics: list[dict[str, Any]] = []
+    rounds_done = 0
+    wall_before = 0.0
+    if checkpoint is not None:
+        import torch
+
+        algorithm.load_state_dict(checkpoint["algorithm"])
+        torch.set_rng_state(checkpoint["torch_rng_state"])
+        rounds_done = int(checkpoint["rounds_done"])
+        metrics = list(checkpoint["metrics"])
+        wall_before = float(checkpoint["wall_seconds"])
+        if rounds_done > config.rounds:
+            raise ValueError(f"rounds must be at least the {rounds_done} rounds already done. Found {config.rounds}.")
+    # Lines written after the last checkpoint by an interrupted run are dropped here.
+    atomic_write_text(out / METRICS, "".join(dumps_json(line) + "\n" for line in metrics))
+
+    last = config.rounds if stop_after is None else min(config.rounds, max(stop_after, rounds_done))
+
+    def wall() -> float:
+        return wall_before + time.perf_counter() - started
+
+    saved_at = rounds_done if checkpoint is not None else -1
+    with _progress_bar(progress, config.rounds, rounds_done, config.algorithm.name) as advance:
+        with open(out / METRICS, "a", encoding="utf-8") as handle:
+            for round_index in range(rounds_done, last):
+                round_metrics = algorithm.run_round(round_index)
+                done = round_index + 1
+                text = ""
+                if done % config.eval_every == 0 or done == config.rounds:
+                    line = _evaluation_line(algorithm, done, round_metrics, wall())
+                    metrics.append(line)
+                    handle.write(dumps_json(line) + "\n")
+                    handle.flush()
+                    text = f"acc {line['accuracy']:.3f}  ε {line['epsilon']:.3g}"
+                if config.checkpoint_every and done % config.checkpoint_every == 0:
+                    save_checkpoint(out, algorithm, rounds_done=done, metrics=metrics, config=resolved, wall=wall())
+                    saved_at = done
+                advance(text)
+    if saved_at != last:
+        save_checkpoint(out, algorithm, rounds_done=last, metrics=metrics, config=resolved, wall=wall())
+    if last < config.rounds:
+        return {"completed": False, "rounds_done": last, "rounds": config.rounds, "out_dir": str(out)}
+
+    report = algorithm.privacy(config.rounds)
+    final = metrics[-1] if metrics else _evaluation_line(algorithm, config.rounds, {}, wall())
+    files = write_plots(out, metrics, title=f"{config.algorithm.name} on {config.dataset.name}") if plots else []
+    summary: dict[str, Any] = {
+        "algorithm": config.algorithm.name,
+        "dataset": config.dataset.name,
+        "rounds": config.rounds,
+        "final_accuracy": final["accuracy"],
+        "epsilon": report.epsilon,
+        "delta": report.delta,
+        "analysis": report.analysis,
+        "wall_seconds": wall(),
+        "best_accuracy": max((m["accuracy"] for m in metrics), default=final["accuracy"]),
+        "final_metrics": final,
+        "num_clients": task.num_clients,
+        "partition": config.partition.scheme,
+        "model": config.model.name,
+        "seed": config.seed,
+        "params": config.algorithm.params.model_dump(mode="json"),
+        "completed": True,
+        "out_dir": str(out),
+        "files": [str(out / name) for name in (CONFIG_JSON, CONFIG_TOML, METRICS, CHECKPOINT, SUMMARY, *files)],
+    }
+    atomic_write_json(out / SUMMARY, summary)
+    return summary
+
+
+def save_checkpoint(
+    out: Path,
+    algorithm: Algorithm,
+    *,
+    rounds_done: int,
+    metrics: list[dict[str, Any]],
+    config: dict[str, Any],
+    wall: float,
+) -> Path:
+    """Write ``checkpoint.pt`` atomically (the previous one stays valid until the new one is complete)."""
+    import torch
+
+    state = {
+        "format": _CHECKPOINT_FORMAT,
+        "rounds_done": rounds_done,
+        "algorithm": algorithm.state_dict(),
+        "metrics": list(metrics),
+        "torch_rng_state": torch.get_rng_state(),
+        "config": config,
+        "wall_seconds": wall,
+    }
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return atomic_write_bytes(out / CHECKPOINT, buffer.getvalue())
+
+
+def load_checkpoint(out: Path) -> dict[str, Any]:
+    """Read the run folder's checkpoint (ValueError when there is none or it is unreadable)."""
+    import torch
+
+    path = out / CHECKPOINT
+    if not path.is_file():
+        raise ValueError(f"--resume: no checkpoint in {out} (expected {path.name}).")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # a damaged file: say so in one line
+        raise ValueError(f"--resume: cannot read {path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+    if not isinstance(state, dict) or state.get("format") != _CHECKPOINT_FORMAT:
+        raise ValueError(f"--resume: {path} is not an ampfl checkpoint of format {_CHECKPOINT_FORMAT}.")
+    return state
+
+
+def _open_run_folder(out: Path, resolved: dict[str, Any], *, resume: bool) -> dict[str, Any] | None:
+    if resume:
+        checkpoint = load_checkpoint(out)
+        changed = _changed_keys(checkpoint["config"], resolved) - RESUMABLE_CHANGES
+        if changed:
+            raise ValueError(
+                f"--resume: the config differs from the one of {out} in {', '.join(sorted(changed))}; "
+                "only rounds, eval_every and checkpoint_every may change."
+            )
+        return checkpoint
+    used = [name for name in (CONFIG_JSON, METRICS, CHECKPOINT, SUMMARY) if (out / name).exists()]
+    if used:
+        raise ValueError(f"{out} already holds a run ({used[0]}); pass --resume to continue it or choose another --out.")
+    out.mkdir(parents=True, exist_ok=True)
+    return None
+
+
+def _changed_keys(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> set[str]:
+    changed: set[str] = set()
+    for key in set(old) | set(new):
+        a, b = old.get(key), new.get(key)
+        name = f"{prefix}{key}"
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            changed |= _changed_keys(a, b, prefix=f"{name}.")
+        elif json.dumps(a, sort_keys=True, default=str) != json.dumps(b, sort_keys=True, default=str):
+            changed.add(name)
+    return changed
+
+
+def _scalar(value: Any) -> Any:
+    if hasattr(value, "item") and callable(value.item):
+        value = value.item()
+    if isinstance(value, bool | int | float | str) or value is None:
+        return value
+    return float(value)
+
+
+def _evaluation_line(
+    algorithm: Algorithm, done: int, round_metrics: Mapping[str, Any], wall: float
+) -> dict[str, Any]:
+    evaluation = algorithm.evaluate()
+    if "accuracy" not in evaluation:
+        raise ValueError(f"{type(algorithm).__name__}.evaluate() must return 'accuracy'.")
+    report = algorithm.privacy(done)
+    line: dict[str, Any] = {"round": done}
+    line.update({key: _scalar(value) for key, value in round_metrics.items()})
+    line.update({key: _scalar(value) for key, value in evaluation.items()})
+    line.update({"epsilon": float(report.epsilon), "delta": float(report.delta), "wall_seconds": wall})
+    return line
+
+
+@contextmanager
+def _progress_bar(enabled: bool, total: int, completed: int, name: str) -> Iterator[Any]:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[status]}"),
+    )
+    with Progress(*columns, console=Console(stderr=True), disable=not enabled, transient=False) as bar:
+        task_id = bar.add_task(name, total=total, completed=completed, status="")
+
+        def advance(status: str) -> None:
+            if status:
+                bar.update(task_id, advance=1, status=status)
+            else:
+                bar.update(task_id, advance=1)
+
+        yield advance
+
+
+def write_plots(out: Path, metrics: list[dict[str, Any]], *, title: str) -> list[str]:
+    """Accuracy over rounds and ε over rounds as PNG files in ``out``; returns the file names."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rounds = [m["round"] for m in metrics]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(rounds, [m["accuracy"] for m in metrics], marker=".", label="global model")
+    if metrics and "personal_accuracy_mean" in metrics[0]:
+        mean = [m["personal_accuracy_mean"] for m in metrics]
+        std = [m.get("personal_accuracy_std", 0.0) for m in metrics]
+        ax.plot(rounds, mean, marker=".", label="personal models (mean ± std)")
+        ax.fill_between(rounds, [a - s for a, s in zip(mean, std, strict=True)],
+                        [a + s for a, s in zip(mean, std, strict=True)], alpha=0.2)
+    ax.set_xlabel("round")
+    ax.set_ylabel("test accuracy")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    atomic_save_figure(fig, out / ACCURACY_PNG)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    finite = [(m["round"], m["epsilon"]) for m in metrics if math.isfinite(m["epsilon"])]
+    if finite:
+        ax.plot([r for r, _ in finite], [e for _, e in finite], marker=".")
+        delta = metrics[-1]["delta"]
+        ax.set_ylabel(f"ε (δ = {delta:.3g})")
+    else:
+        ax.text(0.5, 0.5, "non-private run: ε = ∞", ha="center", va="center", transform=ax.transAxes)
+        ax.set_ylabel("ε")
+    ax.set_xlabel("round")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    atomic_save_figure(fig, out / EPSILON_PNG)
+    plt.close(fig)
+    return [ACCURACY_PNG, EPSILON_PNG]

@@ -1,0 +1,297 @@
+"""Who takes part in a round, which local examples a client uses, and the privacy event of each choice.
+
+Client samplers (``sample(round_index, rng) -> sorted client ids``):
+
+* :class:`FixedSizeSampler` — m of N clients uniformly without replacement (server-side).
+* :class:`PoissonSampler` — each client independently with probability q (server-side coins).
+* :class:`RandomCheckInSampler` — each client flips its own coin ζ_i ~ Bern(p_i) (000 Eq. 10, 004 Algorithm
+1);
+  p_i lives with the client and the server only sees who checked in.
+* :class:`BalancedIterationSampler` — each client takes part in exactly k of the T rounds, the k rounds chosen
+  uniformly at random and independently per client (Balanced Iteration Subsampling, paper 002).
+
+Each sampler's ``event(inner)`` describes the sampling as a privacy event wrapping the per-round mechanism
+``inner`` (a ``dp_accounting`` event where an exact equivalent exists). Local data samplers
+(:func:`local_batches`, :func:`poisson_local_batches`) draw the clients' mini-batches as index tensors for the
+engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dp_accounting
+import numpy as np
+import torch
+
+
+def _check_rate(name: str, value: float, *, allow_zero: bool = False) -> float:
+    v = float(value)
+    if not ((0.0 <= v if allow_zero else 0.0 < v) and v <= 1.0):
+        raise ValueError(f"{name} must be in {'[' if allow_zero else '('}0, 1]. Found {value}.")
+    return v
+
+
+@dataclass(frozen=True)
+class BalancedIterationSubsamplingEvent:
+    """Balanced Iteration Subsampling (paper 002): each record is used in exactly ``num_selected`` of
+    ``num_slots`` iterations, chosen uniformly at random; ``event`` runs in every iteration.
+
+    No ``dp_accounting`` equivalent exists; ``ampfl.accounting`` analyses it (paper 002 Thm 3.1).
+    """
+
+    num_slots: int
+    num_selected: int
+    event: Any
+
+
+class Sampler:
+    """Base class of client samplers."""
+
+    num_clients: int
+
+    def sample(self, round_index: int, rng: np.random.Generator) -> np.ndarray:
+        """Sorted ids (int64) of the clients taking part in round ``round_index``."""
+        raise NotImplementedError
+
+    def event(self, inner: Any) -> Any:
+        """The privacy event of one round: this sampling applied to the mechanism ``inner``."""
+        raise NotImplementedError
+
+    def expected_cohort(self) -> float:
+        """Expected number of participants per round."""
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """Name and parameters (for run folders)."""
+        raise NotImplementedError
+
+
+class FixedSizeSampler(Sampler):
+    """``cohort_size`` of ``num_clients`` clients, uniformly without replacement.
+
+    Event: ``dp_accounting.SampledWithoutReplacementDpEvent`` (replace-one neighbouring relation).
+    """
+
+    def __init__(self, num_clients: int, cohort_size: int) -> None:
+        if not 1 <= cohort_size <= num_clients:
+            raise ValueError(f"cohort_size must be in [1, {num_clients}]. Found {cohort_size}.")
+        self.num_clients = int(num_clients)
+        self.cohort_size = int(cohort_size)
+
+    def sample(self, round_index: int, rng: np.random.Generator) -> np.ndarray:
+        return np.sort(rng.choice(self.num_clients, size=self.cohort_size, replace=False)).astype(np.int64)
+
+    def event(self, inner: Any) -> Any:
+        return dp_accounting.SampledWithoutReplacementDpEvent(self.num_clients, self.cohort_size, inner)
+
+    def expected_cohort(self) -> float:
+        return float(self.cohort_size)
+
+    def describe(self) -> dict[str, Any]:
+        return {"sampler": "fixed", "num_clients": self.num_clients, "cohort_size": self.cohort_size}
+
+
+class PoissonSampler(Sampler):
+    """Each client independently with probability ``sampling_probability`` (coins drawn by the server).
+
+    Event: ``dp_accounting.PoissonSampledDpEvent`` (add/remove neighbouring relation).
+    """
+
+    def __init__(self, num_clients: int, sampling_probability: float) -> None:
+        self.num_clients = int(num_clients)
+        self.sampling_probability = _check_rate("sampling_probability", sampling_probability)
+
+    def sample(self, round_index: int, rng: np.random.Generator) -> np.ndarray:
+        return np.flatnonzero(rng.random(self.num_clients) < self.sampling_probability).astype(np.int64)
+
+    def event(self, inner: Any) -> Any:
+        return dp_accounting.PoissonSampledDpEvent(self.sampling_probability, inner)
+
+    def expected_cohort(self) -> float:
+        return self.sampling_probability * self.num_clients
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "sampler": "poisson",
+            "num_clients": self.num_clients,
+            "sampling_probability": self.sampling_probability,
+        }
+
+
+class RandomCheckInSampler(Sampler):
+    """Random check-in: client i participates with its own probability p_i (000 Eq. 10; 004 Algorithm 1).
+
+    The probabilities belong to the clients: the server-side code must not read ``_p`` (it only receives the
+    returned ids). Event: independent inclusion with probability p_i is Poisson subsampling of each client
+    with
+    its own rate, and client i's privacy depends only on its own p_i, so
+    ``PoissonSampledDpEvent(max_i p_i, inner)`` bounds every client (exact when all p_i are equal).
+
+    Args:
+        num_clients: N.
+        probabilities: one p ∈ (0, 1] for everyone, or a length-N sequence of p_i.
+    """
+
+    def __init__(self, num_clients: int, probabilities: float | Sequence[float] | np.ndarray) -> None:
+        self.num_clients = int(num_clients)
+        p = np.asarray(probabilities, dtype=np.float64)
+        if p.ndim == 0:
+            p = np.full(self.num_clients, float(p))
+        if p.shape != (self.num_clients,):
+            raise ValueError(
+                f"probabilities must be one number or {self.num_clients} numbers. Found {p.shape}."
+            )
+        for v in (p.min(), p.max()):
+            _check_rate("probabilities", float(v))
+        self._p = p
+
+    def sample(self, round_index: int, rng: np.random.Generator) -> np.ndarray:
+        # One coin per client; in a deployment each client flips its own (004 Alg. 1 "Sample B ~ Bern(p)").
+        return np.flatnonzero(rng.random(self.num_clients) < self._p).astype(np.int64)
+
+    def event(self, inner: Any) -> Any:
+        return dp_accounting.PoissonSampledDpEvent(float(self._p.max()), inner)
+
+    def expected_cohort(self) -> float:
+        return float(self._p.sum())
+
+    def probability_someone_checks_in(self) -> float:
+        """ν = 1 − Π_i (1 − p_i) (the correction factor of 000 Eq. 13), computed in log space."""
+        if np.any(self._p >= 1.0):
+            return 1.0
+        return float(-np.expm1(np.sum(np.log1p(-self._p))))
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "sampler": "random_checkin",
+            "num_clients": self.num_clients,
+            "max_probability": float(self._p.max()),
+            "mean_probability": float(self._p.mean()),
+        }
+
+
+class BalancedIterationSampler(Sampler):
+    """Balanced Iteration Subsampling: each client takes part in exactly k of the T rounds.
+
+    Client i's k rounds are a uniformly random k-subset of {0, …, T−1}, independent across clients, drawn once
+    from ``schedule_rng``. Rounds beyond T−1 raise ValueError. The schedule costs 4·N·k bytes.
+
+    Args:
+        num_clients: N.
+        num_rounds: T (the number of slots).
+        rounds_per_client: k (1 ≤ k ≤ T).
+        schedule_rng: the generator that draws the schedule (use a dedicated, seeded one).
+    """
+
+    _CHUNK = 8192
+
+    def __init__(
+        self, num_clients: int, num_rounds: int, rounds_per_client: int, schedule_rng: np.random.Generator
+    ) -> None:
+        if not 1 <= rounds_per_client <= num_rounds:
+            raise ValueError(f"rounds_per_client must be in [1, {num_rounds}]. Found {rounds_per_client}.")
+        self.num_clients = int(num_clients)
+        self.num_rounds = int(num_rounds)
+        self.rounds_per_client = int(rounds_per_client)
+        k, t = self.rounds_per_client, self.num_rounds
+        sched = np.empty((self.num_clients, k), dtype=np.int32)
+        for lo in range(0, self.num_clients, self._CHUNK):
+            hi = min(lo + self._CHUNK, self.num_clients)
+            keys = schedule_rng.random((hi - lo, t))
+            sched[lo:hi] = np.argpartition(keys, k - 1, axis=1)[:, :k] if k < t else np.arange(t)
+        flat_rounds = sched.reshape(-1)
+        order = np.argsort(flat_rounds, kind="stable")
+        self._clients_by_round = (order // k).astype(np.int64)
+        self._starts = np.searchsorted(flat_rounds[order], np.arange(t + 1))
+
+    def sample(self, round_index: int, rng: np.random.Generator | None = None) -> np.ndarray:
+        if not 0 <= round_index < self.num_rounds:
+            raise ValueError(f"round_index must be in [0, {self.num_rounds - 1}]. Found {round_index}.")
+        lo, hi = self._starts[round_index], self._starts[round_index + 1]
+        return np.sort(self._clients_by_round[lo:hi])
+
+    def event(self, inner: Any) -> Any:
+        return BalancedIterationSubsamplingEvent(self.num_rounds, self.rounds_per_client, inner)
+
+    def expected_cohort(self) -> float:
+        return self.num_clients * self.rounds_per_client / self.num_rounds
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "sampler": "balanced_iteration",
+            "num_clients": self.num_clients,
+            "num_rounds": self.num_rounds,
+            "rounds_per_client": self.rounds_per_client,
+        }
+
+
+# -- local (record-level) sampling ------------------------------------------------------------------------
+def local_batches(
+    client_indices: Sequence[np.ndarray],
+    clients: np.ndarray,
+    *,
+    num_steps: int,
+    batch_size: int,
+    scheme: str,
+    rng: np.random.Generator,
+) -> torch.Tensor:
+    """Mini-batch indices of each client for ``num_steps`` local steps, shape ``[K, Q, b]`` (global indices).
+
+    ``scheme="wor"``: the Q·b examples of the round are distinct (a uniform Q·b-subset of D_i split into Q
+    batches, 000 Eq. 9 "WOR"); if Q·b > |D_i| the client cycles through fresh permutations.
+    ``scheme="wr"``: Q·b independent uniform draws with replacement (000 Eq. 9 "WR").
+    """
+    if scheme not in ("wor", "wr"):
+        raise ValueError(f"scheme must be 'wor' or 'wr'. Found {scheme!r}.")
+    need = num_steps * batch_size
+    out = np.empty((len(clients), need), dtype=np.int64)
+    for row, c in enumerate(clients):
+        idx = client_indices[int(c)]
+        n = len(idx)
+        if n == 0:
+            raise ValueError(f"client {int(c)} has no training examples.")
+        if scheme == "wr":
+            local = rng.integers(0, n, size=need)
+        elif need <= n:
+            local = rng.choice(n, size=need, replace=False)
+        else:
+            local = np.concatenate([rng.permutation(n) for _ in range(-(-need // n))])[:need]
+        out[row] = idx[local]
+    return torch.from_numpy(out.reshape(len(clients), num_steps, batch_size))
+
+
+def poisson_local_batches(
+    client_indices: Sequence[np.ndarray],
+    clients: np.ndarray,
+    *,
+    sampling_probability: float,
+    rng: np.random.Generator,
+    limit: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each of a client's examples independently with probability q (004 Algorithm 1, "Sample S_i from D_i").
+
+    Args:
+        limit: use only the first ``limit`` examples of each client (a fixed local dataset of size d).
+
+    Returns:
+        ``(indices [K, 1, B], mask [K, 1, B])`` with B the largest sample size; padded slots have mask 0.
+    """
+    q = _check_rate("sampling_probability", sampling_probability)
+    chosen = []
+    for c in clients:
+        idx = client_indices[int(c)]
+        if limit is not None:
+            idx = idx[:limit]
+        chosen.append(idx[rng.random(len(idx)) < q])
+    width = max([1, *(len(s) for s in chosen)])
+    ind = np.zeros((len(clients), width), dtype=np.int64)
+    mask = np.zeros((len(clients), width), dtype=np.float32)
+    for row, s in enumerate(chosen):
+        ind[row, : len(s)] = s
+        mask[row, : len(s)] = 1.0
+        if len(s) < width and len(client_indices[int(clients[row])]):
+            ind[row, len(s) :] = client_indices[int(clients[row])][0]  # any valid index; masked out
+    return torch.from_numpy(ind[:, None, :]), torch.from_numpy(mask[:, None, :])

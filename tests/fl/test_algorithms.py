@@ -1,0 +1,346 @@
+"""The four algorithms on tiny hand-checkable cases, their accounting, and state round trips."""
+
+from __future__ import annotations
+
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+import torch
+
+from ampfl.accounting.ms_pafl import account_ms_pafl, ldp_sigma
+from ampfl.accounting.random_checkin import calibrate_sigma, epsilon_composed
+from ampfl.fl.algorithms import ALGORITHMS, PrivacyReport
+from ampfl.fl.algorithms.base import ROLE_NOISE
+from ampfl.fl.data import Dataset
+from ampfl.fl.task import Task
+
+
+def _dataset(n_per_client: int = 8, clients: int = 2, features: int = 3, seed: int = 0) -> Dataset:
+    rng = np.random.default_rng(seed)
+    n = n_per_client * clients
+    x = rng.normal(size=(n, features)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    return Dataset("tiny", x, y, x[:6].copy(), y[:6].copy(), 2)
+
+
+def _task(n_per_client: int = 8, clients: int = 2, **kw: object) -> Task:
+    ds = _dataset(n_per_client, clients)
+    idx = [np.arange(i * n_per_client, (i + 1) * n_per_client) for i in range(clients)]
+    return Task(ds, idx, model="logreg", model_options=dict(kw))
+
+
+def _make(name: str, task: Task, seed: int = 0, **params: object):  # type: ignore[no-untyped-def]
+    cls = ALGORITHMS[name]
+    return cls(cls.Params(**params), task, seed=seed)
+
+
+def _full_batch_grad(task: Task, w: torch.Tensor, idx: np.ndarray) -> torch.Tensor:
+    """Gradient of the mean Eq. (21) loss at w over examples idx (closed form: -mean(σ(-y w.x) y x))."""
+    x = torch.from_numpy(task.dataset.x_train[idx])
+    y = 2.0 * torch.from_numpy(task.dataset.y_train[idx]).float() - 1.0
+    return -(torch.sigmoid(-y * (x @ w))[:, None] * y[:, None] * x).mean(0)
+
+
+def test_registry() -> None:
+    assert set(ALGORITHMS) == {"fedavg", "dp_fedavg", "ms_pafl", "dp_dsgd_rp"}
+    for cls in ALGORITHMS.values():
+        with pytest.raises(ValueError):
+            cls.Params(unknown_key=1)
+
+
+def test_fedavg_one_step_full_batch_by_hand() -> None:
+    task = _task()
+    alg = _make("fedavg", task, cohort_size=2, num_local_steps=1, batch_size=8, learning_rate=0.5)
+    m = alg.run_round(0)
+    assert m["participants"] == 2.0
+    # one step from w = 0 on each client's whole data (WOR with Qb = |D_i|), then the mean (Eq. 3)
+    expected = torch.stack(
+        [-0.5 * _full_batch_grad(task, torch.zeros(3), np.arange(i * 8, i * 8 + 8)) for i in range(2)]
+    ).mean(0)
+    assert torch.allclose(alg.global_params, expected, atol=1e-6)
+    assert alg.privacy(1) == PrivacyReport(math.inf, 0.0, "none")
+    assert 0.0 <= alg.evaluate()["accuracy"] <= 1.0
+
+
+def test_dp_fedavg_clipping_and_noise_free_update() -> None:
+    task = _task()
+    alg = _make(
+        "dp_fedavg",
+        task,
+        cohort_size=2,
+        num_local_steps=1,
+        batch_size=8,
+        learning_rate=0.5,
+        clip_norm=1e-3,
+        noise_multiplier=0.0,
+    )
+    alg.run_round(0)
+    deltas = torch.stack(
+        [-0.5 * _full_batch_grad(task, torch.zeros(3), np.arange(i * 8, i * 8 + 8)) for i in range(2)]
+    )
+    clipped = deltas * torch.clamp(1e-3 / deltas.norm(dim=1), max=1.0)[:, None]
+    assert torch.allclose(alg.global_params, clipped.mean(0), atol=1e-7)
+    assert float(alg.global_params.norm()) <= 1e-3 + 1e-9  # clipping bound C, averaged
+
+
+@pytest.mark.parametrize("placement", ["central", "distributed"])
+def test_dp_fedavg_noise_std(placement: str) -> None:
+    # d = 200 coordinates; the update's noise part must have std z C / m (central and distributed alike)
+    task = _task(features=1)
+    task = Task(_dataset(8, 2, features=200), task.client_indices, model="logreg")
+    z, c = 2.0, 0.5
+    alg = _make(
+        "dp_fedavg",
+        task,
+        cohort_size=2,
+        num_local_steps=1,
+        batch_size=8,
+        learning_rate=0.5,
+        clip_norm=c,
+        noise_multiplier=z,
+        noise_placement=placement,
+    )
+    quiet = _make(
+        "dp_fedavg",
+        task,
+        cohort_size=2,
+        num_local_steps=1,
+        batch_size=8,
+        learning_rate=0.5,
+        clip_norm=c,
+        noise_multiplier=0.0,
+    )
+    alg.run_round(0)
+    quiet.run_round(0)
+    noise = alg.global_params - quiet.global_params
+    assert abs(float(noise.std()) / (z * c / 2) - 1.0) < 0.2  # 200 samples: std error ~5%
+
+
+def test_dp_fedavg_accounting_and_calibration() -> None:
+    task = _task(clients=10)
+    alg = _make(
+        "dp_fedavg",
+        task,
+        client_sampling="poisson",
+        sampling_probability=0.3,
+        noise_multiplier=1.5,
+        target_delta=1e-5,
+    )
+    acc = dp_accounting.rdp.RdpAccountant()
+    acc.compose(dp_accounting.PoissonSampledDpEvent(0.3, dp_accounting.GaussianDpEvent(1.5)), 20)
+    rep = alg.privacy(20)
+    assert rep.epsilon == pytest.approx(acc.get_epsilon(1e-5), rel=0.02)  # our orders are a subset
+    assert rep.epsilon >= acc.get_epsilon(1e-5) - 1e-9 or rep.epsilon == pytest.approx(acc.get_epsilon(1e-5))
+    assert alg.privacy(0).epsilon == 0.0
+    cal = _make("dp_fedavg", task, cohort_size=3, target_epsilon=2.0, num_rounds=20)
+    assert cal.privacy(20).epsilon <= 2.0
+    assert cal.epsilon(cal.noise_multiplier * 0.99, 20) > 2.0  # the smallest such noise (to 1%)
+    # fixed-size sampling: replace-one relation, dp-accounting noise multiplier z / 2 (Δ₂ = 2C)
+    acc = dp_accounting.rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+    acc.compose(
+        dp_accounting.SampledWithoutReplacementDpEvent(
+            10, 3, dp_accounting.GaussianDpEvent(cal.noise_multiplier / 2)
+        ),
+        20,
+    )
+    assert acc.get_epsilon(1e-5) <= 2.0 + 0.1
+    with pytest.raises(ValueError, match="distributed"):
+        ALGORITHMS["dp_fedavg"].Params(
+            client_sampling="poisson",
+            sampling_probability=0.1,
+            noise_multiplier=1.0,
+            noise_placement="distributed",
+        )
+
+
+def test_ms_pafl_round_by_hand_with_nu_correction() -> None:
+    task = _task(n_per_client=10, clients=2)
+    alg = _make(
+        "ms_pafl",
+        task,
+        checkin_probability=0.5,
+        num_local_steps=1,
+        batch_size=10,
+        learning_rate=0.5,
+        epsilon_local=0.5,
+        delta_local=1e-3,
+        beta=1.5,
+    )
+    assert alg.sigma == pytest.approx(ldp_sigma(eps_local=0.5, delta_local=1e-3, clip=1.0))  # s = 2C
+    r = next(r for r in range(50) if len(alg.sampler.sample(r, alg.rng(r, 4))) == 2)  # a round with both
+    for rr in range(r):
+        alg.run_round(rr)
+    before_public = alg.public.clone()
+    before_private = alg.store.get([0, 1])
+    alg.run_round(r)
+    # local step on each client's whole data from (w_α,i, w̄_p) (Eq. 14)
+    start = torch.cat([before_private, before_public.expand(2, -1)], dim=1)  # first part private (d=3: 2 + 1)
+    trained = torch.stack(
+        [start[i] - 0.5 * _full_batch_grad(task, start[i], np.arange(i * 10, i * 10 + 10)) for i in range(2)]
+    )
+    assert torch.allclose(alg.store.get([0, 1]), trained[:, :2], atol=1e-6)  # private parts kept
+    public = trained[:, 2:]
+    clipped = public / torch.clamp(public.norm(dim=1), min=1.0)[:, None]  # Eq. (11), C = 1
+    noise = torch.randn(clipped.shape, generator=alg.torch_generator(r, ROLE_NOISE)) * alg.sigma
+    nu = 1 - 0.5**2  # Eq. (13): ν = 1 - Π(1 - p_i)
+    assert torch.allclose(alg.public, (clipped + noise).sum(0) / (nu * 2), atol=1e-5)
+    ev = alg.evaluate()
+    assert set(ev) == {"accuracy", "personal_accuracy_mean", "personal_accuracy_std", "personal_local_accuracy_mean",
+                       "personal_local_accuracy_std"}
+
+
+def test_ms_pafl_clipping_bound_and_accounting() -> None:
+    task = _task(n_per_client=30, clients=4, init_std=5.0)
+    alg = _make(
+        "ms_pafl",
+        task,
+        checkin_probability=1.0,
+        num_local_steps=2,
+        batch_size=3,
+        nu_correction=False,
+        beta=1.0,
+    )
+    alg.sigma = 0.0  # switch the noise off to see the clipped average
+    alg.run_round(0)
+    assert float(alg.public.norm()) <= 1.0 + 1e-6  # mean of vectors of norm <= C
+    rep = alg.privacy(10)
+    acc = account_ms_pafl(
+        p=1.0,
+        eps_local=1.0,
+        delta_local=1e-4,
+        num_clients=4,
+        beta=1.0,
+        local_steps=2,
+        batch_size=3,
+        dataset_size=30,
+        sampling="wor",
+        rounds=10,
+        delta_tilde=1e-4,
+    )
+    assert rep.epsilon == pytest.approx(acc.epsilon_total_tight) and rep.delta == pytest.approx(
+        acc.delta_total
+    )
+    paper = _make(
+        "ms_pafl",
+        task,
+        checkin_probability=1.0,
+        num_local_steps=2,
+        batch_size=3,
+        accounting="paper",
+        beta=1.0,
+    )
+    assert paper.privacy(10).epsilon == pytest.approx(acc.epsilon_total)
+    with pytest.raises(ValueError, match="WOR"):
+        _make("ms_pafl", task, num_local_steps=10, batch_size=5, beta=1.0)  # Q b > |D_i|
+
+
+def test_dp_dsgd_rp_scaling_by_hand() -> None:
+    # p = q = 1, no noise, large C: ĝ = Σ_i Σ_s ∇ℓ / (p N q d) is the full-data mean gradient (Eq. 4)
+    task = _task(n_per_client=6, clients=3)
+    alg = _make(
+        "dp_dsgd_rp",
+        task,
+        participation_probability=1.0,
+        sampling_probability=1.0,
+        noise_std=0.0,
+        clip_norm=100.0,
+        learning_rate=0.7,
+    )
+    assert alg.scale() == pytest.approx(1.0 / 18)
+    alg.run_round(0)
+    expected = -0.7 * _full_batch_grad(task, torch.zeros(3), np.arange(18))
+    assert torch.allclose(alg.global_params, expected, atol=1e-6)
+
+
+def test_dp_dsgd_rp_clipping_noise_and_accounting() -> None:
+    task = _task(n_per_client=10, clients=4)
+    alg = _make(
+        "dp_dsgd_rp",
+        task,
+        participation_probability=0.5,
+        sampling_probability=0.5,
+        noise_std=0.0,
+        clip_norm=1e-3,
+        learning_rate=1.0,
+    )
+    m = alg.run_round(0)
+    # ‖ĝ‖ <= (#examples) C / (p N q d)
+    assert float(alg.global_params.norm()) <= m.get("examples", 0.0) * 1e-3 / (0.5 * 4 * 0.5 * 10) + 1e-9
+    cal = _make(
+        "dp_dsgd_rp",
+        task,
+        participation_probability=0.5,
+        sampling_probability=0.5,
+        epsilon=0.5,
+        delta=1e-5,
+        clip_norm=2.0,
+    )
+    assert cal.sigma == pytest.approx(
+        calibrate_sigma(analysis="wcs", p=0.5, q=0.5, d=10, epsilon=0.5, delta=1e-5, clip=2.0)
+    )
+    rep = cal.privacy(5)
+    assert rep.epsilon == pytest.approx(
+        epsilon_composed(
+            analysis="wcs", p=0.5, q=0.5, d=10, sigma=cal.sigma, iterations=5, delta=1e-5, clip=2.0
+        )
+    )
+    assert rep.analysis.startswith("wcs")
+    assert cal.privacy(10).epsilon > rep.epsilon
+    # the noise is released even when nobody participates: std σ / (p N q d) per coordinate
+    quiet = _make("dp_dsgd_rp", task, participation_probability=0.01, sampling_probability=0.5, noise_std=1.0)
+    quiet.run_round(0)
+    assert float(quiet.global_params.abs().max()) > 0.0
+
+
+def test_dp_dsgd_rp_unequal_clients_use_d_records() -> None:
+    ds = _dataset(10, 2)
+    task = Task(ds, [np.arange(0, 4), np.arange(4, 20)], model="logreg")
+    alg = _make("dp_dsgd_rp", task, noise_std=1.0)
+    assert alg.d == 4 and [len(ix) for ix in alg.local_data] == [4, 4]
+    assert set(alg.local_data[1].tolist()) <= set(range(4, 20))
+
+
+@pytest.mark.parametrize(
+    "name,params",
+    [
+        ("fedavg", {"cohort_size": 2, "batch_size": 3}),
+        (
+            "dp_fedavg",
+            {
+                "client_sampling": "poisson",
+                "sampling_probability": 0.5,
+                "noise_multiplier": 1.0,
+                "batch_size": 3,
+            },
+        ),
+        ("ms_pafl", {"checkin_probability": 0.6, "num_local_steps": 2, "batch_size": 3, "beta": 1.0}),
+        ("dp_dsgd_rp", {"noise_std": 0.5, "momentum": 0.9, "participation_probability": 0.7}),
+    ],
+)
+def test_state_dict_round_trip_continues_identically(name: str, params: dict) -> None:
+    task = _task(n_per_client=12, clients=4)
+    a = _make(name, task, seed=7, **params)
+    for r in range(3):
+        a.run_round(r)
+    state = a.state_dict()
+    b = _make(name, task, seed=7, **params)
+    b.load_state_dict(torch.load(_roundtrip(state), weights_only=False))
+    for r in range(3, 6):
+        ma, mb = a.run_round(r), b.run_round(r)
+        assert ma == mb
+    assert torch.equal(a.global_params, b.global_params)
+    assert a.evaluate() == b.evaluate()
+    with pytest.raises(ValueError, match="algorithm"):
+        other = "fedavg" if name != "fedavg" else "ms_pafl"
+        b.load_state_dict({**state, "algorithm": other})
+
+
+def _roundtrip(state: dict) -> object:
+    import io
+
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    return buf

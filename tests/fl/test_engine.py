@@ -1,0 +1,134 @@
+"""The engine: vectorised = sequential reference (1e-5), chunking invariance, per-example clipping."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from ampfl.fl.engine import Engine, EngineOptions, FunctionalModel
+from ampfl.fl.models import build_model
+
+CASES = [
+    ("logreg", (6,), 2, {"gamma": 0.05, "init_std": 0.3}),
+    ("logreg", (6,), 3, {"bias": True, "init_std": 0.3}),
+    ("mlp", (6,), 3, {"hidden": (8,)}),
+    ("cnn", (1, 28, 28), 4, {}),
+]
+
+
+def _setup(name: str, shape: tuple[int, ...], classes: int, opts: dict, k: int = 5, q: int = 3, b: int = 4):
+    torch.manual_seed(0)
+    fm = FunctionalModel(build_model(name, input_shape=shape, num_classes=classes, **opts), shape)
+    gen = torch.Generator().manual_seed(1)
+    n = 64
+    x = torch.randn((n, *shape), generator=gen)
+    y = torch.randint(0, classes, (n,), generator=gen)
+    batches = torch.randint(0, n, (k, q, b), generator=gen)
+    start = fm.initial() + 0.05 * torch.randn((k, fm.dim), generator=gen)
+    return fm, x, y, batches, start
+
+
+@pytest.mark.parametrize("name,shape,classes,opts", CASES)
+@pytest.mark.parametrize("clip", [None, 0.3])
+def test_vectorised_equals_sequential(
+    name: str, shape: tuple[int, ...], classes: int, opts: dict, clip: float | None
+) -> None:
+    fm, x, y, batches, start = _setup(
+        name, shape, classes, opts, k=2 if name == "cnn" else 5, q=2 if name == "cnn" else 3
+    )
+    weights = torch.rand(batches.shape, generator=torch.Generator().manual_seed(2))
+    kw = dict(learning_rate=0.02 if name == "cnn" else 0.2, per_sample_clip=clip, weights=weights)
+    vec = Engine().local_sgd(fm, start, x, y, batches, **kw)
+    seq = Engine(EngineOptions(vectorized=False)).local_sgd(fm, start, x, y, batches, **kw)
+    assert torch.allclose(vec.params, seq.params, atol=1e-5, rtol=0)
+    assert torch.allclose(vec.loss, seq.loss, atol=1e-5, rtol=0)
+    assert not torch.allclose(vec.params, start)  # something was trained
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 4])
+def test_chunking_gives_same_result(chunk: int) -> None:
+    fm, x, y, batches, start = _setup("mlp", (6,), 3, {"hidden": (8,)}, k=7)
+
+    def hook(step: int, ids: np.ndarray, g: torch.Tensor) -> torch.Tensor:
+        # randomness derived from the client id only, so chunking cannot change it
+        noise = torch.stack(
+            [
+                torch.randn(g.shape[1], generator=torch.Generator().manual_seed(int(i) * 10 + step))
+                for i in ids
+            ]
+        )
+        return g + 0.01 * noise
+
+    ids = np.arange(100, 107)
+    whole = Engine(EngineOptions(chunk_size=100)).local_sgd(
+        fm, start, x, y, batches, learning_rate=0.1, client_ids=ids, grad_hook=hook
+    )
+    parts = Engine(EngineOptions(chunk_size=chunk)).local_sgd(
+        fm, start, x, y, batches, learning_rate=0.1, client_ids=ids, grad_hook=hook
+    )
+    assert torch.allclose(whole.params, parts.params, atol=1e-6, rtol=0)
+    seq = Engine(EngineOptions(vectorized=False)).local_sgd(
+        fm, start, x, y, batches, learning_rate=0.1, client_ids=ids, grad_hook=hook
+    )
+    assert torch.allclose(whole.params, seq.params, atol=1e-5, rtol=0)
+
+
+def test_memory_cap_sets_chunk_size() -> None:
+    fm = FunctionalModel(build_model("cnn", input_shape=(1, 28, 28), num_classes=10), (1, 28, 28))
+    small = Engine(EngineOptions(memory_cap_mb=8)).chunk_size(fm, 50)
+    large = Engine(EngineOptions(memory_cap_mb=4096)).chunk_size(fm, 50)
+    assert 1 <= small < large
+    assert Engine(EngineOptions(chunk_size=3)).chunk_size(fm, 50) == 3
+
+
+def test_plain_sgd_step_by_hand() -> None:
+    # one client, one step, logistic loss at w = 0: grad = -(1/2) mean(y x) with y in {-1, +1}
+    fm = FunctionalModel(build_model("logreg", input_shape=(2,), num_classes=2), (2,))
+    x = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+    y = torch.tensor([1, 0])
+    res = Engine().local_sgd(fm, torch.zeros(2), x, y, torch.tensor([[[0, 1]]]), learning_rate=1.0)
+    assert torch.allclose(res.params, torch.tensor([[0.25, -0.5]]))
+    assert torch.allclose(res.loss, torch.tensor([np.log(2.0)], dtype=torch.float32))
+
+
+def test_clipped_gradient_sum() -> None:
+    fm, x, y, _, start = _setup("logreg", (6,), 2, {"init_std": 0.5}, k=4)
+    idx = torch.randint(0, 64, (4, 1, 9), generator=torch.Generator().manual_seed(5))
+    mask = (torch.rand((4, 1, 9), generator=torch.Generator().manual_seed(6)) < 0.6).to(torch.float32)
+    res = Engine().clipped_gradient_sum(fm, start, x, y, idx, mask, clip=0.1)
+    ref = Engine(EngineOptions(vectorized=False)).clipped_gradient_sum(fm, start, x, y, idx, mask, clip=0.1)
+    assert torch.allclose(res.params, ref.params, atol=1e-6)
+    # each per-example gradient has norm <= C, so ||g_i|| <= C * |S_i|
+    assert bool((torch.linalg.vector_norm(res.params, dim=1) <= 0.1 * mask.sum((1, 2)) + 1e-6).all())
+    # by hand for client 0: sum over masked examples of clipped autograd gradients
+    manual = torch.zeros(fm.dim)
+    for j in range(9):
+        if mask[0, 0, j] > 0:
+            w = start[0].clone().requires_grad_(True)
+            (g,) = torch.autograd.grad(fm.one_example_loss(w, x[idx[0, 0, j]], y[idx[0, 0, j]]), w)
+            manual += g * min(1.0, 0.1 / float(g.norm()))
+    assert torch.allclose(res.params[0], manual, atol=1e-6)
+
+
+def test_accuracy_of_stacked_models() -> None:
+    fm = FunctionalModel(build_model("logreg", input_shape=(2,), num_classes=2), (2,))
+    x = torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0]])
+    y = torch.tensor([1, 0, 1])
+    params = torch.tensor([[1.0, 1.0], [-1.0, -1.0]])
+    acc = Engine().accuracy(fm, params, x, y, batch_size=2)
+    assert acc.tolist() == [1.0, 0.0]
+    assert float(Engine().accuracy(fm, params[0], x, y)) == 1.0
+    # scored only on the labels each model is marked for: model 0 on label 0 (0/1), model 1 on label 0 (1/1)
+    mask = torch.tensor([[True, False], [True, False]])
+    assert Engine().accuracy(fm, params, x, y, label_mask=mask).tolist() == [0.0, 1.0]
+
+
+def test_bad_inputs() -> None:
+    fm, x, y, batches, start = _setup("logreg", (6,), 2, {})
+    with pytest.raises(ValueError, match="start must have shape"):
+        Engine().local_sgd(fm, start[:2], x, y, batches, learning_rate=0.1)
+    with pytest.raises(ValueError, match="per_sample_clip"):
+        Engine().local_sgd(fm, start, x, y, batches, learning_rate=0.1, per_sample_clip=0.0)
+    with pytest.raises(ValueError, match="chunk_size"):
+        EngineOptions(chunk_size=0)

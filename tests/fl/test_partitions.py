@@ -1,0 +1,168 @@
+"""Client partitions: disjointness, sizes, the label-skew property, reproducibility, 004's N x d set-ups."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ampfl.fl.data import SCHEMES, max_fixed_clients, partition_clients
+
+BALANCED = np.repeat(np.arange(10, dtype=np.int64), 600)  # 6000 samples, 10 balanced classes
+# Adult's training labels: 24720 x "<=50K", 7841 x ">50K" (counted from adult.data; 32561 rows in total).
+ADULT_LIKE = np.random.default_rng(0).permutation(np.repeat(np.array([0, 1], dtype=np.int64), [24720, 7841]))
+
+
+def _check_disjoint(parts: list[np.ndarray], n: int) -> np.ndarray:
+    assert all(p.dtype == np.int64 for p in parts)
+    assert all(np.all(np.diff(p) > 0) for p in parts)  # sorted, no repeats inside a client
+    joined = np.concatenate(parts)
+    assert joined.size == np.unique(joined).size, "an index is used by two clients"
+    assert joined.size == 0 or (joined.min() >= 0 and joined.max() < n)
+    return joined
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_every_scheme_gives_disjoint_clients(scheme):
+    parts = partition_clients(BALANCED, scheme=scheme, num_clients=50, seed=1, samples_per_client=100)
+    assert len(parts) == 50
+    _check_disjoint(parts, BALANCED.size)
+    assert min(p.size for p in parts) > 0
+
+
+def test_iid_sizes_differ_by_at_most_one_and_cover_everything():
+    labels = np.arange(6007, dtype=np.int64) % 10
+    parts = partition_clients(labels, scheme="iid", num_clients=100, seed=0)
+    sizes = [p.size for p in parts]
+    assert max(sizes) - min(sizes) <= 1 and sum(sizes) == 6007
+    assert _check_disjoint(parts, 6007).size == 6007
+
+
+def test_dirichlet_is_reproducible_and_skew_follows_alpha():
+    first = partition_clients(BALANCED, scheme="dirichlet", num_clients=20, seed=5, alpha=0.5)
+    second = partition_clients(BALANCED, scheme="dirichlet", num_clients=20, seed=5, alpha=0.5)
+    other = partition_clients(BALANCED, scheme="dirichlet", num_clients=20, seed=6, alpha=0.5)
+    assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
+    assert not all(np.array_equal(a, b) for a, b in zip(first, other, strict=True))
+    assert _check_disjoint(first, BALANCED.size).size == BALANCED.size
+
+    def top_class_share(alpha: float) -> float:
+        parts = partition_clients(BALANCED, scheme="dirichlet", num_clients=20, seed=5, alpha=alpha)
+        return float(np.mean([np.bincount(BALANCED[p]).max() / p.size for p in parts]))
+
+    # Balanced data gives a top share near 1/10 for large alpha and near 1 for small alpha.
+    assert top_class_share(0.05) > 0.6 > 0.2 > top_class_share(100.0)
+
+
+@pytest.mark.parametrize("labels_per_client", [1, 2, 3, 9, 10])
+def test_label_skew_on_balanced_labels(labels_per_client):
+    parts = partition_clients(
+        BALANCED, scheme="label_skew", num_clients=100, seed=2, labels_per_client=labels_per_client
+    )
+    assert _check_disjoint(parts, BALANCED.size).size == BALANCED.size
+    assert {np.unique(BALANCED[p]).size for p in parts} == {labels_per_client}
+    # 6000 samples "uniformly distributed" over 100 clients (000): every (client, label) slot holds
+    # floor or ceil of 6000 / (100 k) samples, so exactly 60 per client when 100 k divides 6000.
+    per_slot = 6000 / (100 * labels_per_client)
+    sizes = {p.size for p in parts}
+    assert min(sizes) >= labels_per_client * np.floor(per_slot)
+    assert max(sizes) <= labels_per_client * np.ceil(per_slot)
+    if per_slot.is_integer():
+        assert sizes == {60}
+
+
+def test_label_skew_on_adult_like_labels_keeps_client_sizes_equal():
+    # 000 Sec. VI-B: Adult over N = 100 clients, each holding a subset of the labels.
+    parts = partition_clients(ADULT_LIKE, scheme="label_skew", num_clients=100, seed=0, labels_per_client=1)
+    _check_disjoint(parts, ADULT_LIKE.size)
+    assert all(np.unique(ADULT_LIKE[p]).size == 1 for p in parts)
+    sizes = np.array([p.size for p in parts])
+    assert sizes.sum() == ADULT_LIKE.size and sizes.max() - sizes.min() <= 3  # 32561 / 100 = 325.6
+    holders_of_positive = sum(int(ADULT_LIKE[p][0]) for p in parts)
+    assert holders_of_positive == 24  # 100 * 7841 / 32561 = 24.08 clients' worth of ">50K"
+
+
+def test_label_skew_with_fewer_slots_than_labels_uses_whole_labels():
+    parts = partition_clients(BALANCED, scheme="label_skew", num_clients=7, seed=1, labels_per_client=1)
+    _check_disjoint(parts, BALANCED.size)
+    assert sorted(p.size for p in parts) == [600] * 7
+    assert len({int(BALANCED[p][0]) for p in parts}) == 7
+
+
+def test_label_skew_is_reproducible():
+    kwargs = {"scheme": "label_skew", "num_clients": 30, "labels_per_client": 2}
+    first = partition_clients(BALANCED, seed=9, **kwargs)
+    again = partition_clients(BALANCED, seed=9, **kwargs)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
+
+
+def test_fixed_n_by_d():
+    parts = partition_clients(BALANCED, scheme="fixed", num_clients=200, seed=3, samples_per_client=30)
+    assert [p.size for p in parts] == [30] * 200
+    assert _check_disjoint(parts, BALANCED.size).size == 6000
+    # 004 Sec. 6: EMNIST ByClass has 697932 training samples; d = 30 gives 23264 clients (6.1) and
+    # d = 1000 gives 697 clients (6.2).
+    assert max_fixed_clients(697932, 30) == 23264
+    assert max_fixed_clients(697932, 1000) == 697
+
+
+def test_fixed_errors():
+    with pytest.raises(ValueError, match="at most 200 clients of 30"):
+        partition_clients(BALANCED, scheme="fixed", num_clients=201, seed=0, samples_per_client=30)
+    with pytest.raises(ValueError, match="samples_per_client must be given"):
+        partition_clients(BALANCED, scheme="fixed", num_clients=2, seed=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"scheme": "shards"}, "scheme must be one of"),
+        ({"num_clients": 0}, "num_clients must be an integer >= 1"),
+        ({"num_clients": 6001}, "num_clients must be <="),
+        ({"scheme": "dirichlet", "alpha": 0.0}, "alpha must be"),
+        ({"scheme": "label_skew", "labels_per_client": 11}, "labels_per_client must be <="),
+        ({"scheme": "label_skew", "labels_per_client": 0}, "labels_per_client must be an integer >= 1"),
+        ({"seed": -1}, "seed must be"),
+    ],
+)
+def test_bad_arguments(kwargs, message):
+    arguments = {"scheme": "iid", "num_clients": 10, "seed": 0, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        partition_clients(BALANCED, **arguments)
+
+
+def test_bad_labels():
+    with pytest.raises(ValueError, match="integers"):
+        partition_clients(np.zeros(5), scheme="iid", num_clients=2, seed=0)
+    with pytest.raises(ValueError, match="1-D"):
+        partition_clients(np.zeros((2, 2), dtype=np.int64), scheme="iid", num_clients=2, seed=0)
+
+
+def test_dirichlet_refuses_when_clients_stay_empty():
+    with pytest.raises(ValueError, match="larger alpha or fewer clients"):
+        partition_clients(
+            np.zeros(30, dtype=np.int64), scheme="dirichlet", num_clients=30, seed=0, alpha=1e-3
+        )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    classes=st.integers(1, 6),
+    n=st.integers(20, 400),
+    num_clients=st.integers(1, 20),
+    k=st.integers(1, 6),
+    seed=st.integers(0, 2**16),
+)
+def test_label_skew_property(classes, n, num_clients, k, seed):
+    labels = np.random.default_rng(seed).integers(0, classes, size=n)
+    present = np.unique(labels).size
+    k = min(k, present)
+    parts = partition_clients(
+        labels, scheme="label_skew", num_clients=num_clients, seed=seed, labels_per_client=k
+    )
+    assert len(parts) == num_clients
+    _check_disjoint(parts, n)
+    assert all(np.unique(labels[p]).size <= k for p in parts)
+    if num_clients * k >= present:  # every label has a holder: nothing is left out
+        assert sum(p.size for p in parts) == n

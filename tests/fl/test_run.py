@@ -1,0 +1,223 @@
+"""The run folder of ``run_experiment``: files, metrics lines, summary keys, and bit-identical resumption."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from ampfl.fl import run as run_module
+from ampfl.fl.algorithms.base import ROLE_NOISE, ROLE_SAMPLING, Algorithm, PrivacyReport
+from ampfl.fl.config import parse_config
+from ampfl.fl.run import load_checkpoint, run_experiment
+from ampfl.fl.task import Task
+
+SUMMARY_KEYS = {"algorithm", "dataset", "rounds", "final_accuracy", "epsilon", "delta", "analysis", "wall_seconds"}
+
+
+@dataclass(frozen=True)
+class _TinyDataset:
+    """Two Gaussian blobs; stands in for ``ampfl.fl.data.Dataset`` (same attributes)."""
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int = 2
+
+
+def _tiny_task(num_clients: int = 8) -> Task:
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, size=240)
+    x = (rng.normal(size=(240, 5)) + 1.5 * y[:, None]).astype(np.float32)
+    data = _TinyDataset("tiny", x[:160], y[:160].astype(np.int64), x[160:], y[160:].astype(np.int64))
+    return Task(dataset=data, client_indices=list(np.array_split(np.arange(160), num_clients)))  # type: ignore[arg-type]
+
+
+class NoisyAveraging(Algorithm):
+    """A small but genuine algorithm obeying the ABC: sampled clients take one noisy gradient step each.
+
+    It keeps a per-client counter (like a client store) so that resumption must restore more than the model.
+    """
+
+    name: ClassVar[str] = "noisy_avg"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        learning_rate: float = Field(0.5, gt=0)
+        noise_std: float = Field(0.05, ge=0)
+        cohort_size: int = Field(3, ge=1)
+        delta: float = Field(1e-5, gt=0, lt=1)
+
+    def __init__(self, params: BaseModel, task: Task, *, seed: int, engine: Any = None) -> None:
+        super().__init__(params, task, seed=seed, engine=engine)
+        generator = self.torch_generator(-1, 0)
+        self.weights = torch.randn(task.dataset.x_train.shape[1], generator=generator) * 0.01
+        self.visits = np.zeros(task.num_clients, dtype=np.int64)
+
+    def run_round(self, round_index: int) -> dict[str, float]:
+        p = self.params
+        chosen = self.rng(round_index, ROLE_SAMPLING).choice(self.task.num_clients, p.cohort_size, replace=False)
+        noise = torch.randn(len(chosen), self.weights.numel(), generator=self.torch_generator(round_index, ROLE_NOISE))
+        updates = []
+        for k, client in enumerate(chosen):
+            idx = self.task.client_indices[client]
+            x = torch.from_numpy(self.task.dataset.x_train[idx])
+            y = torch.from_numpy(self.task.dataset.y_train[idx]).float()
+            grad = x.T @ (torch.sigmoid(x @ self.weights) - y) / len(idx)
+            updates.append(-p.learning_rate * grad + p.noise_std * noise[k])
+            self.visits[client] += 1
+        self.weights = self.weights + torch.stack(updates).mean(0)
+        return {"participants": float(len(chosen))}
+
+    def evaluate(self) -> dict[str, float]:
+        x = torch.from_numpy(self.task.dataset.x_test)
+        y = torch.from_numpy(self.task.dataset.y_test)
+        predicted = (x @ self.weights > 0).long()
+        return {"accuracy": float((predicted == y).float().mean())}
+
+    def privacy(self, rounds_done: int) -> PrivacyReport:
+        return PrivacyReport(epsilon=0.1 * rounds_done, delta=self.params.delta, analysis="fake (tests only)")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"weights": self.weights.clone(), "visits": self.visits.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.weights = state["weights"].clone()
+        self.visits = np.array(state["visits"], dtype=np.int64)
+
+
+REGISTRY = {NoisyAveraging.name: NoisyAveraging}
+
+
+@pytest.fixture(autouse=True)
+def _no_engine(monkeypatch):
+    # The fake algorithm needs no engine; keep these tests independent of the engine module.
+    monkeypatch.setattr(run_module, "build_engine", lambda config: object())
+
+
+def _config(**overrides: Any):
+    data: dict[str, Any] = {
+        "seed": 3,
+        "rounds": 6,
+        "eval_every": 2,
+        "checkpoint_every": 3,
+        "dataset": {"name": "tiny"},
+        "algorithm": {"name": "noisy_avg", "noise_std": 0.05},
+    }
+    data.update(overrides)
+    return parse_config(data, algorithms=REGISTRY)
+
+
+def _run(config, out, **kwargs):
+    return run_experiment(config, out, progress=False, algorithms=REGISTRY, task=_tiny_task(), **kwargs)
+
+
+def test_run_folder_contents_metrics_and_summary(tmp_path):
+    # Prepare
+    config = _config(rounds=5)
+    # Execute
+    summary = _run(config, tmp_path / "run")
+    # Assert
+    folder = tmp_path / "run"
+    for name in ("config.json", "config.toml", "metrics.jsonl", "checkpoint.pt", "summary.json", "accuracy.png",
+                 "epsilon.png"):
+        assert (folder / name).is_file(), name
+    assert SUMMARY_KEYS <= set(summary)
+    assert json.loads((folder / "summary.json").read_text()) == json.loads(json.dumps(summary))
+    lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    # eval_every = 2 and the last round is always evaluated: rounds 2, 4, 5.
+    assert [line["round"] for line in lines] == [2, 4, 5]
+    for line in lines:
+        assert {"round", "accuracy", "epsilon", "delta", "participants", "wall_seconds"} <= set(line)
+        assert line["epsilon"] == pytest.approx(0.1 * line["round"])
+    assert summary["final_accuracy"] == lines[-1]["accuracy"]
+    assert summary["epsilon"] == pytest.approx(0.5)
+    assert summary["rounds"] == 5 and summary["algorithm"] == "noisy_avg" and summary["dataset"] == "tiny"
+    assert summary["final_accuracy"] > 0.6  # the blobs are easy: the fake algorithm does learn
+    assert json.loads((folder / "config.json").read_text())["algorithm"] == {
+        "name": "noisy_avg", "learning_rate": 0.5, "noise_std": 0.05, "cohort_size": 3, "delta": 1e-5
+    }
+    assert load_checkpoint(folder)["rounds_done"] == 5
+
+
+def test_resolved_toml_is_a_valid_config(tmp_path):
+    # Prepare
+    config = _config()
+    _run(config, tmp_path / "run")
+    # Execute
+    from ampfl.fl.config import load_config
+
+    again = load_config(tmp_path / "run" / "config.toml", algorithms=REGISTRY)
+    # Assert
+    assert again == config
+
+
+def test_interrupted_then_resumed_run_is_bit_identical(tmp_path):
+    # Prepare
+    config = _config()
+    full = _run(config, tmp_path / "full")
+    # Execute: stop after 3 rounds (checkpoint), then resume to the end.
+    partial = _run(config, tmp_path / "split", stop_after=3)
+    assert partial["completed"] is False and partial["rounds_done"] == 3
+    assert not (tmp_path / "split" / "summary.json").exists()
+    resumed = _run(config, tmp_path / "split", resume=True)
+    # Assert
+    a = load_checkpoint(tmp_path / "full")
+    b = load_checkpoint(tmp_path / "split")
+    assert torch.equal(a["algorithm"]["weights"], b["algorithm"]["weights"])
+    np.testing.assert_array_equal(a["algorithm"]["visits"], b["algorithm"]["visits"])
+    strip = [{k: v for k, v in m.items() if k != "wall_seconds"} for m in a["metrics"]]
+    assert strip == [{k: v for k, v in m.items() if k != "wall_seconds"} for m in b["metrics"]]
+    assert full["final_accuracy"] == resumed["final_accuracy"] and full["epsilon"] == resumed["epsilon"]
+    lines = (tmp_path / "split" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["round"] for line in lines] == [2, 4, 6]
+
+
+def test_resume_drops_metric_lines_written_after_the_last_checkpoint(tmp_path):
+    # Prepare: a run stopped at round 4 with checkpoint_every = 3 leaves a checkpoint at round 4 (the stop);
+    # simulate a crash after round 5 by appending a line the checkpoint does not know.
+    config = _config()
+    _run(config, tmp_path / "run", stop_after=4)
+    with open(tmp_path / "run" / "metrics.jsonl", "a") as handle:
+        handle.write(json.dumps({"round": 5, "accuracy": 0.0, "epsilon": 0.0}) + "\n")
+    # Execute
+    _run(config, tmp_path / "run", resume=True)
+    # Assert
+    rounds = [json.loads(line)["round"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert rounds == [2, 4, 6]
+
+
+def test_fresh_run_refuses_a_used_folder(tmp_path):
+    config = _config(rounds=2)
+    _run(config, tmp_path / "run")
+    with pytest.raises(ValueError, match="already holds a run"):
+        _run(config, tmp_path / "run")
+
+
+def test_resume_without_checkpoint_or_with_another_config_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="no checkpoint"):
+        _run(_config(), tmp_path / "empty", resume=True)
+    _run(_config(), tmp_path / "run", stop_after=3)
+    with pytest.raises(ValueError, match=r"algorithm\.noise_std"):
+        _run(_config(algorithm={"name": "noisy_avg", "noise_std": 0.5}), tmp_path / "run", resume=True)
+
+
+def test_resume_may_extend_the_number_of_rounds(tmp_path):
+    # Prepare
+    _run(_config(rounds=3), tmp_path / "short")
+    # Execute
+    summary = _run(_config(rounds=6), tmp_path / "short", resume=True)
+    full = _run(_config(rounds=6, eval_every=1), tmp_path / "full")
+    # Assert: the extended run reaches the same final state as a 6-round run.
+    assert summary["rounds"] == 6 and summary["final_accuracy"] == full["final_accuracy"]
+    assert math.isclose(summary["epsilon"], 0.6)
+    a, b = load_checkpoint(tmp_path / "short"), load_checkpoint(tmp_path / "full")
+    assert torch.equal(a["algorithm"]["weights"], b["algorithm"]["weights"])

@@ -1,0 +1,112 @@
+"""Client and local samplers: frequencies with fixed seeds, exact counts, and their privacy events."""
+
+from __future__ import annotations
+
+import dp_accounting
+import numpy as np
+import pytest
+import torch
+
+from ampfl.fl.sampling import (
+    BalancedIterationSampler,
+    BalancedIterationSubsamplingEvent,
+    FixedSizeSampler,
+    PoissonSampler,
+    RandomCheckInSampler,
+    local_batches,
+    poisson_local_batches,
+)
+
+
+def _rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def test_fixed_size_exact_and_uniform() -> None:
+    s = FixedSizeSampler(50, 10)
+    counts = np.zeros(50)
+    for r in range(2000):
+        ids = s.sample(r, _rng(r))
+        assert len(ids) == 10 and len(np.unique(ids)) == 10 and np.all(np.diff(ids) > 0)
+        counts[ids] += 1
+    # each client is in a round w.p. 10/50: mean 400, binomial std 17.9; allow 5 std
+    assert np.all(np.abs(counts - 400) < 5 * np.sqrt(2000 * 0.2 * 0.8))
+    ev = s.event(dp_accounting.GaussianDpEvent(1.0))
+    assert ev == dp_accounting.SampledWithoutReplacementDpEvent(50, 10, dp_accounting.GaussianDpEvent(1.0))
+    with pytest.raises(ValueError, match="cohort_size"):
+        FixedSizeSampler(5, 6)
+
+
+def test_poisson_rate() -> None:
+    s = PoissonSampler(1000, 0.05)
+    sizes = np.array([len(s.sample(r, _rng(r))) for r in range(400)])
+    # mean of 400 Binomial(1000, 0.05) cohort sizes: 50 +- 5 * sqrt(47.5/400)
+    assert abs(sizes.mean() - 50) < 5 * np.sqrt(1000 * 0.05 * 0.95 / 400)
+    assert s.expected_cohort() == pytest.approx(50.0)
+    assert s.event(dp_accounting.GaussianDpEvent(2.0)).sampling_probability == 0.05
+
+
+def test_random_checkin_per_client_rates() -> None:
+    p = np.array([0.1] * 20 + [0.8] * 20)
+    s = RandomCheckInSampler(40, p)
+    counts = np.zeros(40)
+    rounds = 3000
+    for r in range(rounds):
+        counts[s.sample(r, _rng(r))] += 1
+    freq = counts / rounds
+    tol = 5 * np.sqrt(p * (1 - p) / rounds)
+    assert np.all(np.abs(freq - p) < tol)
+    # the event bounds every client by the largest p_i
+    assert s.event(dp_accounting.GaussianDpEvent(1.0)).sampling_probability == 0.8
+    # ν of 000 Eq. 13: 1 - 0.9^20 0.2^20
+    assert s.probability_someone_checks_in() == pytest.approx(1 - 0.9**20 * 0.2**20)
+    assert RandomCheckInSampler(3, 0.5).probability_someone_checks_in() == pytest.approx(0.875)
+
+
+def test_balanced_iteration_exactly_k_of_t() -> None:
+    s = BalancedIterationSampler(500, 20, 3, _rng(1))
+    counts = np.zeros(500, dtype=int)
+    sizes = []
+    for r in range(20):
+        ids = s.sample(r)
+        assert len(np.unique(ids)) == len(ids)
+        counts[ids] += 1
+        sizes.append(len(ids))
+    assert np.all(counts == 3)  # each client in exactly k of T rounds
+    assert sum(sizes) == 1500 and s.expected_cohort() == 75.0
+    # cohort sizes are near N k / T = 75 (each Binomial(500, 0.15), std 8)
+    assert max(abs(np.array(sizes) - 75)) < 5 * 8
+    assert s.event("inner") == BalancedIterationSubsamplingEvent(20, 3, "inner")
+    full = BalancedIterationSampler(4, 3, 3, _rng(0))
+    assert all(full.sample(r).tolist() == [0, 1, 2, 3] for r in range(3))
+    with pytest.raises(ValueError, match="round_index"):
+        s.sample(20)
+
+
+def test_local_batches_wor_and_wr() -> None:
+    clients = [np.arange(0, 30), np.arange(100, 110)]
+    b = local_batches(clients, np.array([0, 1]), num_steps=5, batch_size=2, scheme="wor", rng=_rng(0))
+    assert b.shape == (2, 5, 2)
+    assert len(torch.unique(b[0])) == 10 and bool(((b[0] >= 0) & (b[0] < 30)).all())
+    assert len(torch.unique(b[1])) == 10 and bool(((b[1] >= 100) & (b[1] < 110)).all())  # Q b = |D_i|
+    many = local_batches(clients, np.array([1]), num_steps=3, batch_size=5, scheme="wor", rng=_rng(0))
+    assert sorted(many[0].reshape(-1)[:10].tolist()) == list(range(100, 110))  # cycles permutations
+    draws = local_batches(clients, np.array([0] * 1), num_steps=100, batch_size=30, scheme="wr", rng=_rng(0))
+    counts = np.bincount(draws.reshape(-1).numpy(), minlength=30)
+    assert abs(counts.mean() - 100) < 1e-9 and counts.min() > 50  # 3000 uniform draws over 30 records
+    with pytest.raises(ValueError, match="scheme"):
+        local_batches(clients, np.array([0]), num_steps=1, batch_size=1, scheme="poisson", rng=_rng(0))
+
+
+def test_poisson_local_batches_rate_and_mask() -> None:
+    clients = [np.arange(0, 1000), np.arange(1000, 1010)]
+    idx, mask = poisson_local_batches(clients, np.array([0, 1]), sampling_probability=0.2, rng=_rng(3))
+    assert idx.shape == mask.shape and idx.shape[:2] == (2, 1)
+    n0 = int(mask[0].sum())
+    assert abs(n0 - 200) < 5 * np.sqrt(1000 * 0.2 * 0.8)
+    chosen = idx[0, 0][mask[0, 0] > 0]
+    assert len(torch.unique(chosen)) == n0 and bool((chosen < 1000).all())
+    limited, m2 = poisson_local_batches(
+        clients, np.array([0]), sampling_probability=1.0, rng=_rng(0), limit=7
+    )
+    assert limited[0, 0, : int(m2.sum())].tolist() == list(range(7))
