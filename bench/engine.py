@@ -7,11 +7,11 @@ aggregation (mean of the K models). We time
 * ``vectorised``: :meth:`ampfl.fl.engine.Engine.local_sgd` (vmap over clients) + mean;
 * ``sequential``: the same call with ``EngineOptions(vectorized=False)`` (a Python loop over clients and steps
   with plain autograd);
-* ``centralized``: one model, Q steps of plain ``loss.backward(); optimizer.step()`` on batches of K·b examples —
-  the same number of example-gradients (K·Q·b) per "round".
+* ``centralized``: one model, Q steps of plain ``loss.backward(); optimizer.step()`` on batches of K·b
+  examples — the same number of example-gradients (K·Q·b) per "round".
 
-Mini-batch index sampling is done once outside the timed region. Prints ms/round, client-updates per second and
-the ratios sequential/vectorised and vectorised/centralized.
+Mini-batch index sampling is done once outside the timed region. Prints ms/round, client-updates per second,
+the ratios sequential/vectorised and vectorised/centralized, and the load average at the start.
 
 Usage: ``.venv/bin/python bench/engine.py [--quick] [--threads N] [--models logreg,cnn] [--ks 10,100,1000]``.
 Not a test; numbers go to docs/performance.md.
@@ -20,7 +20,7 @@ Not a test; numbers go to docs/performance.md.
 from __future__ import annotations
 
 import argparse
-import statistics
+import os
 import time
 from collections.abc import Callable
 
@@ -32,14 +32,16 @@ from ampfl.fl.models import build_model
 from ampfl.fl.sampling import local_batches
 
 
-def load(name: str, synthetic_shape: tuple[int, ...], n: int, classes: int) -> tuple[torch.Tensor, torch.Tensor, str]:
+def load(
+    name: str, synthetic_shape: tuple[int, ...], n: int, classes: int
+) -> tuple[torch.Tensor, torch.Tensor, str]:
     """The real dataset if it can be loaded, else synthetic data of the same shape."""
     try:
         from ampfl.fl.data import load_dataset
 
         ds = load_dataset(name)
         return torch.from_numpy(ds.x_train), torch.from_numpy(ds.y_train), f"{name} ({ds.source})"
-    except Exception as err:  # noqa: BLE001 - any failure falls back to synthetic data
+    except Exception as err:  # any failure falls back to synthetic data
         gen = torch.Generator().manual_seed(0)
         x = torch.randn((n, *synthetic_shape), generator=gen)
         y = torch.randint(0, classes, (n,), generator=gen)
@@ -47,63 +49,105 @@ def load(name: str, synthetic_shape: tuple[int, ...], n: int, classes: int) -> t
 
 
 def timed(fn: Callable[[], object], repeats: int) -> float:
-    """Median seconds of ``repeats`` calls after one warm-up call."""
+    """Fastest of ``repeats`` calls after one warm-up call (the minimum is the least disturbed by other load
+    on a shared machine)."""
     fn()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return min(times)
+
+
+def _round_functions(
+    model_name: str,
+    fm: FunctionalModel,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    batches: torch.Tensor,
+    classes: int,
+) -> tuple[Callable[[], object], Callable[[], object], Callable[[], object]]:
+    """The three timed callables of one cohort: vectorised, sequential, centralized."""
+    k, steps, batch = batches.shape
+    w0 = fm.initial()
+    vec_engine, seq_engine = Engine(), Engine(EngineOptions(vectorized=False))
+
+    def vec() -> torch.Tensor:
+        return vec_engine.local_sgd(fm, w0, x, y, batches, learning_rate=0.05).params.mean(0)
+
+    def seq() -> torch.Tensor:
+        return seq_engine.local_sgd(fm, w0, x, y, batches, learning_rate=0.05).params.mean(0)
+
+    flat_idx = batches.permute(1, 0, 2).reshape(steps, k * batch)
+    central_model = build_model(model_name, input_shape=tuple(x.shape[1:]), num_classes=classes)
+    opt = torch.optim.SGD(central_model.parameters(), lr=0.05)
+
+    def central() -> None:
+        for r in range(steps):
+            idx = flat_idx[r]
+            opt.zero_grad()
+            loss = central_model.per_sample_loss(central_model(x[idx]), y[idx]).mean()
+            loss.backward()
+            opt.step()
+
+    return vec, seq, central
 
 
 def bench_model(
-    model_name: str, x: torch.Tensor, y: torch.Tensor, classes: int, ks: list[int], *, steps: int, batch: int,
-    repeats: int, seq_max_k: int,
+    model_name: str,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    classes: int,
+    ks: list[int],
+    *,
+    steps: int,
+    batch: int,
+    repeats: int,
+    seq_max_k: int,
 ) -> list[dict[str, float]]:
     shape = tuple(x.shape[1:])
     torch.manual_seed(0)
     module = build_model(model_name, input_shape=shape, num_classes=classes)
     fm = FunctionalModel(module, shape)
-    w0 = fm.initial()
     rows = []
     for k in ks:
         # K clients with an IID share of the data each; mini-batches drawn with replacement (000 Eq. 9 "WR").
         perm = np.random.default_rng(0).permutation(len(y))
         clients = np.array_split(perm, k)
-        batches = local_batches(clients, np.arange(k), num_steps=steps, batch_size=batch, scheme="wr",
-                                rng=np.random.default_rng(1))
-        vec_engine, seq_engine = Engine(), Engine(EngineOptions(vectorized=False))
-
-        def vec() -> torch.Tensor:
-            return vec_engine.local_sgd(fm, w0, x, y, batches, learning_rate=0.05).params.mean(0)
-
-        def seq() -> torch.Tensor:
-            return seq_engine.local_sgd(fm, w0, x, y, batches, learning_rate=0.05).params.mean(0)
-
-        flat_idx = batches.permute(1, 0, 2).reshape(steps, k * batch)
-        central_model = build_model(model_name, input_shape=shape, num_classes=classes)
-        opt = torch.optim.SGD(central_model.parameters(), lr=0.05)
-
-        def central() -> None:
-            for r in range(steps):
-                idx = flat_idx[r]
-                opt.zero_grad()
-                loss = central_model.per_sample_loss(central_model(x[idx]), y[idx]).mean()
-                loss.backward()
-                opt.step()
-
+        batches = local_batches(
+            clients,
+            np.arange(k),
+            num_steps=steps,
+            batch_size=batch,
+            scheme="wr",
+            rng=np.random.default_rng(1),
+        )
+        vec, seq, central = _round_functions(model_name, fm, x, y, batches, classes)
         t_vec = timed(vec, repeats)
         t_seq = timed(seq, max(1, repeats // 3)) if k <= seq_max_k else float("nan")
         t_cen = timed(central, repeats)
-        rows.append({"K": k, "vec_ms": 1e3 * t_vec, "seq_ms": 1e3 * t_seq, "central_ms": 1e3 * t_cen,
-                     "vec_updates_per_s": k / t_vec, "seq_updates_per_s": k / t_seq,
-                     "seq_over_vec": t_seq / t_vec, "vec_over_central": t_vec / t_cen})
+        rows.append(
+            {
+                "K": k,
+                "vec_ms": 1e3 * t_vec,
+                "seq_ms": 1e3 * t_seq,
+                "central_ms": 1e3 * t_cen,
+                "vec_updates_per_s": k / t_vec,
+                "seq_updates_per_s": k / t_seq,
+                "seq_over_vec": t_seq / t_vec,
+                "vec_over_central": t_vec / t_cen,
+            }
+        )
         r = rows[-1]
-        print(f"  {model_name:6s} K={k:5d}  vectorised {r['vec_ms']:9.2f} ms  sequential {r['seq_ms']:9.2f} ms  "
-              f"centralized {r['central_ms']:8.2f} ms | updates/s vec {r['vec_updates_per_s']:9.0f} "
-              f"seq {r['seq_updates_per_s']:8.0f} | seq/vec {r['seq_over_vec']:6.1f}x  "
-              f"vec/central {r['vec_over_central']:5.2f}x", flush=True)
+        print(
+            f"  {model_name:6s} K={k:5d}  vectorised {r['vec_ms']:9.2f} ms  "
+            f"sequential {r['seq_ms']:9.2f} ms  "
+            f"centralized {r['central_ms']:8.2f} ms | updates/s vec {r['vec_updates_per_s']:9.0f} "
+            f"seq {r['seq_updates_per_s']:8.0f} | seq/vec {r['seq_over_vec']:6.1f}x  "
+            f"vec/central {r['vec_over_central']:5.2f}x",
+            flush=True,
+        )
     return rows
 
 
@@ -120,18 +164,34 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     ks = [int(k) for k in args.ks.split(",")] if args.ks else ([10, 100] if args.quick else [10, 100, 1000])
     repeats = 3 if args.quick else 7
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), Q = {args.steps}, b = {args.batch}")
+    loadavg = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
+        f"Q = {args.steps}, b = {args.batch}, "
+        f"{os.cpu_count()} CPUs, 1-min load average {loadavg:.1f}"
+    )
     models = args.models.split(",")
     if "logreg" in models:
         x, y, source = load("adult", (14,), 32561, 2)
         print(f"logreg (000 Eq. 21, d = {x.shape[1]}) on {source}")
-        bench_model("logreg", x, y, 2, ks, steps=args.steps, batch=args.batch, repeats=repeats, seq_max_k=1000)
+        bench_model(
+            "logreg", x, y, 2, ks, steps=args.steps, batch=args.batch, repeats=repeats, seq_max_k=1000
+        )
     if "cnn" in models:
         x, y, source = load("fmnist", (1, 28, 28), 60000, 10)
         cnn_ks = [int(k) for k in args.cnn_ks.split(",")] if args.cnn_ks else [k for k in ks if k <= 100]
         print(f"cnn (004 Fig. 8) on {source}")
-        bench_model("cnn", x, y, 10, cnn_ks, steps=args.steps, batch=args.batch, repeats=max(1, repeats // 2),
-                    seq_max_k=100)
+        bench_model(
+            "cnn",
+            x,
+            y,
+            10,
+            cnn_ks,
+            steps=args.steps,
+            batch=args.batch,
+            repeats=max(1, repeats // 2),
+            seq_max_k=100,
+        )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from ampfl.accounting import random_checkin
 from ampfl.accounting.audit import audit_random_checkin, true_delta, true_delta_estimate
 from ampfl.accounting.gaussian import gaussian_delta
 
@@ -248,8 +249,7 @@ def test_rejects_bad_input(kwargs, message):
     assert message in str(info.value)
 
 
-# ---------------------------------------------------------------- against the analyses (helper h1's module)
-random_checkin = pytest.importorskip("ampfl.accounting.random_checkin")
+# -------------------------------------------------- against the analyses of ampfl.accounting.random_checkin
 
 
 @pytest.mark.parametrize("p,q,d,sigma,epsilon", [(0.1, 0.1, 10, 1.0, 0.1), (0.001, 0.1, 30, 1.065, 0.015)])

@@ -59,6 +59,21 @@ def test_curves_on_other_orders_are_moved_up_soundly():
     assert math.isfinite(ledger.epsilon(1e-5).epsilon)
 
 
+def test_compose_dispatches_dp_events_and_rdp_objects():
+    class SplitStep:
+        def rdp(self, orders):
+            return rdp_model_split(orders=orders, num_submodels=8, noise_multiplier=2.0)
+
+    ledger = Ledger([2, 4, 8]).compose(SplitStep(), count=10).compose(dp_event.GaussianDpEvent(3.0), count=10)
+    expected = 10 * rdp_model_split(orders=[2, 4, 8], num_submodels=8, noise_multiplier=2.0) + rdp_gaussian(
+        orders=[2, 4, 8], noise_multiplier=3.0, steps=10
+    )
+    np.testing.assert_allclose(ledger.rdp, expected, rtol=1e-12)
+    assert [e["label"] for e in ledger.entries] == ["SplitStep", "GaussianDpEvent"]
+    with pytest.raises(ValueError, match="rdp\\(orders\\) method"):
+        ledger.compose(42)
+
+
 def test_count_zero_adds_nothing_even_for_inf():
     ledger = Ledger([2, 3]).compose_rdp([2], [0.5], count=0)
     np.testing.assert_array_equal(ledger.rdp, [0.0, 0.0])

@@ -70,7 +70,7 @@ def test_ldp_sigma_known_value_and_exact_check() -> None:
 
 
 def test_ldp_sigma_refuses_eps_above_one() -> None:
-    with pytest.raises(ValueError, match=r"eps_local must be in \[0.0, 1.0\]"):
+    with pytest.raises(ValueError, match=r"eps_local must be in \(0, 1\]"):
         m.ldp_sigma(eps_local=1.5, delta_local=1e-5, clip=1.0)
     with pytest.raises(ValueError, match="eps_local"):
         m.ldp_sigma(eps_local=0.0, delta_local=1e-5, clip=1.0)
@@ -232,7 +232,7 @@ def test_tight_reduces_to_the_exact_gaussian_when_q_and_p_are_one() -> None:
 def test_tight_participation_mixture_matches_binomial_average() -> None:
     # Participation public: delta_T(eps) = sum_m Bin(m; T, p) delta_m(eps), delta_m = m-fold Gaussian (q = 1).
     nm, t, p, target = _nm(1.0), 6, 0.3, 1e-5
-    eps = m.tight_epsilon_pld(noise_multiplier=nm, q=1.0, p=p, rounds=t, target_delta=target)
+    eps = m.tight_epsilons(noise_multiplier=nm, q=1.0, p=p, rounds=t, target_deltas=[target])[0][1]  # PLD
     mix = sum(
         stats.binom.pmf(k, t, p) * gaussian_delta(sigma=nm, epsilon=eps, sensitivity=math.sqrt(k))
         for k in range(1, t + 1)
@@ -262,12 +262,14 @@ def test_exact_round_delta_is_finite_and_decreasing(
 @given(st.floats(0.05, 0.9), st.floats(0.05, 0.9), st.integers(2, 40))
 def test_tight_is_monotone_in_p_and_rounds(p: float, q: float, t: int) -> None:
     nm = _nm(1.0)
-    base = m.tight_epsilon_rdp(noise_multiplier=nm, q=q, p=p, rounds=t, target_delta=1e-5)
-    assert (
-        m.tight_epsilon_rdp(noise_multiplier=nm, q=q, p=min(1.0, p + 0.1), rounds=t, target_delta=1e-5)
-        >= base
-    )
-    assert m.tight_epsilon_rdp(noise_multiplier=nm, q=q, p=p, rounds=t + 5, target_delta=1e-5) >= base
+
+    def rdp_eps(pp: float, rounds: int) -> float:
+        curve = m.tight_rdp(noise_multiplier=nm, q=q, p=pp, rounds=rounds)
+        return m._rdp_epsilon(curve, m.DEFAULT_ORDERS, 1e-5)
+
+    base = rdp_eps(p, t)
+    assert rdp_eps(min(1.0, p + 0.1), t) >= base
+    assert rdp_eps(p, t + 5) >= base
 
 
 @settings(max_examples=20, deadline=None)

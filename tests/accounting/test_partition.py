@@ -262,3 +262,10 @@ def test_calibration_meets_target_and_is_tight():
         epsilon=4.0, delta=1e-5, iterations=50, participations=1, epochs=10, orders=range(2, 65)
     )
     assert 0.1 < zb < z
+
+
+def test_calibrate_dropout_is_two_way_split():
+    from ampfl.accounting.partition import calibrate_dropout
+
+    kw = {"epsilon": 3.0, "delta": 1e-6, "steps": 30, "orders": range(2, 40)}
+    assert calibrate_dropout(**kw) == calibrate_model_split(num_submodels=2, **kw)

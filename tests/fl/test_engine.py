@@ -119,9 +119,10 @@ def test_accuracy_of_stacked_models() -> None:
     acc = Engine().accuracy(fm, params, x, y, batch_size=2)
     assert acc.tolist() == [1.0, 0.0]
     assert float(Engine().accuracy(fm, params[0], x, y)) == 1.0
-    # scored only on the labels each model is marked for: model 0 on label 0 (0/1), model 1 on label 0 (1/1)
-    mask = torch.tensor([[True, False], [True, False]])
-    assert Engine().accuracy(fm, params, x, y, label_mask=mask).tolist() == [0.0, 1.0]
+    # scored only on the marked labels: model 0 on label 1 (2/2 right), model 1 on label 0 (0/1 right)
+    mask = torch.tensor([[False, True], [True, False]])
+    assert Engine().accuracy(fm, params, x, y, label_mask=mask).tolist() == [1.0, 0.0]
+    assert Engine().accuracy(fm, -params, x, y, label_mask=mask).tolist() == [0.0, 1.0]
 
 
 def test_bad_inputs() -> None:

@@ -97,12 +97,6 @@ class NoisyAveraging(Algorithm):
 REGISTRY = {NoisyAveraging.name: NoisyAveraging}
 
 
-@pytest.fixture(autouse=True)
-def _no_engine(monkeypatch):
-    # The fake algorithm needs no engine; keep these tests independent of the engine module.
-    monkeypatch.setattr(run_module, "build_engine", lambda config: object())
-
-
 def _config(**overrides: Any):
     data: dict[str, Any] = {
         "seed": 3,
@@ -114,6 +108,12 @@ def _config(**overrides: Any):
     }
     data.update(overrides)
     return parse_config(data, algorithms=REGISTRY)
+
+
+@pytest.fixture(autouse=True)
+def _fake_tests_need_no_engine(request, monkeypatch):
+    if "real" not in request.node.name:
+        monkeypatch.setattr(run_module, "build_engine", lambda config: object())
 
 
 def _run(config, out, **kwargs):
@@ -221,3 +221,49 @@ def test_resume_may_extend_the_number_of_rounds(tmp_path):
     assert math.isclose(summary["epsilon"], 0.6)
     a, b = load_checkpoint(tmp_path / "short"), load_checkpoint(tmp_path / "full")
     assert torch.equal(a["algorithm"]["weights"], b["algorithm"]["weights"])
+
+
+REAL_PARAMS = {
+    "fedavg": {"cohort_size": 4},
+    "dp_fedavg": {"cohort_size": 4, "noise_multiplier": 1.0},
+    "ms_pafl": {"checkin_probability": 0.3},
+    "dp_dsgd_rp": {"participation_probability": 0.3, "sampling_probability": 0.1, "momentum": 0.9},
+}
+
+
+@pytest.mark.parametrize("name", list(REAL_PARAMS))
+def test_real_algorithm_resumes_bit_identically(tmp_path, name):
+    # Prepare: the real algorithms (engine, client store, momentum) on the small synthetic data set.
+    config = parse_config({
+        "seed": 5, "rounds": 4, "eval_every": 2, "checkpoint_every": 2,
+        "dataset": {"name": "synthetic"}, "partition": {"scheme": "iid", "num_clients": 12},
+        "algorithm": {"name": name, **REAL_PARAMS[name]},
+    })
+    # Execute
+    full = run_experiment(config, tmp_path / "full", progress=False, plots=False)
+    run_experiment(config, tmp_path / "split", progress=False, plots=False, stop_after=2)
+    resumed = run_experiment(config, tmp_path / "split", resume=True, progress=False, plots=False)
+    # Assert
+    a, b = load_checkpoint(tmp_path / "full"), load_checkpoint(tmp_path / "split")
+    _assert_same_state(a["algorithm"], b["algorithm"])
+    assert [{k: v for k, v in m.items() if k != "wall_seconds"} for m in a["metrics"]] == [
+        {k: v for k, v in m.items() if k != "wall_seconds"} for m in b["metrics"]
+    ]
+    assert full["final_accuracy"] == resumed["final_accuracy"] and full["epsilon"] == resumed["epsilon"]
+
+
+def _assert_same_state(a: Any, b: Any) -> None:
+    if isinstance(a, torch.Tensor):
+        assert torch.equal(a, b)
+    elif isinstance(a, np.ndarray):
+        np.testing.assert_array_equal(a, b)
+    elif isinstance(a, dict):
+        assert set(a) == set(b)
+        for key in a:
+            _assert_same_state(a[key], b[key])
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            _assert_same_state(x, y)
+    else:
+        assert a == b

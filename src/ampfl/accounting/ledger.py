@@ -114,6 +114,25 @@ class Ledger:
         self._entries.append({"label": label or type(event).__name__, "count": n, "source": "dp_accounting"})
         return self
 
+    def compose(self, event: Any, count: int = 1, *, label: str | None = None) -> Ledger:
+        """Add an event: a dp-accounting ``DpEvent``, or any object with ``rdp(orders) -> array``.
+
+        The second form lets ampfl's own events (e.g. a BIS run or a model-split step) report their curve at
+        the ledger's orders; the curve must be an upper bound on the RDP in both neighbouring directions.
+        """
+        from dp_accounting import dp_event as dpe
+
+        if isinstance(event, dpe.DpEvent):
+            return self.compose_event(event, count, label=label)
+        rdp_method = getattr(event, "rdp", None)
+        if not callable(rdp_method):
+            raise ValueError(
+                "event must be a dp_accounting DpEvent or have an rdp(orders) method. "
+                f"Found {type(event).__name__}."
+            )
+        curve = rdp_method(self.orders)
+        return self.compose_rdp(self._orders, curve, count, label=label or type(event).__name__)
+
     def epsilon(self, delta: float) -> EpsilonAtOrder:
         """``(epsilon, order)``: smallest ε over the orders (002 Prop. 2.3, improved conversion)."""
         return epsilon_from_rdp(orders=self._orders, rdp=self._rdp, delta=delta)

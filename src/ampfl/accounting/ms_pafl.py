@@ -25,9 +25,9 @@ b → ``batch_size``, |D_i| → ``dataset_size``, T → ``rounds``, δ̃ → ``d
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,17 +48,8 @@ from ampfl.accounting.gaussian import classic_gaussian_sigma, gaussian_delta
 SAMPLING_SCHEMES: tuple[str, ...] = ("wor", "wr")
 
 #: Rényi orders of the RDP cross-check (integers: the fractional-order series may not converge).
-DEFAULT_ORDERS: tuple[float, ...] = (
-    *(float(a) for a in range(2, 33)),
-    40.0,
-    48.0,
-    64.0,
-    96.0,
-    128.0,
-    192.0,
-    256.0,
-    512.0,
-    1024.0,
+DEFAULT_ORDERS: tuple[float, ...] = tuple(
+    float(a) for a in (*range(2, 33), 40, 48, 64, 96, 128, 192, 256, 512, 1024)
 )
 
 #: PLD discretisation of the tight analysis (pessimistic rounding keeps it an upper bound).
@@ -131,9 +122,7 @@ def ldp_sigma(*, eps_local: float, delta_local: float, clip: float) -> float:
     Raises:
         ValueError: if ε_ℓ is outside (0, 1] (Lemma 1 and Theorem 1 need ε_ℓ ≤ 1).
     """
-    eps = check_range("eps_local", eps_local, 0.0, 1.0)
-    if eps <= 0.0:
-        raise ValueError(f"eps_local must be in (0, 1]. Found {eps}.")
+    eps = _check_eps_local(eps_local)
     dlt = check_delta("delta_local", delta_local)
     c = check_positive("clip", clip)
     if eps < 1.0:
@@ -142,6 +131,13 @@ def ldp_sigma(*, eps_local: float, delta_local: float, clip: float) -> float:
     if not gaussian_delta(sigma=sigma, epsilon=1.0, sensitivity=2.0 * c) <= dlt:
         raise NumericalError(f"Lemma 1 at eps_local = 1 does not give (1, {dlt})-DP by the exact check.")
     return sigma
+
+
+def _check_eps_local(value: float) -> float:
+    eps = check_positive("eps_local", value)
+    if eps > 1.0:
+        raise ValueError(f"eps_local must be in (0, 1] (Lemma 1 and Theorem 1 of paper 000). Found {eps}.")
+    return eps
 
 
 def hoeffding_delta(*, beta: float, num_clients: int) -> float:
@@ -165,9 +161,7 @@ def theorem1_amplification(*, eps_local: float, delta_local: float, q: float) ->
     Returns:
         ``(2 q ε_ℓ, q δ_ℓ)``.
     """
-    eps = check_positive("eps_local", eps_local)
-    if eps > 1.0:
-        raise ValueError(f"eps_local must be in (0, 1] for Theorem 1 of paper 000. Found {eps}.")
+    eps = _check_eps_local(eps_local)
     dlt = check_delta("delta_local", delta_local)
     qq = check_probability("q", q)
     return 2.0 * qq * eps, qq * dlt
@@ -204,9 +198,7 @@ def theorem2_round_cdp(
     qa = _as_array("q", q)
     if pa.size != qa.size and pa.size != 1 and qa.size != 1:
         raise ValueError(f"p and q must have the same length. Found {pa.size} and {qa.size}.")
-    eps = check_positive("eps_local", eps_local)
-    if eps > 1.0:
-        raise ValueError(f"eps_local must be in (0, 1] for Theorem 1 of paper 000. Found {eps}.")
+    eps = _check_eps_local(eps_local)
     dlt = check_delta("delta_local", delta_local)
     dprime = hoeffding_delta(beta=beta, num_clients=num_clients)
     if dprime >= 1.0:
@@ -243,9 +235,7 @@ def theorem3_client_total(
     """
     pp = check_probability("p", p)
     qq = check_probability("q", q)
-    eps = check_positive("eps_local", eps_local)
-    if eps > 1.0:
-        raise ValueError(f"eps_local must be in (0, 1] for Theorem 1 of paper 000. Found {eps}.")
+    eps = _check_eps_local(eps_local)
     t = check_int("rounds", rounds)
     c0 = theorem3_constant(delta_local=delta_local, clip=clip)
     if qq >= 1.0:
@@ -262,12 +252,12 @@ def theorem4_strong_composition(
 
     Args:
         epsilon_round: ε' = max_t ε_c^t ≥ 0.
-        delta_round: δ' = max_t δ_c^t in [0, 1].
+        delta_round: δ' = max_t δ_c^t ≥ 0.
         rounds: T ≥ 1.
         delta_tilde: δ̃ in (0, 1].
     """
     eps = check_range("epsilon_round", epsilon_round, 0.0, math.inf)
-    dlt = check_range("delta_round", delta_round, 0.0, 1.0)
+    dlt = check_range("delta_round", delta_round, 0.0, math.inf)  # δ' ≥ 1 is vacuous, not wrong
     t = check_int("rounds", rounds)
     dt = check_probability("delta_tilde", delta_tilde)
     if math.isinf(eps):
@@ -374,6 +364,12 @@ def _round_pld(noise_multiplier: float, q: float, p: float) -> Any:
 
 
 def _composed_pld(nm: float, q: float, p: float, t: int) -> Any:
+    """T-fold composition of the round PLD ``p·PLD_q + (1 − p)·identity`` (dp-accounting, pessimistic).
+
+    PLD_q is ``from_gaussian_mechanism(nm, sensitivity=1, sampling_prob=q)`` in the add/remove form, whose
+    remove/add pair is exactly the worst case of the clipped-model mechanism with Δ₂ = 2C folded into
+    ``nm`` = σ/(2C) (docs/ms_pafl.md); the mixture is exact for a public participation coin.
+    """
     round_pld = _round_pld(nm, q, p)
     return round_pld if t == 1 else round_pld.self_compose(t)
 
@@ -385,25 +381,6 @@ def _pld_epsilon(composed: Any, delta: float) -> float:
     if math.isnan(eps):
         raise NumericalError("dp-accounting PLD returned NaN for the MS-PAFL tight analysis.")
     return max(eps, 0.0)
-
-
-def tight_epsilon_pld(
-    *, noise_multiplier: float, q: float, p: float, rounds: int, target_delta: float
-) -> float:
-    """ε(δ) of T rounds of the MS-PAFL local mechanism with public participation, by dp-accounting PLD.
-
-    One round: with probability p (public) the client releases the q-subsampled Gaussian mechanism with
-    ``noise_multiplier`` = σ/Δ₂, Δ₂ = 2C (dp-accounting ``from_gaussian_mechanism(noise_multiplier,
-    sensitivity=1, sampling_prob=q)``, add/remove form, whose remove/add pair is exactly the worst case of
-    the clipped-model mechanism, see docs/ms_pafl.md); otherwise nothing. Its PLD is the mixture
-    ``p·PLD_q + (1 − p)·identity``; T rounds are its T-fold composition. Pessimistic discretisation.
-    """
-    nm = check_positive("noise_multiplier", noise_multiplier)
-    qq = check_probability("q", q)
-    pp = check_probability("p", p)
-    t = check_int("rounds", rounds)
-    dlt = _check_target_delta(target_delta)
-    return 0.0 if dlt >= 1.0 else _pld_epsilon(_composed_pld(nm, qq, pp, t), dlt)
 
 
 def _check_target_delta(value: float) -> float:
@@ -438,21 +415,6 @@ def tight_rdp(
         log_mix = np.logaddexp(math.log1p(-pp) if pp < 1.0 else -np.inf, math.log(pp) + (alphas - 1.0) * r_q)
     out: np.ndarray = t * log_mix / (alphas - 1.0)
     return out
-
-
-def tight_epsilon_rdp(
-    *,
-    noise_multiplier: float,
-    q: float,
-    p: float,
-    rounds: int,
-    target_delta: float,
-    orders: Sequence[float] = DEFAULT_ORDERS,
-) -> float:
-    """ε(δ) from :func:`tight_rdp` via dp-accounting's RDP→(ε, δ) conversion (Canonne et al. Prop. 12)."""
-    dlt = check_delta("target_delta", target_delta)
-    curve = tight_rdp(noise_multiplier=noise_multiplier, q=q, p=p, rounds=rounds, orders=orders)
-    return _rdp_epsilon(curve, orders, dlt)
 
 
 def _rdp_epsilon(curve: np.ndarray, orders: Sequence[float], delta: float) -> float:

@@ -20,7 +20,6 @@ public model stays near chance: this is what 000's design gives at this scale, n
 from __future__ import annotations
 
 import math
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -57,9 +56,6 @@ ALGORITHM_PARAMS: dict[str, dict[str, Any]] = {
     "dp_dsgd_rp": {"participation_probability": 0.5, "sampling_probability": 0.5, "clip_norm": 1.0,
                    "analysis": "wcs", "target_delta": TARGET_DELTA, "learning_rate": 2.0, "momentum": 0.5},
 }
-
-_RUN_FILES = ("config.json", "config.toml", "metrics.jsonl", "checkpoint.pt", "summary.json", "accuracy.png",
-              "epsilon.png")
 
 
 def base_config(name: str, *, rounds: int, params: dict[str, Any] | None = None) -> RunConfig:
@@ -115,14 +111,6 @@ def calibrated_config(name: str, *, rounds: int, task: Task) -> tuple[RunConfig,
     return base_config(name, rounds=rounds, params=knob), knob
 
 
-def _clear(folder: Path) -> None:
-    """Remove a previous demo run's files (only the files a run writes) so that the demo can run again."""
-    for name in _RUN_FILES:
-        (folder / name).unlink(missing_ok=True)
-    if folder.is_dir() and not any(folder.iterdir()):
-        shutil.rmtree(folder)
-
-
 def run_demo(out: str | Path = Path("runs") / "demo", *, reduced: bool = False, progress: bool = True,
              algorithms: tuple[str, ...] = tuple(UNITS)) -> dict[str, Any]:
     """Train the demo's algorithms into ``out/<algorithm>/`` and compare them.
@@ -137,7 +125,7 @@ def run_demo(out: str | Path = Path("runs") / "demo", *, reduced: bool = False, 
     Returns:
         ``{"results": [{"algorithm", "epsilon", "delta", "final_accuracy", ...}, ...], "target_epsilon", ...}``.
     """
-    from ampfl.fl.run import build_task, run_experiment
+    from ampfl.fl.run import build_task, clear_run_folder, run_experiment
 
     unknown = [name for name in algorithms if name not in UNITS]
     if unknown:
@@ -150,7 +138,7 @@ def run_demo(out: str | Path = Path("runs") / "demo", *, reduced: bool = False, 
     curves: dict[str, list[dict[str, Any]]] = {}
     for name in algorithms:
         config, knob = calibrated_config(name, rounds=rounds, task=task)
-        _clear(folder / name)
+        clear_run_folder(folder / name)
         summary = run_experiment(config, folder / name, progress=progress, task=task, plots=not reduced)
         final = summary["final_metrics"]
         entry: dict[str, Any] = {

@@ -204,6 +204,18 @@ def run_experiment(
     return summary
 
 
+def clear_run_folder(folder: str | Path) -> None:
+    """Delete the files a run writes in ``folder`` (and the folder if that leaves it empty); nothing else.
+
+    Used by the demo and the figure reproductions, which own their run folders and may run again.
+    """
+    path = Path(folder)
+    for name in (CONFIG_JSON, CONFIG_TOML, METRICS, CHECKPOINT, SUMMARY, ACCURACY_PNG, EPSILON_PNG):
+        (path / name).unlink(missing_ok=True)
+    if path.is_dir() and not any(path.iterdir()):
+        path.rmdir()
+
+
 def save_checkpoint(
     out: Path,
     algorithm: Algorithm,

@@ -117,7 +117,7 @@ class AnalysisCheck:
 
 @dataclass(frozen=True, slots=True)
 class DirectionResult:
-    """The worst dataset found for one direction."""
+    """The worst dataset found for one direction (if every δ found is 0, ``worst_a`` is the first a, −1)."""
 
     max_delta: float
     worst_a: float
