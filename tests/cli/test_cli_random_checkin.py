@@ -87,6 +87,19 @@ def test_calibrate_clip_scales_sigma(capsys):
     assert b == pytest.approx(2 * a, rel=1e-9)
 
 
+def test_calibrate_paper_zero_sigma_has_note(capsys):
+    # 004 Section 6.2: Thm 4.1 as printed needs no noise; the JSON keeps its keys and adds a note.
+    argv = ["calibrate", "random-checkin", "--analysis", "paper", "--p", "0.1", "--q", "0.001", "--d", "1000"]
+    out = _run_json([*argv, "--epsilon", "0.015", "--delta", "1e-6"], capsys)
+    assert out["sigma"] == 0.0 and out["analysis"] == "paper"
+    assert out["epsilon"] == 0.015 and out["delta"] == 1e-6
+    assert out["note"] == rc.PAPER_NO_NOISE_NOTE
+    assert "refutes" in out["note"] and "docs/audit.md" in out["note"]
+    wcs = _run_json([*argv[:3], "wcs", *argv[4:], "--epsilon", "0.015", "--delta", "1e-6"], capsys)
+    assert wcs["sigma"] > 0.0 and "note" not in wcs
+    assert set(wcs) == {"analysis", "sigma", "epsilon", "delta"}
+
+
 _BASE = ["account", "random-checkin", "--p", "0.1", "--q", "0.1", "--d", "10", "--sigma", "1"]
 
 

@@ -48,9 +48,16 @@ def test_run_json_summary_and_resume(tmp_path, capsys):
     captured = capsys.readouterr()
     assert code == 0
     summary = json.loads(captured.out)
-    assert {"algorithm", "dataset", "rounds", "final_accuracy", "epsilon", "delta", "analysis", "wall_seconds"} <= set(
-        summary
-    )
+    assert {
+        "algorithm",
+        "dataset",
+        "rounds",
+        "final_accuracy",
+        "epsilon",
+        "delta",
+        "analysis",
+        "wall_seconds",
+    } <= set(summary)
     assert summary["algorithm"] == "fedavg" and summary["rounds"] == 4 and summary["epsilon"] == float("inf")
     assert (out / "summary.json").is_file() and (out / "metrics.jsonl").is_file()
     # Running again into the same folder needs --resume; with it, the finished run is summarised again.
@@ -64,7 +71,10 @@ def test_run_json_summary_and_resume(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        (TINY.replace('name = "fedavg"', 'name = "fedavg"\nlearning_rat = 0.1'), "algorithm.learning_rat: unknown key"),
+        (
+            TINY.replace('name = "fedavg"', 'name = "fedavg"\nlearning_rat = 0.1'),
+            "algorithm.learning_rat: unknown key",
+        ),
         (TINY.replace("rounds = 4", "rounds = -4"), "rounds: Input should be greater than or equal to 1"),
         (TINY.replace("num_clients = 10", "num_clients = 10\nsize = 3"), "partition.size: unknown key"),
         ("rounds = [", "invalid TOML"),
@@ -77,6 +87,17 @@ def test_bad_config_is_one_line_exit_2(tmp_path, capsys, text, expected):
     code = main(["run", str(config), "--out", str(tmp_path / "run")])
     assert expected in _one_line_error(capsys, code)
     assert not (tmp_path / "run").exists()
+
+
+def test_unknown_or_unavailable_dataset_is_one_line_and_leaves_no_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("AMPFL_DATA", str(tmp_path / "empty-cache"))
+    for name, expected in [("nosuch", "dataset must be one of"), ("cifar10", "is not available")]:
+        config = tmp_path / f"{name}.toml"
+        config.write_text(TINY.replace('name = "synthetic"', f'name = "{name}"'))
+        out = tmp_path / name
+        code = main(["run", str(config), "--out", str(out), "--no-progress"])
+        assert expected in _one_line_error(capsys, code)
+        assert not (out / "config.json").exists()
 
 
 def test_missing_config_and_resume_without_checkpoint(tmp_path, capsys):

@@ -146,6 +146,12 @@ def test_dp_fedavg_accounting_and_calibration() -> None:
         20,
     )
     assert acc.get_epsilon(1e-5) <= 2.0 + 0.1
+    # Poisson sampling: the noise is released even when nobody is sampled
+    empty = _make(
+        "dp_fedavg", task, client_sampling="poisson", sampling_probability=1e-9, noise_multiplier=1.0
+    )
+    assert empty.run_round(0)["participants"] == 0.0
+    assert float(empty.global_params.abs().max()) > 0.0
     with pytest.raises(ValueError, match="distributed"):
         ALGORITHMS["dp_fedavg"].Params(
             client_sampling="poisson",
@@ -187,8 +193,26 @@ def test_ms_pafl_round_by_hand_with_nu_correction() -> None:
     nu = 1 - 0.5**2  # Eq. (13): ν = 1 - Π(1 - p_i)
     assert torch.allclose(alg.public, (clipped + noise).sum(0) / (nu * 2), atol=1e-5)
     ev = alg.evaluate()
-    assert set(ev) == {"accuracy", "personal_accuracy_mean", "personal_accuracy_std", "personal_local_accuracy_mean",
-                       "personal_local_accuracy_std"}
+    assert set(ev) == {
+        "accuracy",
+        "personal_accuracy_mean",
+        "personal_accuracy_std",
+        "personal_local_accuracy_mean",
+        "personal_local_accuracy_std",
+    }
+
+
+def test_ms_pafl_heterogeneous_probabilities() -> None:
+    task = _task(n_per_client=10, clients=3)
+    alg = _make("ms_pafl", task, checkin_probability=[0.2, 0.5, 1.0], batch_size=2, beta=1.5)
+    assert alg.max_p == 1.0
+    assert alg.sampler.probability_someone_checks_in() == 1.0  # ν = 1 - 0.8 * 0.5 * 0
+    counts = np.zeros(3)
+    for r in range(40):
+        counts[alg.sampler.sample(r, alg.rng(r, 4))] += 1
+    assert counts[2] == 40 and counts[0] < counts[2]
+    with pytest.raises(ValueError, match="one entry per client"):
+        _make("ms_pafl", task, checkin_probability=[0.2, 0.5], beta=1.5)
 
 
 def test_ms_pafl_clipping_bound_and_accounting() -> None:

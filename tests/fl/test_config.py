@@ -1,4 +1,4 @@
-"""Run configs: defaults, round trip, and one-line errors naming the dotted key for unknown keys and bad values."""
+"""Run configs: defaults, round trip, one-line errors naming the dotted key of unknown keys and bad values."""
 
 from __future__ import annotations
 
@@ -56,8 +56,10 @@ def test_defaults_are_filled_in():
 def test_resolved_dict_and_toml_round_trip(tmp_path):
     # Prepare
     config = parse_config(
-        _data(model={"name": "mlp", "options": {"hidden": [32, 16], "gamma": 0.001}},
-              algorithm={"name": "gaussian", "noise_multiplier": 0.7}),
+        _data(
+            model={"name": "mlp", "options": {"hidden": [32, 16], "gamma": 0.001}},
+            algorithm={"name": "gaussian", "noise_multiplier": 0.7},
+        ),
         algorithms=REGISTRY,
     )
     # Execute
@@ -67,18 +69,29 @@ def test_resolved_dict_and_toml_round_trip(tmp_path):
     # Assert
     assert again == config and from_toml == config
     assert config_to_dict(config)["algorithm"] == {
-        "name": "gaussian", "noise_multiplier": 0.7, "clip_norm": 1.0, "sampling": "poisson"
+        "name": "gaussian",
+        "noise_multiplier": 0.7,
+        "clip_norm": 1.0,
+        "sampling": "poisson",
     }
 
 
 @pytest.mark.parametrize(
     ("data", "expected"),
     [
-        (_data(algorithm={"name": "gaussian", "noise_multiplier": -1}),
-         "algorithm.noise_multiplier: Input should be greater than 0 (found -1)"),
-        (_data(algorithm={"name": "gaussian", "noise_multipler": 1.0}), "algorithm.noise_multipler: unknown key"),
+        (
+            _data(algorithm={"name": "gaussian", "noise_multiplier": -1}),
+            "algorithm.noise_multiplier: Input should be greater than 0 (found -1)",
+        ),
+        (
+            _data(algorithm={"name": "gaussian", "noise_multipler": 1.0}),
+            "algorithm.noise_multipler: unknown key",
+        ),
         (_data(algorithm={"name": "nope"}), "algorithm.name: must be one of gaussian (found 'nope')"),
-        (_data(algorithm={"noise_multiplier": 1.0}), "algorithm.name: must be one of gaussian (found nothing)"),
+        (
+            _data(algorithm={"noise_multiplier": 1.0}),
+            "algorithm.name: must be one of gaussian (found nothing)",
+        ),
         ({"rounds": 3}, "algorithm: missing table [algorithm]"),
         (_data(rounds=0), "rounds: Input should be greater than or equal to 1 (found 0)"),
         ({"algorithm": {"name": "gaussian"}}, "rounds: Field required"),
@@ -88,8 +101,20 @@ def test_resolved_dict_and_toml_round_trip(tmp_path):
         (_data(engine={"chunk_size": 0}), "engine.chunk_size: Input should be greater than or equal to 1"),
         (_data(learning_rate=0.1), "learning_rate: unknown key"),
     ],
-    ids=["bad-param", "unknown-param", "unknown-algorithm", "no-name", "no-algorithm", "rounds-0",
-         "no-rounds", "num-clients-str", "bad-scheme", "unknown-dataset-key", "chunk-0", "unknown-top-key"],
+    ids=[
+        "bad-param",
+        "unknown-param",
+        "unknown-algorithm",
+        "no-name",
+        "no-algorithm",
+        "rounds-0",
+        "no-rounds",
+        "num-clients-str",
+        "bad-scheme",
+        "unknown-dataset-key",
+        "chunk-0",
+        "unknown-top-key",
+    ],
 )
 def test_bad_keys_and_values_give_one_line_naming_the_key(data, expected):
     assert expected in _error(data)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ampfl.fl.models import build_model
 from ampfl.fl.params import ParamPartition, ParamSpec
@@ -50,3 +52,15 @@ def test_layer_and_slice_partitions() -> None:
         ParamPartition.by_fraction(4, 1.5)
     with pytest.raises(ValueError, match="repeat"):
         ParamPartition(4, [1, 1])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 40), st.data())
+def test_split_merge_round_trip_property(dim: int, data: st.DataObject) -> None:
+    first = data.draw(st.lists(st.integers(0, dim - 1), unique=True, max_size=dim))
+    part = ParamPartition(dim, first)
+    w = torch.randn(3, dim, generator=torch.Generator().manual_seed(dim))
+    parts = part.split(w)
+    assert parts["private"].shape == (3, len(first)) and parts["public"].shape == (3, dim - len(first))
+    assert torch.equal(part.merge(parts), w)
+    assert sorted(first) == part.indices["private"].tolist()

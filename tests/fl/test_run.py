@@ -18,7 +18,16 @@ from ampfl.fl.config import parse_config
 from ampfl.fl.run import load_checkpoint, run_experiment
 from ampfl.fl.task import Task
 
-SUMMARY_KEYS = {"algorithm", "dataset", "rounds", "final_accuracy", "epsilon", "delta", "analysis", "wall_seconds"}
+SUMMARY_KEYS = {
+    "algorithm",
+    "dataset",
+    "rounds",
+    "final_accuracy",
+    "epsilon",
+    "delta",
+    "analysis",
+    "wall_seconds",
+}
 
 
 @dataclass(frozen=True)
@@ -64,8 +73,12 @@ class NoisyAveraging(Algorithm):
 
     def run_round(self, round_index: int) -> dict[str, float]:
         p = self.params
-        chosen = self.rng(round_index, ROLE_SAMPLING).choice(self.task.num_clients, p.cohort_size, replace=False)
-        noise = torch.randn(len(chosen), self.weights.numel(), generator=self.torch_generator(round_index, ROLE_NOISE))
+        chosen = self.rng(round_index, ROLE_SAMPLING).choice(
+            self.task.num_clients, p.cohort_size, replace=False
+        )
+        noise = torch.randn(
+            len(chosen), self.weights.numel(), generator=self.torch_generator(round_index, ROLE_NOISE)
+        )
         updates = []
         for k, client in enumerate(chosen):
             idx = self.task.client_indices[client]
@@ -127,8 +140,15 @@ def test_run_folder_contents_metrics_and_summary(tmp_path):
     summary = _run(config, tmp_path / "run")
     # Assert
     folder = tmp_path / "run"
-    for name in ("config.json", "config.toml", "metrics.jsonl", "checkpoint.pt", "summary.json", "accuracy.png",
-                 "epsilon.png"):
+    for name in (
+        "config.json",
+        "config.toml",
+        "metrics.jsonl",
+        "checkpoint.pt",
+        "summary.json",
+        "accuracy.png",
+        "epsilon.png",
+    ):
         assert (folder / name).is_file(), name
     assert SUMMARY_KEYS <= set(summary)
     assert json.loads((folder / "summary.json").read_text()) == json.loads(json.dumps(summary))
@@ -143,7 +163,11 @@ def test_run_folder_contents_metrics_and_summary(tmp_path):
     assert summary["rounds"] == 5 and summary["algorithm"] == "noisy_avg" and summary["dataset"] == "tiny"
     assert summary["final_accuracy"] > 0.6  # the blobs are easy: the fake algorithm does learn
     assert json.loads((folder / "config.json").read_text())["algorithm"] == {
-        "name": "noisy_avg", "learning_rate": 0.5, "noise_std": 0.05, "cohort_size": 3, "delta": 1e-5
+        "name": "noisy_avg",
+        "learning_rate": 0.5,
+        "noise_std": 0.05,
+        "cohort_size": 3,
+        "delta": 1e-5,
     }
     assert load_checkpoint(folder)["rounds_done"] == 5
 
@@ -191,7 +215,9 @@ def test_resume_drops_metric_lines_written_after_the_last_checkpoint(tmp_path):
     # Execute
     _run(config, tmp_path / "run", resume=True)
     # Assert
-    rounds = [json.loads(line)["round"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    rounds = [
+        json.loads(line)["round"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert rounds == [2, 4, 6]
 
 
@@ -208,6 +234,9 @@ def test_resume_without_checkpoint_or_with_another_config_is_refused(tmp_path):
     _run(_config(), tmp_path / "run", stop_after=3)
     with pytest.raises(ValueError, match=r"algorithm\.noise_std"):
         _run(_config(algorithm={"name": "noisy_avg", "noise_std": 0.5}), tmp_path / "run", resume=True)
+    with pytest.raises(ValueError, match="rounds must be at least the 3 rounds already done"):
+        _run(_config(rounds=2), tmp_path / "run", resume=True)
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["rounds"] == 6  # left untouched
 
 
 def test_resume_may_extend_the_number_of_rounds(tmp_path):
@@ -223,6 +252,29 @@ def test_resume_may_extend_the_number_of_rounds(tmp_path):
     assert torch.equal(a["algorithm"]["weights"], b["algorithm"]["weights"])
 
 
+def test_run_or_reuse_reuses_resumes_or_restarts(tmp_path, monkeypatch):
+    # Prepare
+    monkeypatch.setattr(run_module, "build_task", lambda config: _tiny_task())
+    monkeypatch.setattr(run_module, "build_algorithm", _registry_algorithm)
+    folder = tmp_path / "run"
+    first = run_module.run_or_reuse(_config(), folder)
+    # Execute / Assert: the same config is reused (not rerun: the summary is read back unchanged) ...
+    assert run_module.run_or_reuse(_config(), folder)["wall_seconds"] == first["wall_seconds"]
+    # ... another config starts afresh ...
+    other = run_module.run_or_reuse(_config(rounds=4), folder)
+    assert other["rounds"] == 4
+    # ... and an interrupted run resumes and ends as an uninterrupted one.
+    run_module.clear_run_folder(folder)
+    assert not folder.exists()
+    _run(_config(), folder, stop_after=3)
+    resumed = run_module.run_or_reuse(_config(), folder)
+    assert resumed["final_accuracy"] == first["final_accuracy"] and resumed["completed"] is True
+
+
+def _registry_algorithm(config, task, *, algorithms=None):
+    return NoisyAveraging(config.algorithm.params, task, seed=config.seed, engine=object())
+
+
 REAL_PARAMS = {
     "fedavg": {"cohort_size": 4},
     "dp_fedavg": {"cohort_size": 4, "noise_multiplier": 1.0},
@@ -234,11 +286,17 @@ REAL_PARAMS = {
 @pytest.mark.parametrize("name", list(REAL_PARAMS))
 def test_real_algorithm_resumes_bit_identically(tmp_path, name):
     # Prepare: the real algorithms (engine, client store, momentum) on the small synthetic data set.
-    config = parse_config({
-        "seed": 5, "rounds": 4, "eval_every": 2, "checkpoint_every": 2,
-        "dataset": {"name": "synthetic"}, "partition": {"scheme": "iid", "num_clients": 12},
-        "algorithm": {"name": name, **REAL_PARAMS[name]},
-    })
+    config = parse_config(
+        {
+            "seed": 5,
+            "rounds": 4,
+            "eval_every": 2,
+            "checkpoint_every": 2,
+            "dataset": {"name": "synthetic"},
+            "partition": {"scheme": "iid", "num_clients": 12},
+            "algorithm": {"name": name, **REAL_PARAMS[name]},
+        }
+    )
     # Execute
     full = run_experiment(config, tmp_path / "full", progress=False, plots=False)
     run_experiment(config, tmp_path / "split", progress=False, plots=False, stop_after=2)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ampfl.fl.state import ClientStore
 
@@ -53,3 +55,17 @@ def test_million_clients_fit_in_little_memory() -> None:
     assert len(store) == 10**5
     assert store.nbytes() < 10 * 2**20
     assert float(store.get([10, 11]).sum()) == 7.0
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 29), unique=True, min_size=1, max_size=6), max_size=12))
+def test_store_matches_a_dict_model(writes: list[list[int]]) -> None:
+    store = ClientStore(30, torch.full((2,), -1.0), initial_capacity=1)
+    model: dict[int, list[float]] = {}
+    for step, ids in enumerate(writes):
+        values = torch.tensor([[float(step), float(i)] for i in ids])
+        store.set(ids, values)
+        model.update({i: [float(step), float(i)] for i in ids})
+    expected = torch.tensor([model.get(i, [-1.0, -1.0]) for i in range(30)])
+    assert torch.equal(store.get(np.arange(30)), expected)
+    assert len(store) == len(model) and store.touched().tolist() == sorted(model)

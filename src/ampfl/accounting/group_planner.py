@@ -2,19 +2,13 @@
 
 Paper 001 (arXiv:2505.13655v3) chooses q_g by minimising "the third and last terms" of its Theorem 2
 (Problem 1) and κ_g by Remark 3; neither formula was recoverable (RECOVERED_MATH.md §2.8, [X]). This module
-is **ampfl's design**, derived in ``docs/planner.md``: the mean squared error of one aggregated update
-against the full-participation mean update,
-
-    J(q, κ) = Σ_a [ q_a N_a (1 − q_a) u² / M²            (client-sampling variance, Poisson)
-                  + κ_a d σ_a(q_a)² C² / M²              (DP noise energy after top-κ)
-                  + ω(κ_a) λ_a² m² ]                      (sparsification error, ω from Lemma 3)
-              + A ζ² Σ_a (λ_a − π_a)²                      (reweighting bias between aggregates)
-
-with M = qN the expected cohort, λ_a = q_a N_a / M the inferred reweighting, π_a = N_a / N, u = update
-norm bound, m = group mean-update norm, ζ = bound on ‖μ_a − μ‖, A the number of aggregates. An *aggregate*
-is a set of budget groups that share one secure-aggregation sum and one noise (calibrated to the smallest
-budget among them); the planner may merge adjacent budget groups (``merge="auto"``), always merges equal
-budgets (unless ``merge="none"``), and with one aggregate, κ = 1 and q_a = q, J is exactly DP-FedAvg's MSE.
+is **ampfl's design**, derived in ``docs/planner.md``: it minimises the error model J(q, κ) of
+:mod:`ampfl.accounting.group_error_model` (the mean squared error of one aggregated update against the
+full-participation mean update; :class:`ErrorModel` holds its constants and is re-exported here). An
+*aggregate* is a set of budget groups that share one secure-aggregation sum and one noise (calibrated to the
+smallest budget among them); the planner may merge adjacent budget groups (``merge="auto"``), always merges
+equal budgets (unless ``merge="none"``), and with one aggregate, κ = 1 and q_a = q, J is exactly
+DP-FedAvg's MSE.
 
 Constraint: Σ_a q_a N_a = qN, ``min_rate`` ≤ q_a ≤ 1. Solved by SLSQP from several feasible starts; σ_a(q)
 is calibrated on a log-spaced q grid per distinct budget and interpolated monotonically (PCHIP in
@@ -38,11 +32,11 @@ from ampfl.accounting._checks import (
     check_choice,
     check_delta,
     check_int,
-    check_nonnegative,
     check_positive,
     check_probability,
     check_range,
 )
+from ampfl.accounting.group_error_model import OMEGA_MODELS, ErrorModel, _objective, _Problem
 from ampfl.accounting.groups import (
     ANALYSES,
     REMARK_2_WARNING,
@@ -52,43 +46,19 @@ from ampfl.accounting.groups import (
     sound_group_sigma,
 )
 
-OMEGA_MODELS: tuple[str, ...] = ("squared", "worst-case")
+__all__ = [
+    "MERGE",
+    "OMEGA_MODELS",
+    "SPARSIFY",
+    "BaselinePlan",
+    "ErrorModel",
+    "GroupPlan",
+    "plan_groups",
+]
+
 SPARSIFY: tuple[str, ...] = ("none", "auto", "given")
 MERGE: tuple[str, ...] = ("auto", "equal", "none")
 _MAX_PARTITIONS = 512
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ErrorModel:
-    """Constants of the planner's error model (docs/planner.md; ampfl's design, not the paper's).
-
-    Attributes:
-        dim: model dimension d.
-        clip_norm: per-client clipping norm C.
-        update_norm: u / C, bound on a clipped update's norm relative to C (≤ 1 under clipping).
-        signal_norm: m / C, norm of a group's mean update relative to C (drives the sparsification error).
-        heterogeneity: ζ / C, bound on ‖μ_a − μ‖ between a group's mean update and the population's
-            (0 for IID data, the paper's default setting).
-        omega: ω(κ) model, ``"squared"`` = (1 − κ)² ([I], likely the paper's) or ``"worst-case"`` = 1 − κ.
-        kappa_min: smallest κ the ``auto`` rule may choose.
-    """
-
-    dim: int
-    clip_norm: float = 1.0
-    update_norm: float = 1.0
-    signal_norm: float = 1.0
-    heterogeneity: float = 0.0
-    omega: str = "squared"
-    kappa_min: float = 0.01
-
-    def __post_init__(self) -> None:
-        check_int("dim", self.dim, minimum=1)
-        check_positive("clip_norm", self.clip_norm)
-        check_range("update_norm", self.update_norm, 0.0, 1.0)
-        check_nonnegative("signal_norm", self.signal_norm)
-        check_nonnegative("heterogeneity", self.heterogeneity)
-        check_choice("omega", self.omega, OMEGA_MODELS)
-        check_range("kappa_min", self.kappa_min, 1e-9, 1.0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,58 +159,6 @@ def _partitions(forced: list[bool], allowed: list[bool]) -> list[list[list[int]]
         parts.append(current)
         out.append(parts)
     return out
-
-
-def _omega(kappa: np.ndarray, model: str) -> np.ndarray:
-    return (1.0 - kappa) ** 2 if model == "squared" else 1.0 - kappa
-
-
-def _auto_kappa(noise: np.ndarray, signal: np.ndarray, model: ErrorModel) -> np.ndarray:
-    """argmin over κ in [kappa_min, 1] of ω(κ)·signal + κ·noise (closed form per aggregate)."""
-    lo = model.kappa_min
-    if model.omega == "squared":
-        with np.errstate(divide="ignore", invalid="ignore"):
-            k = np.where(signal > 0, 1.0 - noise / (2.0 * np.where(signal > 0, signal, 1.0)), lo)
-        return np.clip(k, lo, 1.0)
-    lo_val = (1.0 - lo) * signal + lo * noise
-    return np.where(lo_val < noise, lo, 1.0)
-
-
-@dataclass(frozen=True, slots=True)
-class _Problem:
-    sizes: np.ndarray  # [A] aggregate sizes
-    budgets: np.ndarray  # [A]
-    kappa: np.ndarray | None  # [A] given, or None
-    sparsify: str
-    total: int
-    rate: float
-    model: ErrorModel
-
-
-def _objective(
-    q: np.ndarray, sig: np.ndarray, prob: _Problem
-) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """J for a batch of plans: ``q``, ``sig`` of shape ``[..., A]``; returns J ``[...]``, κ, the terms."""
-    m = prob.model
-    cohort = prob.rate * prob.total
-    c2 = m.clip_norm**2
-    lam = q * prob.sizes / cohort
-    pi = prob.sizes / prob.total
-    sampling = np.sum(q * prob.sizes * (1.0 - q), axis=-1) * (m.update_norm**2) * c2 / cohort**2
-    noise = m.dim * sig**2 * c2 / cohort**2
-    signal = lam**2 * (m.signal_norm**2) * c2
-    if prob.sparsify == "none":
-        kappa = np.ones_like(q)
-    elif prob.sparsify == "given":
-        assert prob.kappa is not None
-        kappa = np.broadcast_to(prob.kappa, q.shape)
-    else:
-        kappa = _auto_kappa(noise, signal, m)
-    dp = np.sum(kappa * noise, axis=-1)
-    sparse = np.sum(_omega(kappa, m.omega) * signal, axis=-1)
-    bias = q.shape[-1] * (m.heterogeneity**2) * c2 * np.sum((lam - pi) ** 2, axis=-1)
-    terms = {"sampling": sampling, "dp_noise": dp, "sparsification": sparse, "reweighting_bias": bias}
-    return sampling + dp + sparse + bias, kappa, terms
 
 
 def _project(u: np.ndarray, sizes: np.ndarray, target: float, lo: float) -> np.ndarray:

@@ -24,36 +24,56 @@ def register(registry: Registry) -> None:
     demo = registry.command(
         None, "demo", _demo, help="FedAvg, DP-FedAvg, MS-PAFL and DP-DSGD on digits at one target epsilon"
     )
-    demo.add_argument("--out", type=Path, default=Path("runs") / "demo", help="output folder (default runs/demo)")
+    demo.add_argument(
+        "--out", type=Path, default=Path("runs") / "demo", help="output folder (default runs/demo)"
+    )
     demo.add_argument("--no-progress", action="store_true", help="hide the progress bars")
-    demo.add_argument("--quick", action="store_true", help="a few rounds only (a smoke test of the whole pipeline)")
+    demo.add_argument(
+        "--quick", action="store_true", help="a few rounds only (a smoke test of the whole pipeline)"
+    )
 
 
-def _require_torch(command: str) -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise ValueError(f"ampfl {command} {_NEEDS_TRAIN}.") from None
+def _require_train_extra(command: str, modules: tuple[str, ...] = ("torch",)) -> None:
+    import importlib
+
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise ValueError(f"ampfl {command} {_NEEDS_TRAIN}.") from None
 
 
 def _run(args: argparse.Namespace) -> dict[str, Any]:
-    _require_torch("run")
+    _require_train_extra("run")
     from ampfl.fl.config import load_config
+    from ampfl.fl.data import DataUnavailableError
     from ampfl.fl.run import run_experiment
 
     config = load_config(args.config)
     out = args.out if args.out is not None else Path("runs") / args.config.stem
     progress = not args.no_progress
-    summary = run_experiment(config, out, resume=args.resume, progress=progress)
+    try:
+        summary = run_experiment(config, out, resume=args.resume, progress=progress)
+    except DataUnavailableError as exc:
+        raise ValueError(f"dataset {config.dataset.name!r} is not available: {exc}") from None
     if args.json:
         return summary
-    keys = ("algorithm", "dataset", "rounds", "final_accuracy", "epsilon", "delta", "analysis", "wall_seconds",
-            "out_dir")
+    keys = (
+        "algorithm",
+        "dataset",
+        "rounds",
+        "final_accuracy",
+        "epsilon",
+        "delta",
+        "analysis",
+        "wall_seconds",
+        "out_dir",
+    )
     return {key: summary[key] for key in keys}
 
 
 def _demo(args: argparse.Namespace) -> dict[str, Any]:
-    _require_torch("demo")
+    _require_train_extra("demo", ("torch", "sklearn"))
     from ampfl.fl.demo import render_table, run_demo
 
     result = run_demo(args.out, reduced=args.quick, progress=not args.no_progress)

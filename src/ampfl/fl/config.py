@@ -2,10 +2,10 @@
 
 A run config is a TOML file with top-level keys ``seed``, ``rounds``, ``eval_every``, ``checkpoint_every`` and
 the tables ``[dataset]``, ``[partition]``, ``[model]`` (with ``[model.options]``), ``[algorithm]`` and
-``[engine]``. The ``[algorithm]`` table holds ``name`` (a key of ``ampfl.fl.algorithms.ALGORITHMS``) and that
-algorithm's hyper-parameters, validated by the algorithm's own ``Params`` model; an algorithm parameter
-``num_rounds`` (the horizon a noise calibration targets) defaults to the run's ``rounds``. Every table rejects unknown
-keys. A bad key or value raises :class:`ValueError` with one line naming the dotted key path, e.g.
+``[engine]``. The ``[algorithm]`` table holds ``name`` (a key of ``ampfl.fl.algorithms.ALGORITHMS``) and
+that algorithm's hyper-parameters, validated by the algorithm's own ``Params`` model; an algorithm parameter
+``num_rounds`` (the horizon a noise calibration targets) defaults to the run's ``rounds``. Every table rejects
+unknown keys. A bad key or value raises :class:`ValueError` with one line naming the dotted key path, e.g.
 ``algorithm.noise_multiplier: Input should be greater than 0 (found -1)``.
 
 Example (``examples/digits_dp_fedavg.toml``)::
@@ -52,7 +52,7 @@ class DatasetConfig(_Section):
 
 
 class PartitionConfig(_Section):
-    """``[partition]``: how the training set is split into clients (see :func:`ampfl.fl.data.partition_clients`)."""
+    """``[partition]``: how the training set is split into clients (``ampfl.fl.data.partition_clients``)."""
 
     scheme: Literal["iid", "dirichlet", "label_skew", "fixed"] = "label_skew"
     num_clients: int = Field(100, ge=1)
@@ -104,11 +104,11 @@ class RunConfig(_Section):
     rounds: int = Field(ge=1)
     eval_every: int = Field(1, ge=1)
     checkpoint_every: int = Field(10, ge=0)
-    dataset: DatasetConfig = Field(default_factory=DatasetConfig)
-    partition: PartitionConfig = Field(default_factory=PartitionConfig)
-    model: ModelConfig = Field(default_factory=ModelConfig)
+    dataset: DatasetConfig = Field(default_factory=lambda: DatasetConfig.model_validate({}))
+    partition: PartitionConfig = Field(default_factory=lambda: PartitionConfig.model_validate({}))
+    model: ModelConfig = Field(default_factory=lambda: ModelConfig.model_validate({}))
     algorithm: AlgorithmConfig
-    engine: EngineConfig = Field(default_factory=EngineConfig)
+    engine: EngineConfig = Field(default_factory=lambda: EngineConfig.model_validate({}))
 
 
 def _location(prefix: tuple[str, ...], loc: tuple[int | str, ...]) -> str:
@@ -124,7 +124,8 @@ def _describe(prefix: tuple[str, ...], exc: ValidationError) -> list[str]:
         if error["type"] == "extra_forbidden":
             message = "unknown key"
         elif error["type"] != "missing":
-            message += f" (found {error['input']!r})"
+            found = repr(error["input"])
+            message += f" (found {found if len(found) <= 60 else found[:57] + '...'})"
         lines.append(f"{where}: {message}")
     return lines
 
@@ -161,7 +162,9 @@ def parse_config(data: Mapping[str, Any], *, algorithms: Mapping[str, Any] | Non
     section = raw.get("algorithm")
     algorithm: AlgorithmConfig | None = None
     if section is None:
-        problems.append("algorithm: missing table [algorithm] (with name = one of " + ", ".join(algorithms) + ")")
+        problems.append(
+            "algorithm: missing table [algorithm] (with name = one of " + ", ".join(algorithms) + ")"
+        )
     elif not isinstance(section, Mapping):
         problems.append(f"algorithm: Input should be a table (found {section!r})")
     else:

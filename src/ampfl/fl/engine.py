@@ -1,26 +1,24 @@
 """Vectorised execution of the clients' local work.
 
-The engine is the only place that knows about ``torch.func``, ``vmap`` and chunking. A cohort of K clients is
-a
-``[K, d]`` tensor of flat parameter vectors (see :mod:`ampfl.fl.params`); their mini-batches are a ``[K, Q,
-b]``
-tensor of indices into the training set with optional per-example weights (0 marks padding).
+The engine is the only place that knows about ``torch.func``, ``vmap`` and chunking. A cohort of K clients
+is a ``[K, d]`` tensor of flat parameter vectors (see :mod:`ampfl.fl.params`); their mini-batches are a
+``[K, Q, b]`` tensor of indices into the training set with optional per-example weights (0 marks padding).
 
 Pipeline of :meth:`Engine.local_sgd` (one call per round):
 
-1. split the cohort into chunks of at most ``chunk_size`` clients (from ``EngineOptions.memory_cap_mb`` when
-not
-   given) — every client's result is independent of the chunking;
+1. split the cohort into chunks of at most ``chunk_size`` clients (from ``EngineOptions.memory_cap_mb``
+   when not given) — every client's result is independent of the chunking;
 2. per chunk, gather the examples of all Q steps, then for r = 1..Q:
-   g_i = Σ_j w_ij ∇(ℓ(w_i; x_ij, y_ij) + R(w_i))  — ``vmap`` over clients of ``grad`` of the weighted batch
-   loss,
-   or, with ``per_sample_clip=C``, g_i = Σ_j w_ij clip_C(∇(ℓ_ij + R)) by a nested ``vmap`` over examples;
-   optional ``grad_hook(step, client_ids, g)`` (noise, masks); w_i ← w_i − η g_i (000 Eq. 2b);
+   g_i = Σ_j w_ij ∇(ℓ(w_i; x_ij, y_ij) + R(w_i)) for all clients at once (the forward pass is ``vmap``-ed
+   over clients and autograd differentiates Σ_i L_i(w_i) w.r.t. the stacked parameters), or, with
+   ``per_sample_clip=C``, g_i = Σ_j w_ij clip_C(∇(ℓ_ij + R)) by ``vmap`` over clients of ``vmap`` over
+   examples of ``grad``; optional ``grad_hook(step, client_ids, g)`` (noise, masks);
+   w_i ← w_i − η g_i (000 Eq. 2b), in place in one ``[k, d]`` buffer;
 3. return the final parameters and each client's mean loss over its Q steps.
 
 ``EngineOptions(vectorized=False)`` runs the sequential reference: a Python loop over clients and steps with
-plain
-autograd (and a loop over examples for per-sample clipping); it gives the same numbers up to float rounding.
+plain autograd (and a loop over examples for per-sample clipping); it gives the same numbers up to float
+rounding (tested to 1e-5).
 """
 
 from __future__ import annotations
@@ -247,40 +245,54 @@ class Engine:
         ids: np.ndarray,
         hook: GradHook | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        step_fn = self._batched_step_fn(model) if clip is None else vmap(self._client_step_fn(model, clip))
+        spec = model.spec
+        buffer = params.detach().clone()  # [k, d], updated in place through per-tensor views
+        views = list(spec.unflatten(buffer).values())
+        per_example_fn = None if clip is None else vmap(self._client_step_fn(model, clip))
+        losses_fn = vmap(model.named_example_losses)
         total = params.new_zeros(params.shape[0])
         for r in range(xb.shape[1]):
-            g, loss = step_fn(params, xb[:, r], yb[:, r], wb[:, r])
+            grads: list[torch.Tensor] | None = None
+            flat: torch.Tensor | None = None
+            if per_example_fn is None:
+                grads, loss = self._batched_grads(spec.names, views, losses_fn, xb[:, r], yb[:, r], wb[:, r])
+            else:
+                flat, loss = per_example_fn(buffer, xb[:, r], yb[:, r], wb[:, r])
             if hook is not None:
-                g = hook(r, ids, g)
-            params = params - lr * g
+                if flat is None:
+                    assert grads is not None
+                    flat = torch.cat([g.reshape(g.shape[0], -1) for g in grads], dim=1)
+                flat = hook(r, ids, flat)
+            if flat is not None:
+                buffer.sub_(lr * flat)
+            else:
+                assert grads is not None
+                torch._foreach_add_(views, grads, alpha=-lr)
             total = total + loss.detach()
-        return params.detach(), total / xb.shape[1]
+        return buffer, total / xb.shape[1]
 
     @staticmethod
-    def _batched_step_fn(
-        model: FunctionalModel,
-    ) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
-        """Per-client gradients of the weighted batch losses, ``[k, d]`` and ``[k]``.
+    def _batched_grads(
+        names: tuple[str, ...],
+        views: list[torch.Tensor],
+        losses_fn: Callable[..., torch.Tensor],
+        x: torch.Tensor,
+        y: torch.Tensor,
+        w: torch.Tensor,
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Per-client gradients of the weighted batch losses (one tensor per parameter, ``[k, *shape]``) and
+        the losses ``[k]``.
 
         The forward pass is vmapped over clients and plain autograd differentiates Σ_i L_i(w_i) w.r.t. the
         stacked named tensors: since L_i depends on w_i only, row i of the gradient is ∇L_i(w_i). On CPU this
-        measured faster than ``vmap(grad(...))`` for small models (docs/performance.md), with the same numbers.
+        measured faster than ``vmap(grad(...))`` (docs/performance.md), with the same numbers; gradients stay
+        per tensor so the update needs no concatenation.
         """
-        spec = model.spec
-        losses_fn = vmap(model.named_example_losses)
-
-        def step(
-            params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
-        ) -> tuple[torch.Tensor, torch.Tensor]:
-            k = params.shape[0]
-            leaves = {name: t.detach().requires_grad_(True) for name, t in spec.unflatten(params).items()}
-            with torch.enable_grad():
-                per_client = (losses_fn(leaves, x, y) * w).sum(1)
-                grads = torch.autograd.grad(per_client.sum(), [leaves[name] for name in spec.names])
-            return torch.cat([g.reshape(k, -1) for g in grads], dim=1), per_client.detach()
-
-        return step
+        leaves = [v.detach().requires_grad_(True) for v in views]
+        with torch.enable_grad():
+            per_client = (losses_fn(dict(zip(names, leaves, strict=True)), x, y) * w).sum(1)
+            grads = torch.autograd.grad(per_client.sum(), leaves)
+        return list(grads), per_client.detach()
 
     @staticmethod
     def _client_step_fn(
@@ -387,9 +399,9 @@ class Engine:
         """Test accuracy of each model in ``params`` (``[d]`` → scalar tensor, ``[K, d]`` → ``[K]``).
 
         Args:
-            label_mask: optional ``[K, num_classes]`` booleans; model i is then scored only on the test examples
-                whose label is marked in row i (e.g. the labels client i holds); a row with no such example
-                scores 0.
+            label_mask: optional ``[K, num_classes]`` booleans; model i is then scored only on the test
+                examples whose label is marked in row i (e.g. the labels client i holds); a row with no such
+                example scores 0.
         """
         single = params.dim() == 1
         stacked = params[None] if single else params

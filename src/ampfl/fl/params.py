@@ -1,11 +1,10 @@
 """The flat parameter vector of a model and named partitions of it.
 
 The simulator keeps every model as one flat float32 vector w ∈ R^d (stacked as ``[num_clients, d]`` for a
-cohort).
-:class:`ParamSpec` maps the vector to the module's named tensors (in ``named_parameters()`` order) and back.
-:class:`ParamPartition` splits the vector into two named parts, e.g. MS-PAFL's private w_α and public w_p
-(000 Sec. III-B: w_i = (w_{i,α}, w_{i,p}), d_α + d_p = d), or model-split DP-SGD's trained and frozen parts.
-A partition is built from layer names, from index slices, or from a fraction of the flat vector.
+cohort). :class:`ParamSpec` maps the vector to the module's named tensors (in ``named_parameters()`` order)
+and back. :class:`ParamPartition` splits the vector into two named parts, e.g. MS-PAFL's private w_α and
+public w_p (000 Sec. III-B: w_i = (w_{i,α}, w_{i,p}), d_α + d_p = d), or model-split DP-SGD's trained and
+frozen parts. A partition is built from layer names, from index slices, or from a fraction of the flat vector.
 """
 
 from __future__ import annotations
@@ -81,8 +80,7 @@ class ParamPartition:
         names: names of the two parts (default ``("private", "public")``).
 
     ``split(w)`` returns ``{names[0]: w[..., first], names[1]: w[..., second]}`` and ``merge`` inverts it;
-    both
-    keep leading (client) dimensions.
+    both keep leading (client) dimensions.
     """
 
     def __init__(
@@ -138,8 +136,7 @@ class ParamPartition:
     def by_layers(
         cls, spec: ParamSpec, layers: Iterable[str], *, names: tuple[str, str] = ("private", "public")
     ) -> ParamPartition:
-        """Parameters whose name equals an entry of ``layers`` or starts with ``entry + "."`` form the first
-        part."""
+        """Parameters named ``layer`` or ``layer.<suffix>`` for some ``layer`` in ``layers`` form part 1."""
         chosen = list(layers)
         slices = []
         for name in spec.names:

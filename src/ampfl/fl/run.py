@@ -2,10 +2,11 @@
 
 A run folder holds:
 
-- ``config.json`` and ``config.toml``: the resolved configuration (every default filled in; the TOML file can be
-  given back to ``ampfl run``);
-- ``metrics.jsonl``: one JSON object per evaluated round: ``round`` (rounds done), the round's training metrics,
-  the test metrics (always ``accuracy``), ``epsilon`` and ``delta`` composed so far and ``wall_seconds``;
+- ``config.json`` and ``config.toml``: the resolved configuration (every default filled in; the TOML file
+  can be given back to ``ampfl run``);
+- ``metrics.jsonl``: one JSON object per evaluated round: ``round`` (rounds done), the round's training
+  metrics, the test metrics (always ``accuracy``), ``epsilon`` and ``delta`` composed so far, and
+  ``wall_seconds``;
 - ``checkpoint.pt``: the latest checkpoint (``torch.save`` of the algorithm's ``state_dict()``, the number of
   rounds done, the metrics so far, the global torch RNG state and the configuration), replaced atomically;
 - ``summary.json`` and the plots ``accuracy.png`` and ``epsilon.png`` at the end.
@@ -67,7 +68,10 @@ def build_task(config: RunConfig) -> Task:
         samples_per_client=part.samples_per_client,
     )
     return Task(
-        dataset=dataset, client_indices=indices, model=config.model.name, model_options=dict(config.model.options)
+        dataset=dataset,
+        client_indices=indices,
+        model=config.model.name,
+        model_options=dict(config.model.options),
     )
 
 
@@ -101,6 +105,7 @@ def run_experiment(
     algorithms: Mapping[str, type[Algorithm]] | None = None,
     task: Task | None = None,
     plots: bool = True,
+    label: str | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) the configured training in ``out_dir`` and return its summary.
 
@@ -114,6 +119,7 @@ def run_experiment(
         algorithms: the algorithm registry (default ``ampfl.fl.algorithms.ALGORITHMS``).
         task: the task to train on (default: built from the config's dataset and partition).
         plots: write ``accuracy.png`` and ``epsilon.png`` at the end.
+        label: the progress bar's label (default: the algorithm's name).
 
     Returns:
         The summary (also written to ``summary.json``): ``algorithm``, ``dataset``, ``rounds``,
@@ -128,12 +134,12 @@ def run_experiment(
     resolved = config_to_dict(config)
     started = time.perf_counter()
     checkpoint = _open_run_folder(out, resolved, resume=resume)
-    atomic_write_json(out / CONFIG_JSON, resolved)
-    atomic_write_text(out / CONFIG_TOML, to_toml(resolved))
-
+    # Data and algorithm first: a config that cannot start leaves no run behind in the folder.
     if task is None:
         task = build_task(config)
     algorithm = build_algorithm(config, task, algorithms=algorithms)
+    atomic_write_json(out / CONFIG_JSON, resolved)
+    atomic_write_text(out / CONFIG_TOML, to_toml(resolved))
     metrics: list[dict[str, Any]] = []
     rounds_done = 0
     wall_before = 0.0
@@ -145,8 +151,6 @@ def run_experiment(
         rounds_done = int(checkpoint["rounds_done"])
         metrics = list(checkpoint["metrics"])
         wall_before = float(checkpoint["wall_seconds"])
-        if rounds_done > config.rounds:
-            raise ValueError(f"rounds must be at least the {rounds_done} rounds already done. Found {config.rounds}.")
     # Lines written after the last checkpoint by an interrupted run are dropped here.
     atomic_write_text(out / METRICS, "".join(dumps_json(line) + "\n" for line in metrics))
 
@@ -156,7 +160,7 @@ def run_experiment(
         return wall_before + time.perf_counter() - started
 
     saved_at = rounds_done if checkpoint is not None else -1
-    with _progress_bar(progress, config.rounds, rounds_done, config.algorithm.name) as advance:
+    with _progress_bar(progress, config.rounds, rounds_done, label or config.algorithm.name) as advance:
         with open(out / METRICS, "a", encoding="utf-8") as handle:
             for round_index in range(rounds_done, last):
                 round_metrics = algorithm.run_round(round_index)
@@ -169,7 +173,9 @@ def run_experiment(
                     handle.flush()
                     text = f"acc {line['accuracy']:.3f}  ε {line['epsilon']:.3g}"
                 if config.checkpoint_every and done % config.checkpoint_every == 0:
-                    save_checkpoint(out, algorithm, rounds_done=done, metrics=metrics, config=resolved, wall=wall())
+                    save_checkpoint(
+                        out, algorithm, rounds_done=done, metrics=metrics, config=resolved, wall=wall()
+                    )
                     saved_at = done
                 advance(text)
     if saved_at != last:
@@ -179,7 +185,9 @@ def run_experiment(
 
     report = algorithm.privacy(config.rounds)
     final = metrics[-1] if metrics else _evaluation_line(algorithm, config.rounds, {}, wall())
-    files = write_plots(out, metrics, title=f"{config.algorithm.name} on {config.dataset.name}") if plots else []
+    files = (
+        write_plots(out, metrics, title=f"{config.algorithm.name} on {config.dataset.name}") if plots else []
+    )
     summary: dict[str, Any] = {
         "algorithm": config.algorithm.name,
         "dataset": config.dataset.name,
@@ -196,12 +204,39 @@ def run_experiment(
         "model": config.model.name,
         "seed": config.seed,
         "params": config.algorithm.params.model_dump(mode="json"),
+        "noise": _noise_levels(algorithm),
         "completed": True,
         "out_dir": str(out),
-        "files": [str(out / name) for name in (CONFIG_JSON, CONFIG_TOML, METRICS, CHECKPOINT, SUMMARY, *files)],
+        "files": [
+            str(out / name) for name in (CONFIG_JSON, CONFIG_TOML, METRICS, CHECKPOINT, SUMMARY, *files)
+        ],
     }
     atomic_write_json(out / SUMMARY, summary)
     return summary
+
+
+def run_or_reuse(
+    config: RunConfig, folder: Path, *, task: Task | None = None, label: str | None = None
+) -> dict[str, Any]:
+    """Reuse a finished run of the same configuration, continue an interrupted one, or start afresh.
+
+    For callers that own their run folders (figure reproductions): a finished run whose ``config.json`` equals
+    ``config`` is returned as is (its ``summary.json``); an interrupted one resumes from its checkpoint; any
+    other content written by a run is deleted first (:func:`clear_run_folder`). No plots are written.
+    """
+    summary_path, config_path = folder / "summary.json", folder / "config.json"
+    if summary_path.is_file() and config_path.is_file():
+        same = json.loads(dumps_json(config_to_dict(config))) == json.loads(config_path.read_text("utf-8"))
+        if same:
+            summary: dict[str, Any] = json.loads(summary_path.read_text("utf-8"))
+            return summary
+    elif (folder / "checkpoint.pt").is_file():
+        try:
+            return run_experiment(config, folder, task=task, resume=True, plots=False, label=label)
+        except ValueError:
+            pass  # another configuration (e.g. a quick run): start again
+    clear_run_folder(folder)
+    return run_experiment(config, folder, task=task, plots=False, label=label)
 
 
 def clear_run_folder(folder: str | Path) -> None:
@@ -252,7 +287,9 @@ def load_checkpoint(out: Path) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:  # a damaged file: say so in one line
-        raise ValueError(f"--resume: cannot read {path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        raise ValueError(
+            f"--resume: cannot read {path}: {type(exc).__name__}: {exc}".splitlines()[0]
+        ) from None
     if not isinstance(state, dict) or state.get("format") != _CHECKPOINT_FORMAT:
         raise ValueError(f"--resume: {path} is not an ampfl checkpoint of format {_CHECKPOINT_FORMAT}.")
     return state
@@ -267,10 +304,18 @@ def _open_run_folder(out: Path, resolved: dict[str, Any], *, resume: bool) -> di
                 f"--resume: the config differs from the one of {out} in {', '.join(sorted(changed))}; "
                 "only rounds, eval_every and checkpoint_every may change."
             )
+        done = int(checkpoint["rounds_done"])
+        if done > int(resolved["rounds"]):
+            raise ValueError(
+                f"--resume: rounds must be at least the {done} rounds already done. "
+                f"Found {resolved['rounds']}."
+            )
         return checkpoint
     used = [name for name in (CONFIG_JSON, METRICS, CHECKPOINT, SUMMARY) if (out / name).exists()]
     if used:
-        raise ValueError(f"{out} already holds a run ({used[0]}); pass --resume to continue it or choose another --out.")
+        raise ValueError(
+            f"{out} already holds a run ({used[0]}); pass --resume to continue it or choose another --out."
+        )
     out.mkdir(parents=True, exist_ok=True)
     return None
 
@@ -285,6 +330,14 @@ def _changed_keys(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = 
         elif json.dumps(a, sort_keys=True, default=str) != json.dumps(b, sort_keys=True, default=str):
             changed.add(name)
     return changed
+
+
+#: Attributes through which an algorithm exposes the noise level it actually uses (after any calibration).
+NOISE_ATTRIBUTES = ("sigma", "noise_multiplier")
+
+
+def _noise_levels(algorithm: Algorithm) -> dict[str, float]:
+    return {name: float(getattr(algorithm, name)) for name in NOISE_ATTRIBUTES if hasattr(algorithm, name)}
 
 
 def _scalar(value: Any) -> Any:
@@ -343,17 +396,24 @@ def write_plots(out: Path, metrics: list[dict[str, Any]], *, title: str) -> list
     rounds = [m["round"] for m in metrics]
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(rounds, [m["accuracy"] for m in metrics], marker=".", label="global model")
-    if metrics and "personal_accuracy_mean" in metrics[0]:
-        mean = [m["personal_accuracy_mean"] for m in metrics]
-        std = [m.get("personal_accuracy_std", 0.0) for m in metrics]
-        ax.plot(rounds, mean, marker=".", label="personal models (mean ± std)")
-        ax.fill_between(rounds, [a - s for a, s in zip(mean, std, strict=True)],
-                        [a + s for a, s in zip(mean, std, strict=True)], alpha=0.2)
+    for prefix, text in (("personal_accuracy", "whole test set"), ("personal_local_accuracy", "own labels")):
+        if metrics and f"{prefix}_mean" in metrics[0]:
+            mean = [m[f"{prefix}_mean"] for m in metrics]
+            std = [m.get(f"{prefix}_std", 0.0) for m in metrics]
+            (line,) = ax.plot(rounds, mean, marker=".", label=f"personal models, {text} (mean ± std)")
+            ax.fill_between(
+                rounds,
+                [a - s for a, s in zip(mean, std, strict=True)],
+                [a + s for a, s in zip(mean, std, strict=True)],
+                color=line.get_color(),
+                alpha=0.15,
+            )
     ax.set_xlabel("round")
     ax.set_ylabel("test accuracy")
+    ax.set_ylim(0.0, 1.0)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="best", fontsize=8)
     atomic_save_figure(fig, out / ACCURACY_PNG)
     plt.close(fig)
 
@@ -361,8 +421,11 @@ def write_plots(out: Path, metrics: list[dict[str, Any]], *, title: str) -> list
     finite = [(m["round"], m["epsilon"]) for m in metrics if math.isfinite(m["epsilon"])]
     if finite:
         ax.plot([r for r, _ in finite], [e for _, e in finite], marker=".")
-        delta = metrics[-1]["delta"]
-        ax.set_ylabel(f"ε (δ = {delta:.3g})")
+        deltas = {m["delta"] for m in metrics}
+        final = metrics[-1]["delta"]
+        ax.set_ylabel(
+            f"ε (δ = {final:.3g})" if len(deltas) == 1 else f"ε (δ grows with the rounds, final {final:.3g})"
+        )
     else:
         ax.text(0.5, 0.5, "non-private run: ε = ∞", ha="center", va="center", transform=ax.transAxes)
         ax.set_ylabel("ε")

@@ -5,8 +5,7 @@ Client samplers (``sample(round_index, rng) -> sorted client ids``):
 * :class:`FixedSizeSampler` — m of N clients uniformly without replacement (server-side).
 * :class:`PoissonSampler` — each client independently with probability q (server-side coins).
 * :class:`RandomCheckInSampler` — each client flips its own coin ζ_i ~ Bern(p_i) (000 Eq. 10, 004 Algorithm
-1);
-  p_i lives with the client and the server only sees who checked in.
+  1); p_i lives with the client and the server only sees who checked in.
 * :class:`BalancedIterationSampler` — each client takes part in exactly k of the T rounds, the k rounds chosen
   uniformly at random and independently per client (Balanced Iteration Subsampling, paper 002).
 
@@ -126,9 +125,8 @@ class RandomCheckInSampler(Sampler):
 
     The probabilities belong to the clients: the server-side code must not read ``_p`` (it only receives the
     returned ids). Event: independent inclusion with probability p_i is Poisson subsampling of each client
-    with
-    its own rate, and client i's privacy depends only on its own p_i, so
-    ``PoissonSampledDpEvent(max_i p_i, inner)`` bounds every client (exact when all p_i are equal).
+    with its own rate, and client i's privacy depends only on its own p_i, so ``PoissonSampledDpEvent(max_i
+    p_i, inner)`` bounds every client (exact when all p_i are equal).
 
     Args:
         num_clients: N.

@@ -2,9 +2,8 @@
 
 MS-PAFL keeps each client's private submodel w_{i,α} on the client (000 Eq. 14); PM-SFL keeps personal masks.
 With 10^6 registered clients most are never touched in a simulation, so :class:`ClientStore` keeps rows only
-for
-clients that were written: one growable ``[capacity, dim]`` tensor plus an ``int32`` id → row map (4 bytes per
-registered client). Reading an untouched client returns the default vector without storing anything.
+for clients that were written: one growable ``[capacity, dim]`` tensor plus an ``int32`` id → row map (4 bytes
+per registered client). Reading an untouched client returns the default vector without storing anything.
 """
 
 from __future__ import annotations
@@ -60,8 +59,7 @@ class ClientStore:
         return int(self._data.numel() * self._data.element_size() + self._row.nbytes)
 
     def get(self, clients: np.ndarray | list[int]) -> torch.Tensor:
-        """Values of ``clients``, shape ``[len(clients), dim]`` (a copy; untouched clients give the
-        default)."""
+        """Values of ``clients``, shape ``[len(clients), dim]`` (a copy; untouched clients: the default)."""
         ids = self._ids(clients)
         rows = self._row[ids]
         out = self.default.expand(len(ids), -1).clone()

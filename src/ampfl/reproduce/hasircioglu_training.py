@@ -1,30 +1,30 @@
 """Paper 004 (Hasırcıoğlu & Gündüz, arXiv:2205.01556v1), Figs. 6 and 7: accuracy of DP-DSGD with random
 participation when σ comes from each analysis, in the two scenarios of Sec. 6.
 
-The paper trains on EMNIST ByClass (62 classes, 697,932 training images), which is not available offline; these
-reproductions use **Fashion-MNIST** (10 classes, 60,000 training images) with the CNN of App. B (Fig. 8, output
-layer sized to 10 classes), and say so on the plots. Fewer training images means fewer clients, so one sampling
-rate per scenario is rescaled to keep the paper's average batch p·N·q·d = 70 (App. B.2); σ is then calibrated by
-each analysis for the rescaled rates:
+The paper trains on EMNIST ByClass (62 classes, 697,932 training images), which is not available offline;
+these reproductions use **Fashion-MNIST** (10 classes, 60,000 training images) with the CNN of App. B (Fig. 8,
+output layer sized to 10 classes), and say so on the plots. Fewer training images means fewer clients, so one
+sampling rate per scenario is rescaled to keep the paper's average batch p·N·q·d = 70 (App. B.2); σ is then
+calibrated by each analysis for the rescaled rates:
 
 - Fig. 6 (Sec. 6.1, many clients, small datasets): d = 30, q = 0.1 as printed; N = 2000 (not 23,264), so
-  p = 70 / (N·q·d) ≈ 0.0117 (not 0.001). SGD with momentum 0.9, η = 0.002 for the non-private run and the paper's
-  analysis, η = 0.0001 for WCS and OLS (App. B.2).
+  p = 70 / (N·q·d) ≈ 0.0117 (not 0.001). SGD with momentum 0.9, η = 0.002 for the non-private run and the
+  paper's analysis, η = 0.0001 for WCS and OLS (App. B.2).
 - Fig. 7 (Sec. 6.2, few clients, large datasets): d = 1000, p = 0.1 as printed; N = 60 (not 697), so
   q = 70 / (p·N·d) ≈ 0.0117 (not 0.001). η = 0.002 for every run (App. B.2).
 
 Per-iteration guarantee ε = 0.015, δ = 1e-6 (Sec. 6), C = 1; the non-private run has σ = 0 and no clipping.
-Analyses: ``paper`` (Thm 4.1 — see ``ampfl.accounting.random_checkin`` for why it is not a proven bound), ``wcs``
-(Thm 5.2) and ``ols`` (Thm 5.1). The returned dict also lists σ of each analysis at the paper's own (p, q, d),
-next to the values printed in Sec. 6, as a cross-check.
+Analyses: ``paper`` (Thm 4.1 — see ``ampfl.accounting.random_checkin`` for why it is not a proven bound),
+``wcs`` (Thm 5.2) and ``ols`` (Thm 5.1). The returned dict also lists σ of each analysis at the paper's own
+(p, q, d), next to the values printed in Sec. 6, as a cross-check.
 
 The number of iterations is not given in the paper (``ITERATIONS`` here). Long-running (4 runs of a CNN per
-figure); ``AMPFL_REPRODUCE_QUICK=1`` runs a few iterations only (smoke test).
+figure); ``AMPFL_REPRODUCE_QUICK=1`` runs a few iterations only (smoke test). Running a figure again into the
+same folder reuses finished runs of the same configuration and resumes interrupted ones from their checkpoint.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -53,12 +53,24 @@ def scenario(figure: str) -> dict[str, Any]:
     """Clients, records, rates and learning rates of one figure (Fashion-MNIST adaptation, see module doc)."""
     if figure == "fig6":
         n, d, q = 2000, 30, 0.1
-        return {"num_clients": n, "d": d, "q": q, "p": BATCH / (n * q * d), "title": "many clients, small datasets",
-                "learning_rates": {"non-private": 0.002, "paper": 0.002, "wcs": 0.0001, "ols": 0.0001}}
+        return {
+            "num_clients": n,
+            "d": d,
+            "q": q,
+            "p": BATCH / (n * q * d),
+            "title": "many clients, small datasets",
+            "learning_rates": {"non-private": 0.002, "paper": 0.002, "wcs": 0.0001, "ols": 0.0001},
+        }
     if figure == "fig7":
         n, d, p = 60, 1000, 0.1
-        return {"num_clients": n, "d": d, "p": p, "q": BATCH / (p * n * d), "title": "few clients, large datasets",
-                "learning_rates": {"non-private": 0.002, "paper": 0.002, "wcs": 0.002, "ols": 0.002}}
+        return {
+            "num_clients": n,
+            "d": d,
+            "p": p,
+            "q": BATCH / (p * n * d),
+            "title": "few clients, large datasets",
+            "learning_rates": {"non-private": 0.002, "paper": 0.002, "wcs": 0.002, "ols": 0.002},
+        }
     raise ValueError(f"figure must be fig6 or fig7. Found {figure!r}.")
 
 
@@ -67,23 +79,30 @@ def _config(figure: str, label: str, iterations: int) -> Any:
 
     s = scenario(figure)
     algorithm: dict[str, Any] = {
-        "name": "dp_dsgd_rp", "participation_probability": s["p"], "sampling_probability": s["q"],
-        "epsilon": EPSILON, "delta": DELTA, "learning_rate": s["learning_rates"][label], "momentum": 0.9,
+        "name": "dp_dsgd_rp",
+        "participation_probability": s["p"],
+        "sampling_probability": s["q"],
+        "epsilon": EPSILON,
+        "delta": DELTA,
+        "learning_rate": s["learning_rates"][label],
+        "momentum": 0.9,
     }
     if label == "non-private":
         algorithm.update(noise_std=0.0, clip_norm=1e12, analysis="wcs")  # σ = 0 and, in effect, no clipping
     else:
         algorithm.update(clip_norm=1.0, analysis=label)
-    return parse_config({
-        "seed": 0,
-        "rounds": iterations,
-        "eval_every": max(1, iterations // EVALUATIONS),
-        "checkpoint_every": max(1, iterations // 5),
-        "dataset": {"name": "fmnist"},
-        "partition": {"scheme": "fixed", "num_clients": s["num_clients"], "samples_per_client": s["d"]},
-        "model": {"name": "cnn"},
-        "algorithm": algorithm,
-    })
+    return parse_config(
+        {
+            "seed": 0,
+            "rounds": iterations,
+            "eval_every": iterations if iterations < EVALUATIONS else iterations // EVALUATIONS,
+            "checkpoint_every": max(1, iterations // 5),
+            "dataset": {"name": "fmnist"},
+            "partition": {"scheme": "fixed", "num_clients": s["num_clients"], "samples_per_client": s["d"]},
+            "model": {"name": "cnn"},
+            "algorithm": algorithm,
+        }
+    )
 
 
 def sigma_cross_check(figure: str) -> list[dict[str, Any]]:
@@ -94,17 +113,26 @@ def sigma_cross_check(figure: str) -> list[dict[str, Any]]:
     s = scenario(figure)
     rows = []
     for analysis, printed in PRINTED_SIGMA[figure].items():
-        ours = calibrate_sigma(analysis=analysis, p=rates["p"], q=rates["q"], d=rates["d"], epsilon=EPSILON,
-                               delta=DELTA)
-        rescaled = calibrate_sigma(analysis=analysis, p=s["p"], q=s["q"], d=s["d"], epsilon=EPSILON, delta=DELTA)
-        rows.append({"analysis": analysis, "sigma_printed": printed, "sigma_paper_rates": ours,
-                     "sigma_fmnist_rates": rescaled})
+        ours = calibrate_sigma(
+            analysis=analysis, p=rates["p"], q=rates["q"], d=int(rates["d"]), epsilon=EPSILON, delta=DELTA
+        )
+        rescaled = calibrate_sigma(
+            analysis=analysis, p=s["p"], q=s["q"], d=int(s["d"]), epsilon=EPSILON, delta=DELTA
+        )
+        rows.append(
+            {
+                "analysis": analysis,
+                "sigma_printed": printed,
+                "sigma_paper_rates": ours,
+                "sigma_fmnist_rates": rescaled,
+            }
+        )
     return rows
 
 
 def _figure(figure: str, out: Path) -> dict[str, Any]:
     from ampfl.fl.data import DataUnavailableError
-    from ampfl.fl.run import build_task, clear_run_folder, run_experiment
+    from ampfl.fl.run import build_task, run_or_reuse
     from ampfl.io import atomic_write_csv
     from ampfl.reproduce._plot import new_figure, save
 
@@ -114,21 +142,27 @@ def _figure(figure: str, out: Path) -> dict[str, Any]:
     try:
         task = build_task(_config(figure, labels[0], iterations))
     except DataUnavailableError as exc:
-        raise ValueError(f"hasircioglu-{figure} needs Fashion-MNIST: {exc} (try: ampfl data fetch fmnist)") from None
+        raise ValueError(
+            f"hasircioglu-{figure} needs Fashion-MNIST: {exc} (try: ampfl data fetch fmnist)"
+        ) from None
     rows = []
     runs = []
     fig, ax = new_figure(width=6.5, height=4.2)
     for label in labels:
         folder = out / label
-        resume = (folder / "checkpoint.pt").is_file() and not (folder / "summary.json").is_file()
-        if not resume:
-            clear_run_folder(folder)
         config = _config(figure, label, iterations)
-        summary = run_experiment(config, folder, task=task, resume=resume, plots=False, label=f"{figure} {label}")
+        summary = run_or_reuse(config, folder, task=task, label=f"{figure} {label}")
         lines = _read(folder / "metrics.jsonl")
-        sigma = _sigma_of(folder)
-        runs.append({"analysis": label, "sigma": sigma, "final_accuracy": summary["final_accuracy"],
-                     "epsilon_total": summary["epsilon"], "delta_total": summary["delta"]})
+        sigma = float(summary["noise"]["sigma"])
+        runs.append(
+            {
+                "analysis": label,
+                "sigma": sigma,
+                "final_accuracy": summary["final_accuracy"],
+                "epsilon_total": summary["epsilon"],
+                "delta_total": summary["delta"],
+            }
+        )
         for m in lines:
             rows.append([label, sigma, m["round"], m["accuracy"], m["epsilon"], m["delta"]])
         sigma_text = "σ = 0" if sigma == 0 else f"σ = {sigma:.3g}"
@@ -139,44 +173,39 @@ def _figure(figure: str, out: Path) -> dict[str, Any]:
     ax.set_title(f"004 {'Fig. 6' if figure == 'fig6' else 'Fig. 7'} ({s['title']}) on Fashion-MNIST")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    note = (f"Fashion-MNIST instead of EMNIST (not available offline). N = {s['num_clients']}, d = {s['d']}, "
-            f"p = {s['p']:.4g}, q = {s['q']:.4g} (p·N·q·d = 70 as in 004), per-iteration ε = {EPSILON}, δ = {DELTA:g}, "
-            f"C = 1, CNN of 004 Fig. 8, SGD momentum 0.9, {iterations} iterations (not given in 004)."
-            + (" QUICK RUN (AMPFL_REPRODUCE_QUICK)." if quick else ""))
+    note = (
+        f"Fashion-MNIST instead of EMNIST (not available offline). N = {s['num_clients']}, d = {s['d']}, "
+        f"p = {s['p']:.4g}, q = {s['q']:.4g} (p·N·q·d = 70 as in 004), "
+        f"per-iteration ε = {EPSILON}, δ = {DELTA:g}, "
+        f"C = 1, CNN of 004 Fig. 8, SGD momentum 0.9, {iterations} iterations (not given in 004)."
+        + (" QUICK RUN (AMPFL_REPRODUCE_QUICK)." if quick else "")
+    )
+    noiseless = [r["analysis"] for r in runs if r["analysis"] != "non-private" and r["sigma"] == 0.0]
+    if noiseless:
+        note += (
+            f" {', '.join(noiseless)}: the analysis needs no noise at these rates (σ = 0; 004 prints σ > 0 — "
+            "see docs/accounting.md), so that run adds none."
+        )
     png = save(fig, out / f"hasircioglu_{figure}.png", note=note)
-    csv_path = atomic_write_csv(out / f"hasircioglu_{figure}.csv",
-                                ["analysis", "sigma", "iteration", "accuracy", "epsilon", "delta"], rows)
+    csv_path = atomic_write_csv(
+        out / f"hasircioglu_{figure}.csv",
+        ["analysis", "sigma", "iteration", "accuracy", "epsilon", "delta"],
+        rows,
+    )
     check = sigma_cross_check(figure)
     check_path = atomic_write_csv(
-        out / f"hasircioglu_{figure}_sigma.csv", ["analysis", "sigma_printed", "sigma_paper_rates",
-                                                 "sigma_fmnist_rates"],
+        out / f"hasircioglu_{figure}_sigma.csv",
+        ["analysis", "sigma_printed", "sigma_paper_rates", "sigma_fmnist_rates"],
         [[c["analysis"], c["sigma_printed"], c["sigma_paper_rates"], c["sigma_fmnist_rates"]] for c in check],
     )
-    return {"files": [str(png), str(csv_path), str(check_path)], "iterations": iterations, "quick": quick,
-            "scenario": {k: v for k, v in s.items() if k != "learning_rates"}, "runs": runs, "sigma_check": check}
-
-
-def _sigma_of(folder: Path) -> float:
-    """The σ the run used (from its checkpoint's config, recomputed the way the algorithm does)."""
-    import json
-
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))["algorithm"]
-    if config.get("noise_std") is not None:
-        return float(config["noise_std"])
-    from ampfl.accounting.random_checkin import calibrate_sigma
-
-    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-    d = int(summary.get("min_client_size", 0)) or _samples_per_client(folder)
-    value = calibrate_sigma(analysis=config["analysis"], p=config["participation_probability"],
-                            q=config["sampling_probability"], d=d, epsilon=config["epsilon"], delta=config["delta"],
-                            clip=config["clip_norm"])
-    return float(value) if math.isfinite(value) else math.inf
-
-
-def _samples_per_client(folder: Path) -> int:
-    import json
-
-    return int(json.loads((folder / "config.json").read_text(encoding="utf-8"))["partition"]["samples_per_client"])
+    return {
+        "files": [str(png), str(csv_path), str(check_path)],
+        "iterations": iterations,
+        "quick": quick,
+        "scenario": {k: v for k, v in s.items() if k != "learning_rates"},
+        "runs": runs,
+        "sigma_check": check,
+    }
 
 
 def _read(path: Path) -> list[dict[str, Any]]:

@@ -1,16 +1,17 @@
 """Paper 000 (MS-PAFL, arXiv:2509.25906v1), Fig. 2: test accuracy over rounds for p_i ∈ {0.1, 0.3, 0.7}.
 
-Settings of Sec. V-B/C: UCI Adult (14 normalised features, binary label), N = 100 clients each holding a subset
-of the labels (here: one of the two labels, ``label_skew`` with one label per client), logistic regression of
-Eq. (20)–(21), half of the parameters private (d_α = d_p = 0.5), Q = 5 local steps of b = 5 examples sampled
-without (WOR, Fig. 2a) or with (WR, Fig. 2b) replacement, ε_ℓ = 1, δ = 1e-4, C = 1, β = 0.25.
+Settings of Sec. V-B/C: UCI Adult (14 normalised features, binary label), N = 100 clients each holding a
+subset of the labels (here: one of the two labels, ``label_skew`` with one label per client), logistic
+regression of Eq. (20)–(21), half of the parameters private (d_α = d_p = 0.5), Q = 5 local steps of b = 5
+examples sampled without (WOR, Fig. 2a) or with (WR, Fig. 2b) replacement, ε_ℓ = 1, δ = 1e-4, C = 1, β = 0.25.
 
-Not stated in the paper, chosen here: the number of rounds (``ROUNDS``), the learning rate (``LEARNING_RATE``)
-and γ (``GAMMA``); the composed ε of each curve comes from the algorithm's recommended "tight" accounting and is
-written to the CSV. Both the public model's accuracy (solid) and the mean accuracy of the clients' recombined
-models (dashed) are plotted: the paper does not say which one its figure shows.
+Not stated in the paper, chosen here: the number of rounds (``ROUNDS``), the learning rate
+(``LEARNING_RATE``) and γ (``GAMMA``); the composed ε of each curve comes from the algorithm's recommended
+"tight" accounting and is written to the CSV. Both the public model's accuracy (solid) and the mean accuracy
+of the clients' recombined models (dashed) are plotted: the paper does not say which one its figure shows.
 
-Long-running (6 runs); ``AMPFL_REPRODUCE_QUICK=1`` runs a few rounds only (smoke test).
+Long-running (6 runs); ``AMPFL_REPRODUCE_QUICK=1`` runs a few rounds only (smoke test). Running the figure
+again into the same folder reuses finished runs of the same configuration.
 """
 
 from __future__ import annotations
@@ -36,26 +37,36 @@ def quick_mode() -> bool:
 def _config(p: float, scheme: str, rounds: int) -> Any:
     from ampfl.fl.config import parse_config
 
-    return parse_config({
-        "seed": 0,
-        "rounds": rounds,
-        "eval_every": min(EVAL_EVERY, rounds),
-        "checkpoint_every": 0,
-        "dataset": {"name": "adult"},
-        "partition": {"scheme": "label_skew", "num_clients": 100, "labels_per_client": 1},
-        "model": {"name": "logreg", "options": {"gamma": GAMMA}},
-        "algorithm": {
-            "name": "ms_pafl", "checkin_probability": p, "num_local_steps": 5, "batch_size": 5,
-            "local_sampling": scheme, "learning_rate": LEARNING_RATE, "clip_norm": 1.0, "epsilon_local": 1.0,
-            "delta_local": 1e-4, "beta": 0.25, "private_fraction": 0.5,
-        },
-    })
+    return parse_config(
+        {
+            "seed": 0,
+            "rounds": rounds,
+            "eval_every": min(EVAL_EVERY, rounds),
+            "checkpoint_every": 0,
+            "dataset": {"name": "adult"},
+            "partition": {"scheme": "label_skew", "num_clients": 100, "labels_per_client": 1},
+            "model": {"name": "logreg", "options": {"gamma": GAMMA}},
+            "algorithm": {
+                "name": "ms_pafl",
+                "checkin_probability": p,
+                "num_local_steps": 5,
+                "batch_size": 5,
+                "local_sampling": scheme,
+                "learning_rate": LEARNING_RATE,
+                "clip_norm": 1.0,
+                "epsilon_local": 1.0,
+                "delta_local": 1e-4,
+                "beta": 0.25,
+                "private_fraction": 0.5,
+            },
+        }
+    )
 
 
 def fig2(out: Path) -> dict[str, Any]:
     """000 Fig. 2 (a) WOR and (b) WR: accuracy over rounds for p_i ∈ {0.1, 0.3, 0.7}."""
     from ampfl.fl.data import DataUnavailableError
-    from ampfl.fl.run import build_task, clear_run_folder, run_experiment
+    from ampfl.fl.run import build_task, run_or_reuse
     from ampfl.io import atomic_write_csv
     from ampfl.reproduce._plot import new_figure, save
 
@@ -71,39 +82,77 @@ def fig2(out: Path) -> dict[str, Any]:
     for scheme in SCHEMES:
         for p in PROBABILITIES:
             folder = out / f"{scheme}_p{p:g}"
-            clear_run_folder(folder)
-            summary = run_experiment(_config(p, scheme, rounds), folder, task=task, plots=False)
+            summary = run_or_reuse(
+                _config(p, scheme, rounds), folder, task=task, label=f"ms_pafl {scheme} p={p:g}"
+            )
             lines = _read(folder / "metrics.jsonl")
             curves[(scheme, p)] = lines
-            summaries.append({"scheme": scheme, "p": p, "final_accuracy": summary["final_accuracy"],
-                              "personal_accuracy_mean": summary["final_metrics"].get("personal_accuracy_mean"),
-                              "epsilon": summary["epsilon"], "delta": summary["delta"]})
+            summaries.append(
+                {
+                    "scheme": scheme,
+                    "p": p,
+                    "final_accuracy": summary["final_accuracy"],
+                    "personal_accuracy_mean": summary["final_metrics"].get("personal_accuracy_mean"),
+                    "epsilon": summary["epsilon"],
+                    "delta": summary["delta"],
+                }
+            )
             for m in lines:
-                rows.append([scheme, p, m["round"], m["accuracy"], m.get("personal_accuracy_mean", ""),
-                             m.get("personal_accuracy_std", ""), m["epsilon"], m["delta"]])
+                rows.append(
+                    [
+                        scheme,
+                        p,
+                        m["round"],
+                        m["accuracy"],
+                        m.get("personal_accuracy_mean", ""),
+                        m.get("personal_accuracy_std", ""),
+                        m["epsilon"],
+                        m["delta"],
+                    ]
+                )
     csv_path = atomic_write_csv(
         out / "ms_pafl_fig2.csv",
-        ["scheme", "p", "round", "accuracy", "personal_accuracy_mean", "personal_accuracy_std", "epsilon", "delta"],
+        [
+            "scheme",
+            "p",
+            "round",
+            "accuracy",
+            "personal_accuracy_mean",
+            "personal_accuracy_std",
+            "epsilon",
+            "delta",
+        ],
         rows,
     )
     fig, _ = new_figure(width=11.0, height=4.2)
     fig.clf()
     axes = fig.subplots(1, 2, sharey=True)
-    for ax, scheme, title in zip(axes, SCHEMES, ("(a) data subsampling WOR", "(b) data subsampling WR"), strict=True):
+    for ax, scheme, title in zip(
+        axes, SCHEMES, ("(a) data subsampling WOR", "(b) data subsampling WR"), strict=True
+    ):
         for p in PROBABILITIES:
             lines = curves[(scheme, p)]
             rounds_axis = [m["round"] for m in lines]
-            (handle,) = ax.plot(rounds_axis, [m["accuracy"] for m in lines], label=f"p = {p:g} (public model)")
-            ax.plot(rounds_axis, [m["personal_accuracy_mean"] for m in lines], linestyle="--",
-                    color=handle.get_color(), label=f"p = {p:g} (personal, mean)")
+            (handle,) = ax.plot(
+                rounds_axis, [m["accuracy"] for m in lines], label=f"p = {p:g} (public model)"
+            )
+            ax.plot(
+                rounds_axis,
+                [m["personal_accuracy_mean"] for m in lines],
+                linestyle="--",
+                color=handle.get_color(),
+                label=f"p = {p:g} (personal, mean)",
+            )
         ax.set_title(title)
         ax.set_xlabel("round")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("test accuracy")
     axes[1].legend(fontsize=7, loc="lower right")
-    note = (f"Adult, N = 100 (one label per client), logistic regression, Q = 5, b = 5, ε_ℓ = 1, δ_ℓ = 1e-4, "
-            f"C = 1, β = 0.25, d_α = d_p = 0.5; η = {LEARNING_RATE:g}, γ = {GAMMA:g}, T = {rounds} "
-            "(η, γ, T not given in 000)." + (" QUICK RUN (AMPFL_REPRODUCE_QUICK)." if quick else ""))
+    note = (
+        f"Adult, N = 100 (one label per client), logistic regression, Q = 5, b = 5, ε_ℓ = 1, δ_ℓ = 1e-4, "
+        f"C = 1, β = 0.25, d_α = d_p = 0.5; η = {LEARNING_RATE:g}, γ = {GAMMA:g}, T = {rounds} "
+        "(η, γ, T not given in 000)." + (" QUICK RUN (AMPFL_REPRODUCE_QUICK)." if quick else "")
+    )
     png = save(fig, out / "ms_pafl_fig2.png", note=note)
     return {"files": [str(png), str(csv_path)], "rounds": rounds, "quick": quick, "runs": summaries}
 

@@ -2,14 +2,13 @@
 
 An :class:`Algorithm` holds one paper's math (client step, privatisation, server step) and nothing about I/O:
 ``ampfl.fl.run`` calls :meth:`Algorithm.run_round` for r = 0, 1, ..., :meth:`Algorithm.evaluate` every few
-rounds,
-:meth:`Algorithm.privacy` for the composed guarantee, and checkpoints with :meth:`Algorithm.state_dict`.
+rounds, :meth:`Algorithm.privacy` for the composed guarantee, and checkpoints with
+:meth:`Algorithm.state_dict`.
 
 Randomness rule: every random draw of round r comes from a generator seeded by
 ``np.random.SeedSequence([seed, r, role])`` (see :meth:`Algorithm.rng` and :meth:`Algorithm.torch_generator`),
 one per role (sampling, data, noise, ...), never from a global RNG. A run resumed from a checkpoint after
-round r
-therefore continues bit-identically to an uninterrupted one.
+round r therefore continues bit-identically to an uninterrupted one.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ampfl.accounting.random_checkin import ANALYSES, RECOMMENDED_ANALYSIS, calibrate_sigma, epsilon_composed
 from ampfl.fl.algorithms._common import FederatedAlgorithm
-from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_DATA, ROLE_INIT, ROLE_NOISE, PrivacyReport
+from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_DATA, ROLE_NOISE, PrivacyReport
 from ampfl.fl.sampling import RandomCheckInSampler, poisson_local_batches
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
         self.d = int(task.client_sizes().min())
         if self.d < 1:
             raise ValueError("every client must hold at least one record.")
-        pick = self.rng(-1, ROLE_INIT)
+        pick = self.rng(-1, ROLE_DATA)
         self.local_data = [
             ix if len(ix) == self.d else np.sort(pick.choice(ix, self.d, replace=False))
             for ix in self.client_indices

@@ -17,8 +17,7 @@ Privacy (unit: one client; dp-accounting RDP): Poisson sampling with add/remove 
 event ``PoissonSampledDpEvent(q, GaussianDpEvent(z))``; fixed-size sampling has replace-one neighbours, Δ₂ =
 2C,
 and the event ``SampledWithoutReplacementDpEvent(N, m, GaussianDpEvent(z/2))`` (dp-accounting's noise
-multiplier
-is σ/Δ₂; see STYLE.md on dp-accounting #378). T rounds compose with ``SelfComposedDpEvent``.
+multiplier is σ/Δ₂; see STYLE.md on dp-accounting #378). T rounds compose with ``SelfComposedDpEvent``.
 """
 
 from __future__ import annotations

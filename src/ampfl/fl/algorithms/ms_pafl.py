@@ -15,11 +15,10 @@ from
    when nobody checked in, w̄_p is kept.
 
 Notes on the paper (documented in docs/ms_pafl.md by the accounting's author; repeated here for the
-simulator):
-Eq. (13) needs ν, i.e. every p_i, although Sec. III-A says the server never sees p_i; the simulator computes ν
-from the clients' p_i (``nu_correction=False`` uses the plain mean of Eq. 3). Dividing by ν makes the average
-*larger* by 1/ν given X^t ≠ ∅, so it is not unbiased as claimed (the conditional mean of the plain average
-already is); for the paper's settings ν ≈ 1 (N = 100, p = 0.1: 1 − 0.9^100 ≈ 1 − 2.7e−5).
+simulator): Eq. (13) needs ν, i.e. every p_i, although Sec. III-A says the server never sees p_i; the
+simulator computes ν from the clients' p_i (``nu_correction=False`` uses the plain mean of Eq. 3). Dividing by
+ν makes the average *larger* by 1/ν given X^t ≠ ∅, so it is not unbiased as claimed (the conditional mean of
+the plain average already is); for the paper's settings ν ≈ 1 (N = 100, p = 0.1: 1 − 0.9^100 ≈ 1 − 2.7e−5).
 
 Accounting: ``ampfl.accounting.ms_pafl.account_ms_pafl`` with p = max_i p_i and the smallest local dataset
 (largest q of Eq. 9). ``accounting="tight"`` (default, recommended) reports the PLD analysis at the paper's
@@ -157,8 +156,8 @@ class MSPAFL(FederatedAlgorithm):
     def evaluate(self) -> dict[str, float]:
         """Public-model accuracy and each client's recombined model (Eq. 14) on the test set.
 
-        ``personal_accuracy_*``: on the whole test set; ``personal_local_accuracy_*``: on the test examples whose
-        label the client holds (the fair score of a personal model under label skew). At most
+        ``personal_accuracy_*``: on the whole test set; ``personal_local_accuracy_*``: on the test examples
+        whose label the client holds (the fair score of a personal model under label skew). At most
         ``max_eval_clients`` clients (a fixed random subset) are evaluated.
         """
         n = self.task.num_clients
@@ -170,7 +169,8 @@ class MSPAFL(FederatedAlgorithm):
         personal = self.engine.accuracy(self.model, models, self.x_test, self.y_test)
         mask = torch.zeros((len(clients), self.task.dataset.num_classes), dtype=torch.bool)
         for row, c in enumerate(clients):
-            mask[row, torch.from_numpy(np.unique(self.task.dataset.y_train[self.client_indices[int(c)]]))] = True
+            held = np.unique(self.task.dataset.y_train[self.client_indices[int(c)]])
+            mask[row, torch.from_numpy(held)] = True
         local = self.engine.accuracy(self.model, models, self.x_test, self.y_test, label_mask=mask)
         return {
             "accuracy": self.global_accuracy(self.public_model()),

@@ -1,12 +1,10 @@
 """vmap-friendly models of the simulator (no BatchNorm, no in-place state).
 
-Every model is an :class:`FLModel`: a ``torch.nn.Module`` whose ``forward`` maps a batch of inputs to
-outputs, plus
-``per_sample_loss(outputs, targets)`` (one loss per example, shape ``[batch]``), ``penalty(params)`` (a
+Every model is an :class:`FLModel`: a ``torch.nn.Module`` whose ``forward`` maps a batch of inputs to outputs,
+plus ``per_sample_loss(outputs, targets)`` (one loss per example, shape ``[batch]``), ``penalty(params)`` (a
 data-independent regulariser added to every example's loss, e.g. the γ term of 000 Eq. 20) and
 ``predict(outputs)`` (class labels). The engine calls them through ``torch.func.functional_call`` with
-parameters
-stacked per client.
+parameters stacked per client.
 
 Names accepted by :func:`build_model`: ``"logreg"`` (000 Eqs. 20–21), ``"mlp"`` and ``"cnn"`` (004 Fig. 8).
 """

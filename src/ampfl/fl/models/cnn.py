@@ -1,9 +1,7 @@
-"""The CNN of 004 (Hasırcıoğlu & Gündüz), Appendix B.1, Fig. 8: two convolutional + two fully connected
-layers.
+"""The CNN of 004 (Hasırcıoğlu & Gündüz), App. B.1, Fig. 8: two convolutional + two fully connected layers.
 
-Conv(1→16, kernel 8, stride 2, padding 3) → ReLU → MaxPool(2, stride 1) → Conv(16→32, kernel 4, stride 2) →
-ReLU →
-MaxPool(2, stride 1) → FC(32·4·4 → 256) → ReLU → FC(256 → classes) → softmax (in the cross-entropy loss).
+Conv(1→16, kernel 8, stride 2, padding 3) → ReLU → MaxPool(2, stride 1) → Conv(16→32, kernel 4, stride 2)
+→ ReLU → MaxPool(2, stride 1) → FC(32·4·4 → 256) → ReLU → FC(256 → classes) → softmax (in the loss).
 For a 28×28 input the feature maps are 14×14 → 13×13 → 5×5 → 4×4, hence 32·4·4 = 512 inputs to the first FC
 layer, as printed in Fig. 8. (Fig. 8 has 62 outputs for EMNIST; we use the dataset's number of classes.)
 """

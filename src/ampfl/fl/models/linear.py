@@ -4,8 +4,7 @@ Eq. (21): f_i(W) = (1/|D_i|) Σ_j ln(1 + exp(−Tr(W V_ij))), V_ij = x_ij y_ij^T
 For a binary task (num_classes = 2) the label is y ∈ {−1, +1}, W has one row (n = 1) and Tr(W x yᵀ) = y·(W x):
 the per-example loss is exactly ln(1 + exp(−y W x)) and the prediction is sign(W x).
 For more than two classes Eq. (21) with one-hot labels would only push the true class's score up (its infimum
-is
-−∞ along W → ∞ for every example), so we use the multinomial logistic (softmax cross-entropy) loss instead.
+is −∞ along W → ∞ for every example), so we use the multinomial logistic (softmax cross-entropy) loss instead.
 No bias by default (Eq. 21 has none); ``bias=True`` adds one. The regulariser is γ‖W‖₂ (the norm, not its
 square, as printed in Eq. 20), with the subgradient 0 at W = 0.
 """
