@@ -18,6 +18,7 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/ampfl demo --out runs/demo
+	$(VENV)/bin/ampfl reproduce accounting-demo --out runs/demo/accounting
 
 data: $(STAMP)
 	-$(VENV)/bin/ampfl data fetch adult fmnist

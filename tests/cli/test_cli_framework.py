@@ -20,3 +20,25 @@ def test_usage_errors_are_one_line_exit_2(argv, capsys):
     assert err.startswith("ampfl: error:")
     assert err.count("\n") == 1
     assert "Traceback" not in err
+
+
+def test_ampfl_warnings_become_one_stderr_line(monkeypatch, capsys):
+    # Prepare: make an accounting function emit a warning attributed to an ampfl module.
+    import warnings
+
+    import ampfl.accounting.pm_sfl as pm_sfl
+
+    original = pm_sfl.amplified_epsilon_smashed
+
+    def noisy(**kwargs):
+        warnings.warn_explicit("a published bound\nwas refuted", UserWarning, pm_sfl.__file__, 1)
+        warnings.warn_explicit("third-party chatter", DeprecationWarning, "/elsewhere/lib.py", 1)
+        return original(**kwargs)
+
+    monkeypatch.setattr(pm_sfl, "amplified_epsilon_smashed", noisy)
+    # Execute
+    code = main(["account", "pm-sfl-smashed", "--epsilon", "1", "--c", "0.1", "--dim", "2", "--json"])
+    # Assert: ampfl's warning is one line; other packages' warnings are not shown.
+    err = capsys.readouterr().err
+    assert code == 0
+    assert err == "ampfl: warning: a published bound was refuted\n"

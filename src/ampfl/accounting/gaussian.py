@@ -46,7 +46,7 @@ def classic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float =
     return s * math.sqrt(2.0 * math.log(1.25 / dlt)) / eps
 
 
-def _log_sub_exp(a: float, b: float) -> float:
+def log_sub_exp(a: float, b: float) -> float:
     """log(exp(a) − exp(b)) for a ≥ b; −inf when equal."""
     if b == -math.inf:
         return a
@@ -62,7 +62,7 @@ def gaussian_log_delta(*, sigma: float, epsilon: float, sensitivity: float = 1.0
     eps = check_nonnegative("epsilon", epsilon)
     a = s / (2.0 * sig) - eps * sig / s
     b = -s / (2.0 * sig) - eps * sig / s
-    return _log_sub_exp(float(special.log_ndtr(a)), eps + float(special.log_ndtr(b)))
+    return log_sub_exp(float(special.log_ndtr(a)), eps + float(special.log_ndtr(b)))
 
 
 def gaussian_delta(*, sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ampfl.accounting._checks import NumericalError, check_int, check_positive, check_probability, check_range
+from ampfl.accounting.gaussian import log_sub_exp
 
 #: Rényi orders of the RDP cross-check (integers: the fractional-order series may not converge).
 DEFAULT_ORDERS: tuple[float, ...] = tuple(
@@ -42,15 +43,6 @@ ANALYSIS_TIGHT = (
 # ----------------------------------------------------------------------------------------------------------
 # Tight alternative: one round exactly, T rounds with dp-accounting
 # ----------------------------------------------------------------------------------------------------------
-def _log_sub(a: float, b: float) -> float:
-    """log(e^a − e^b), −inf when b ≥ a."""
-    if b == -math.inf:
-        return a
-    if b >= a:
-        return -math.inf
-    return a + math.log(-math.expm1(b - a))
-
-
 def tight_round_log_delta(*, noise_multiplier: float, q: float, p: float, epsilon: float) -> float:
     """Exact log δ(ε) of one MS-PAFL round (record level, participation public). Provenance: [D].
 
@@ -77,7 +69,7 @@ def tight_round_log_delta(*, noise_multiplier: float, q: float, p: float, epsilo
     a = mu / 2.0 - eps1 / mu
     b = -mu / 2.0 - eps1 / mu
     log_phi_a = float(special.log_ndtr(a))
-    log_gauss = _log_sub(log_phi_a, eps1 + float(special.log_ndtr(b)))
+    log_gauss = log_sub_exp(log_phi_a, eps1 + float(special.log_ndtr(b)))
     if log_gauss == -math.inf:  # cancellation beyond double precision: fall back to the bound δ_G ≤ Φ(a)
         log_gauss = log_phi_a
     log_remove = math.log(qq) + log_gauss
@@ -86,7 +78,7 @@ def tight_round_log_delta(*, noise_multiplier: float, q: float, p: float, epsilo
     if qq < 1.0 and eps < -math.log1p(-qq):
         log_c = math.log(-math.expm1(eps + math.log1p(-qq)))  # log(1 - e^eps (1-q))
         x_star = (log_c - eps - math.log(qq) + mu * mu / 2.0) / mu
-        log_add = _log_sub(
+        log_add = log_sub_exp(
             float(special.log_ndtr(x_star)) + log_c, eps + math.log(qq) + float(special.log_ndtr(x_star - mu))
         )
     return math.log(pp) + max(log_remove, log_add)

@@ -106,6 +106,7 @@ def fig2(out: Path) -> dict[str, Any]:
                         m["accuracy"],
                         m.get("personal_accuracy_mean", ""),
                         m.get("personal_accuracy_std", ""),
+                        m.get("personal_local_accuracy_mean", ""),
                         m["epsilon"],
                         m["delta"],
                     ]
@@ -119,6 +120,7 @@ def fig2(out: Path) -> dict[str, Any]:
             "accuracy",
             "personal_accuracy_mean",
             "personal_accuracy_std",
+            "personal_local_accuracy_mean",
             "epsilon",
             "delta",
         ],
