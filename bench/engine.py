@@ -4,13 +4,17 @@ For each model (logistic regression on Adult, the 004 Fig. 8 CNN on Fashion-MNIS
 "round" is K clients each running Q local SGD steps on mini-batches of b examples (000 Eq. 2b), and the
 aggregation (mean of the K models). We time
 
-* ``vectorised``: :meth:`ampfl.fl.engine.Engine.local_sgd` (vmap over clients) + mean;
+* ``vectorised``: :meth:`ampfl.fl.engine.Engine.local_sgd` + mean (vmap over clients; for the CNN its
+  ``forward_stacked`` fast path, and ``vmap path`` = the same with ``EngineOptions(model_fast_path=False)``);
 * ``sequential``: the same call with ``EngineOptions(vectorized=False)`` (a Python loop over clients and steps
   with plain autograd);
 * ``centralized``: one model, Q steps of plain ``loss.backward(); optimizer.step()`` on batches of K·b
-  examples — the same number of example-gradients (K·Q·b) per "round".
+  examples — the same number of example-gradients (K·Q·b) per "round"; for image inputs also
+  ``centralized channels-last`` (model and inputs in ``torch.channels_last``, a stronger baseline).
 
-Mini-batch index sampling is done once outside the timed region. Prints ms/round, client-updates per second,
+The vectorised, vmap-path and centralized callables are timed interleaved (one call of each per repetition,
+median reported) so that load bursts on a shared machine hit them alike; the sequential path is timed apart.
+Mini-batch index sampling is done once outside the timed region. Prints median ms/round, client-updates/s,
 the ratios sequential/vectorised and vectorised/centralized, and the load average at the start.
 
 Usage: ``.venv/bin/python bench/engine.py [--quick] [--threads N] [--models logreg,cnn] [--ks 10,100,1000]``.
@@ -49,15 +53,28 @@ def load(
 
 
 def timed(fn: Callable[[], object], repeats: int) -> float:
-    """Fastest of ``repeats`` calls after one warm-up call (the minimum is the least disturbed by other load
-    on a shared machine)."""
+    """Median of ``repeats`` calls after one warm-up call."""
     fn()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return min(times)
+    return float(np.median(times))
+
+
+def timed_interleaved(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Median time of each callable over ``repeats`` rounds that call them in turn (after one warm-up call
+    each), so that a burst of load on a shared machine hits all of them alike."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for fn in fns.values():
+        fn()
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: float(np.median(ts)) for name, ts in times.items()}
 
 
 def _round_functions(
@@ -67,14 +84,19 @@ def _round_functions(
     y: torch.Tensor,
     batches: torch.Tensor,
     classes: int,
-) -> tuple[Callable[[], object], Callable[[], object], Callable[[], object]]:
-    """The three timed callables of one cohort: vectorised, sequential, centralized."""
+) -> dict[str, Callable[[], object]]:
+    """The timed callables of one cohort: vectorised (model fast path, and plain vmap for models that have a
+    fast path), sequential, centralized (and, for image models, centralized in channels-last layout)."""
     k, steps, batch = batches.shape
     w0 = fm.initial()
     vec_engine, seq_engine = Engine(), Engine(EngineOptions(vectorized=False))
+    vmap_engine = Engine(EngineOptions(model_fast_path=False))
 
     def vec() -> torch.Tensor:
         return vec_engine.local_sgd(fm, w0, x, y, batches, learning_rate=0.05).params.mean(0)
+
+    def vec_vmap() -> torch.Tensor:
+        return vmap_engine.local_sgd(fm, w0, x, y, batches, learning_rate=0.05).params.mean(0)
 
     def seq() -> torch.Tensor:
         return seq_engine.local_sgd(fm, w0, x, y, batches, learning_rate=0.05).params.mean(0)
@@ -91,7 +113,25 @@ def _round_functions(
             loss.backward()
             opt.step()
 
-    return vec, seq, central
+    fns: dict[str, Callable[[], object]] = {"vec": vec, "seq": seq, "central": central}
+    if fm.has_stacked_forward:
+        fns["vec_vmap"] = vec_vmap
+    if x.dim() == 4:  # images: centralized training in the channels-last layout (a stronger baseline)
+        cl = torch.channels_last
+        cl_model = build_model(model_name, input_shape=tuple(x.shape[1:]), num_classes=classes)
+        cl_model = cl_model.to(memory_format=cl)  # type: ignore[call-overload]
+        cl_opt = torch.optim.SGD(cl_model.parameters(), lr=0.05)
+
+        def central_cl() -> None:
+            for r in range(steps):
+                idx = flat_idx[r]
+                cl_opt.zero_grad()
+                out = cl_model(x[idx].contiguous(memory_format=cl))
+                cl_model.per_sample_loss(out, y[idx]).mean().backward()
+                cl_opt.step()
+
+        fns["central_cl"] = central_cl
+    return fns
 
 
 def bench_model(
@@ -123,29 +163,42 @@ def bench_model(
             scheme="wr",
             rng=np.random.default_rng(1),
         )
-        vec, seq, central = _round_functions(model_name, fm, x, y, batches, classes)
-        t_vec = timed(vec, repeats)
+        fns = _round_functions(model_name, fm, x, y, batches, classes)
+        seq = fns.pop("seq")
+        t = timed_interleaved(fns, repeats)
+        t_vec, t_cen = t["vec"], t["central"]
         t_seq = timed(seq, max(1, repeats // 3)) if k <= seq_max_k else float("nan")
-        t_cen = timed(central, repeats)
+        nan = float("nan")
         rows.append(
             {
                 "K": k,
                 "vec_ms": 1e3 * t_vec,
+                "vec_vmap_ms": 1e3 * t.get("vec_vmap", nan),
                 "seq_ms": 1e3 * t_seq,
                 "central_ms": 1e3 * t_cen,
+                "central_cl_ms": 1e3 * t.get("central_cl", nan),
                 "vec_updates_per_s": k / t_vec,
                 "seq_updates_per_s": k / t_seq,
                 "seq_over_vec": t_seq / t_vec,
                 "vec_over_central": t_vec / t_cen,
+                "vec_over_central_cl": t_vec / t.get("central_cl", nan),
             }
         )
         r = rows[-1]
+        extra = ""
+        if not np.isnan(r["vec_vmap_ms"]):
+            extra += f" | vmap path {r['vec_vmap_ms']:8.2f} ms"
+        if not np.isnan(r["central_cl_ms"]):
+            extra += (
+                f" | centralized channels-last {r['central_cl_ms']:8.2f} ms  "
+                f"vec/central-cl {r['vec_over_central_cl']:5.2f}x"
+            )
         print(
             f"  {model_name:6s} K={k:5d}  vectorised {r['vec_ms']:9.2f} ms  "
             f"sequential {r['seq_ms']:9.2f} ms  "
             f"centralized {r['central_ms']:8.2f} ms | updates/s vec {r['vec_updates_per_s']:9.0f} "
             f"seq {r['seq_updates_per_s']:8.0f} | seq/vec {r['seq_over_vec']:6.1f}x  "
-            f"vec/central {r['vec_over_central']:5.2f}x",
+            f"vec/central {r['vec_over_central']:5.2f}x{extra}",
             flush=True,
         )
     return rows
@@ -160,10 +213,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cnn-ks", default=None, help="cohort sizes for the CNN (default: --ks, capped at 100)")
     ap.add_argument("--steps", type=int, default=5, help="Q local steps")
     ap.add_argument("--batch", type=int, default=10, help="b examples per step")
+    ap.add_argument("--repeats", type=int, default=7, help="timed repetitions (median reported)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     ks = [int(k) for k in args.ks.split(",")] if args.ks else ([10, 100] if args.quick else [10, 100, 1000])
-    repeats = 3 if args.quick else 7
+    repeats = 3 if args.quick else args.repeats
     loadavg = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
@@ -189,7 +243,7 @@ def main(argv: list[str] | None = None) -> None:
             cnn_ks,
             steps=args.steps,
             batch=args.batch,
-            repeats=max(1, repeats // 2),
+            repeats=max(3, repeats // 2),
             seq_max_k=100,
         )
 

@@ -99,6 +99,10 @@ def _main(argv: Sequence[str] | None) -> int:
     except NumericalError as exc:
         print(f"ampfl: numerical error: {exc}", file=sys.stderr)
         return 1
+    except ArithmeticError as exc:  # an overflow the Python API did not turn into a NumericalError
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"ampfl: numerical error: {type(exc).__name__}: {message}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("ampfl: interrupted", file=sys.stderr)
         return 130

@@ -76,10 +76,10 @@ def test_sparsify_auto(capsys):
         (["--sparsify", "auto", "--kappa", "0.5,0.5,0.5"], "not allowed"),
         (["--kappa", "0.5,0.5"], "kappa"),
         (["--participation", "1.5"], "participation"),
-        (["--min-rate", "0.5"], "min_rate"),
+        (["--min-rate", "0.5"], "--min-rate"),
         (["--budgets", "1,x,3"], "--budgets"),
         (["--analysis", "paper", "--budgets", "1,2,40"], "2 log"),
-        (["--delta", "0"], "target_delta"),
+        (["--delta", "0"], "--delta must be in (0, 1)"),
         (["--dim", "0"], "dim"),
     ],
 )

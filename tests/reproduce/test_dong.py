@@ -36,7 +36,7 @@ def test_fig2_writes_files(tmp_path):
     with open(tmp_path / "dong_fig2.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     exact = {
-        int(r["alpha"]): float(r["rdp"])
+        int(r["alpha"]): float(r["rdp_nats"])
         for r in rows
         if r["T"] == "10" and r["curve"].startswith("BIS, exact")
     }

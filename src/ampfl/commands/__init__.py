@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,3 +106,38 @@ def parse_float_list(flag: str) -> Callable[[str], list[float]]:
         return values
 
     return parse
+
+
+def _flag_pattern(name: str) -> re.Pattern[str]:
+    # A parameter name as a whole word, optionally followed by an index such as ``epsilons[0]``.
+    return re.compile(rf"(?<![\w.-]){re.escape(name)}(?=\[|(?![\w-]))")
+
+
+def rename_parameters(message: str, flags: dict[str, str]) -> str:
+    """Rewrite Python parameter names in an error message as the command's flag names.
+
+    ``flags`` maps a keyword of the Python API (``noise_multiplier``) to its flag (``--sigma``). Names with
+    an underscore are rewritten wherever they occur as a whole word; short names (``p``, ``delta``) only
+    where the message starts with them, so ordinary words in the rest of the sentence are left alone.
+    """
+    for name, flag in flags.items():
+        pattern = _flag_pattern(name)
+        if "_" in name:
+            message = pattern.sub(flag, message)
+        elif pattern.match(message):
+            message = pattern.sub(flag, message, count=1)
+    return message
+
+
+@contextmanager
+def flag_errors(flags: dict[str, str]) -> Iterator[None]:
+    """Re-raise a ``ValueError`` from the Python API with its parameter names replaced by flag names.
+
+    With ``flags`` mapping every keyword the command passes to the flag that sets it, the one-line error the
+    user sees names the flag (``--sigma must be in (0, inf). Found 0.0.``), not the keyword
+    (``noise_multiplier``).
+    """
+    try:
+        yield
+    except ValueError as exc:
+        raise ValueError(rename_parameters(str(exc), flags)) from None

@@ -11,7 +11,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ampfl.commands import Registry
+from ampfl.commands import Registry, flag_errors
+
+# Keyword of the Python API -> flag, so that one-line errors name the flag.
+_FLAGS = {name: f"--{name}" for name in ("p", "q", "d", "sigma", "epsilon", "clip", "grid")}
 
 
 def register(registry: Registry) -> None:
@@ -33,6 +36,7 @@ def register(registry: Registry) -> None:
     parser.add_argument("--no-refine", action="store_true", help="skip the local refinement of the best a")
 
 
+@flag_errors(_FLAGS)
 def _audit_random_checkin(args: argparse.Namespace) -> dict[str, Any]:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

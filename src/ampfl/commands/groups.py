@@ -5,7 +5,27 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ampfl.commands import Registry, parse_float_list
+from ampfl.commands import Registry, flag_errors, parse_float_list
+
+# Keyword of plan_groups / ErrorModel -> flag, so that one-line errors name the flag.
+_FLAGS = {
+    "epsilons": "--budgets",
+    "budgets": "--budgets",
+    "sizes": "--sizes",
+    "participation": "--participation",
+    "num_rounds": "--rounds",
+    "target_delta": "--delta",
+    "dim": "--dim",
+    "clip_norm": "--clip",
+    "signal_norm": "--signal-norm",
+    "heterogeneity": "--heterogeneity",
+    "omega": "--omega",
+    "sparsify": "--sparsify",
+    "kappa": "--kappa",
+    "analysis": "--analysis",
+    "min_rate": "--min-rate",
+    "merge": "--merge",
+}
 
 _LABELS = {
     "sound": "sound: dp-accounting RDP of the Poisson-subsampled Gaussian, add/remove clients, T rounds",
@@ -62,6 +82,7 @@ def register(registry: Registry) -> None:
     )
 
 
+@flag_errors(_FLAGS)
 def _plan_groups(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting.group_planner import ErrorModel, plan_groups
 

@@ -5,7 +5,23 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ampfl.commands import Registry
+from ampfl.commands import Registry, flag_errors
+
+# Keyword of account_ms_pafl -> flag, so that one-line errors name the flag.
+_FLAGS = {
+    "p": "--p",
+    "eps_local": "--eps-local",
+    "delta_local": "--delta-local",
+    "num_clients": "--clients",
+    "beta": "--beta",
+    "local_steps": "--local-steps",
+    "batch_size": "--batch",
+    "dataset_size": "--dataset-size",
+    "sampling": "--sampling",
+    "rounds": "--rounds",
+    "delta_tilde": "--delta-tilde",
+    "clip": "--clip",
+}
 
 
 def register(registry: Registry) -> None:
@@ -31,11 +47,16 @@ def register(registry: Registry) -> None:
     )
 
 
+@flag_errors(_FLAGS)
 def _account(args: argparse.Namespace) -> dict[str, Any]:
+    from ampfl.accounting._checks import check_delta
     from ampfl.accounting.ms_pafl import account_ms_pafl
 
     if (args.rounds is None) != (args.delta_tilde is None):
         raise ValueError("--rounds and --delta-tilde must be given together (both or neither).")
+    if args.delta_tilde is not None:
+        # Thm 4's slack adds to the total delta: delta~ = 1 would make the guarantee vacuous.
+        check_delta("--delta-tilde", args.delta_tilde)
     result = account_ms_pafl(
         p=args.p,
         eps_local=args.eps_local,

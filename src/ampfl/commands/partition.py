@@ -12,7 +12,26 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ampfl.commands import Registry, parse_orders
+from ampfl.commands import Registry, flag_errors, parse_orders
+
+# Keyword of the Python API -> flag, so that one-line errors name the flag (``--sigma`` is the noise
+# multiplier for bis / poisson, and sigma / clip is checked under its own flag before it becomes one).
+_FLAGS = {
+    "noise_multiplier": "--sigma",
+    "split_noise_multiplier": "--sigma",
+    "nonsplit_noise_multiplier": "--nonsplit-sigma",
+    "num_submodels": "--submodels",
+    "steps": "--steps",
+    "iterations": "--iterations",
+    "participations": "--k",
+    "k": "--k",
+    "epochs": "--epochs",
+    "sampling_rate": "--rate",
+    "epsilon": "--epsilon",
+    "delta": "--delta",
+    "orders": "--orders",
+    "bound": "--bound",
+}
 
 _ORDERS_HELP = (
     "comma-separated integer Renyi orders >= 2 (default: 2..64 and 72,80,96,112,128,160,192,224,256)"
@@ -155,6 +174,7 @@ def _nonsplit(args: argparse.Namespace) -> float | None:
     return _multiplier(args.nonsplit_sigma, args.nonsplit_clip, "nonsplit-")
 
 
+@flag_errors(_FLAGS)
 def _account_model_split(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting._checks import check_delta
     from ampfl.accounting.partition import rdp_partial_split
@@ -179,6 +199,7 @@ def _account_model_split(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
+@flag_errors(_FLAGS)
 def _account_dropout(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting._checks import check_delta
     from ampfl.accounting.partition import rdp_dropout
@@ -210,6 +231,7 @@ def _bis_bound(args: argparse.Namespace, orders: list[int]) -> str:
     return resolve_bound(args.bound or "auto", d=t, k=k, max_order=max(orders))
 
 
+@flag_errors(_FLAGS)
 def _account_bis(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting._checks import check_delta
     from ampfl.accounting.partition import rdp_bis
@@ -234,18 +256,21 @@ def _account_bis(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
+@flag_errors(_FLAGS)
 def _account_poisson(args: argparse.Namespace) -> dict[str, Any]:
-    from ampfl.accounting._checks import check_delta
+    from ampfl.accounting._checks import check_delta, check_probability
     from ampfl.accounting.rdp import rdp_poisson_gaussian
 
     delta = check_delta("--delta", args.delta)
+    rate = check_probability("--rate", args.rate)  # (0, 1], as for calibrate poisson and the help text
     orders = _orders(args)
     rdp = rdp_poisson_gaussian(
-        orders=orders, sampling_rate=args.rate, noise_multiplier=args.sigma, steps=args.steps
+        orders=orders, sampling_rate=rate, noise_multiplier=args.sigma, steps=args.steps
     )
     return _result(orders, rdp, delta, analysis="Poisson-subsampled Gaussian, exact integer-order RDP")
 
 
+@flag_errors(_FLAGS)
 def _calibrate_model_split(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting._checks import check_positive
     from ampfl.accounting.partition import calibrate_model_split
@@ -262,6 +287,7 @@ def _calibrate_model_split(args: argparse.Namespace) -> dict[str, Any]:
     return {"sigma": z * clip, "noise_multiplier": z, "epsilon": args.epsilon, "delta": args.delta}
 
 
+@flag_errors(_FLAGS)
 def _calibrate_bis(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting.partition import calibrate_bis
 
@@ -279,6 +305,7 @@ def _calibrate_bis(args: argparse.Namespace) -> dict[str, Any]:
     return {"sigma": z, "epsilon": args.epsilon, "delta": args.delta, "bound": bound}
 
 
+@flag_errors(_FLAGS)
 def _calibrate_poisson(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting.rdp import calibrate_poisson_gaussian
 

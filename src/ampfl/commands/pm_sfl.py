@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ampfl.commands import Registry
+from ampfl.commands import Registry, flag_errors
+
+# Keyword of the Python API -> flag, so that one-line errors name the flag.
+_FLAGS = {"epsilon": "--epsilon", "c": "--c", "dim": "--dim"}
 
 
 def register(registry: Registry) -> None:
@@ -20,6 +23,7 @@ def register(registry: Registry) -> None:
     parser.add_argument("--dim", type=int, required=True, help="number d of masked parameters (>= 1)")
 
 
+@flag_errors(_FLAGS)
 def _account(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting.pm_sfl import amplified_epsilon_smashed, smashed_epsilon_proof_corrected
 

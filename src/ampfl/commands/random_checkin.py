@@ -11,12 +11,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ampfl.commands import Registry
+from ampfl.commands import Registry, flag_errors
 
 # Mirrors of ampfl.accounting.random_checkin.ANALYSES / RECOMMENDED_ANALYSIS, so that building the parser does
 # not import scipy.stats and dp-accounting (tests check that they agree).
 ANALYSES = ("paper", "wcs", "ols", "cs")
 RECOMMENDED_ANALYSIS = "wcs"
+
+# Keyword of the Python API -> flag, so that one-line errors name the flag.
+_FLAGS = {
+    name: f"--{name}"
+    for name in ("analysis", "p", "q", "d", "sigma", "clip", "epsilon", "delta", "iterations")
+}
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +40,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+@flag_errors(_FLAGS)
 def _account(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting import random_checkin as rc
 
@@ -68,6 +75,7 @@ def _account(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+@flag_errors(_FLAGS)
 def _calibrate(args: argparse.Namespace) -> dict[str, Any]:
     import warnings
 

@@ -1,4 +1,11 @@
-"""Small plotting helpers for figure modules (matplotlib with the Agg backend, atomic PNG output)."""
+"""Small plotting helpers for figure modules (matplotlib with the Agg backend, atomic PNG output).
+
+Conventions of every reproduced figure: a title saying what is shown, axes labelled with their units (ε in
+nats, σ as the absolute noise std with the clipping norm C stated), log scales where values span decades, δ
+axes capped at 1, legends placed off the data (:func:`legend_below`), and a footer note stating the
+parameters the paper omitted and ampfl chose. Curves of a published bound that fails a check
+(docs/accounting.md, summary table) carry :data:`NOT_SOUND` in their label.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from ampfl.io import atomic_save_figure
+
+#: Label suffix of a published bound that fails a numerical check (see docs/accounting.md).
+NOT_SOUND = "as printed, not sound"
 
 
 def new_figure(*, width: float = 6.0, height: float = 4.0) -> tuple[Any, Any]:
@@ -19,12 +29,35 @@ def new_figure(*, width: float = 6.0, height: float = 4.0) -> tuple[Any, Any]:
     return fig, ax
 
 
+def legend_below(ax: Any, *, ncol: int = 2, fontsize: float = 7.0) -> Any:
+    """Put the legend of ``ax`` under its x-axis label, so it never covers a curve."""
+    return ax.legend(
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.16),
+        ncol=ncol,
+        fontsize=fontsize,
+        frameon=False,
+    )
+
+
+def cap_probability_axis(ax: Any, *, bottom: float | None = None) -> None:
+    """Cap a δ (probability) axis at 1: δ > 1 is meaningless; optionally fix the bottom too."""
+    low, _ = ax.get_ylim()
+    ax.set_ylim(bottom=low if bottom is None else bottom, top=1.0)
+
+
 def save(fig: Any, path: Path, *, note: str | None = None) -> Path:
-    """Save ``fig`` as PNG atomically, with ``note`` (e.g. the stated parameters) as a footer; close it."""
+    """Save ``fig`` as PNG atomically, with ``note`` (e.g. the stated parameters) as a footer; close it.
+
+    The footer goes under everything already drawn (legends placed below the axes included).
+    """
     import matplotlib.pyplot as plt
 
     if note:
-        fig.text(0.01, -0.02, note, fontsize=7, ha="left", va="top", wrap=True)
+        fig.canvas.draw()
+        box = fig.get_tightbbox(fig.canvas.get_renderer())
+        y = min(0.0, box.y0 / fig.get_figheight()) - 0.02
+        fig.text(0.01, y, note, fontsize=7, ha="left", va="top", wrap=True)
     written = atomic_save_figure(fig, path)
     plt.close(fig)
     return written

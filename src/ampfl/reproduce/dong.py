@@ -57,12 +57,18 @@ def fig1(out: Path, *, sigma: float = 5.0, max_steps: int = 2000) -> dict[str, A
     for name, values in table.items():
         ax.plot(steps, values, label=name)
     ax.set_xscale("log")
+    ax.set_yscale("log")
     ax.set_xlabel("training steps T")
-    ax.set_ylabel(f"epsilon at delta = {DELTA:g}")
-    ax.set_title("002 Fig. 1 (representative): disjoint model splitting, Thm 3.4")
-    ax.legend()
+    ax.set_ylabel(f"ε at δ = {DELTA:g} (nats)")
+    ax.set_title("002 Fig. 1 (representative): disjoint model splitting, Thm 3.4", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
     png = save(
-        fig, out / "dong_fig1.png", note=f"noise multiplier sigma/C = {sigma}, k = 1, exact forward term"
+        fig,
+        out / "dong_fig1.png",
+        note=f"Parameters lost from 002, chosen by ampfl: noise multiplier σ/C = {sigma}, "
+        f"T up to {max_steps}, δ = {DELTA:g}. Thm 3.4 with the exact forward term and the (d − 1) reverse "
+        "prefactor; RDP → (ε, δ) by 002 Prop. 2.3.",
     )
     return {
         "files": [str(csv_path), str(png)],
@@ -107,16 +113,20 @@ def fig2(out: Path) -> dict[str, Any]:
             ax.plot(orders, values, label=name)
             rows.extend([t, k, sigma, name, a, float(v)] for a, v in zip(orders, values, strict=True))
         ax.set_yscale("log")
-        ax.set_xlabel("Renyi order alpha")
-        ax.set_ylabel("RDP of the whole run")
-        ax.set_title(f"T = {t}, k = {k}, sigma = {sigma}")
+        ax.set_xlabel("Rényi order α")
+        ax.set_ylabel("RDP ε(α) of the whole run (nats)")
+        ax.set_title(f"T = {t}, k = {k}, noise multiplier σ/C = {sigma}", fontsize=10)
         ax.legend(fontsize=7)
-    fig.suptitle("002 Fig. 2 (representative): Balanced Iteration Subsampling vs Poisson")
-    csv_path = atomic_write_csv(out / "dong_fig2.csv", ["T", "k", "sigma", "curve", "alpha", "rdp"], rows)
+        ax.grid(True, which="both", alpha=0.3)
+    fig.suptitle("002 Fig. 2 (representative): Balanced Iteration Subsampling vs Poisson (rate k/T)")
+    csv_path = atomic_write_csv(
+        out / "dong_fig2.csv", ["T", "k", "noise_multiplier", "curve", "alpha", "rdp_nats"], rows
+    )
     png = save(
         fig,
         out / "dong_fig2.png",
-        note="exact forward term only for k = 1 (the k > 1 enumeration is unaffordable)",
+        note="Parameters lost from 002, chosen by ampfl: (T, k, σ/C) per panel as titled. Exact forward term "
+        "only for k = 1 (the k > 1 enumeration is unaffordable); reverse bound with the (d − 1) prefactor.",
     )
     return {"files": [str(csv_path), str(png)], "panels": [list(p) for p in FIG2_PANELS]}
 
@@ -179,13 +189,15 @@ def fig3(out: Path, *, sigma: float = 1.0, epochs: int = 10) -> dict[str, Any]:
         ax.plot(per_epoch, table[name], marker="o", label=name)
     ax.set_xscale("log")
     ax.set_xlabel("iterations per epoch T_e")
-    ax.set_ylabel(f"epsilon at delta = {DELTA:g}")
-    ax.set_title("002 Fig. 3 (representative): BIS vs Poisson, epoch composition")
+    ax.set_ylabel(f"ε at δ = {DELTA:g} (nats)")
+    ax.set_title("002 Fig. 3 (representative): BIS vs Poisson, epoch composition", fontsize=10)
     ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
     png = save(
         fig,
         out / "dong_fig3.png",
-        note=f"noise multiplier {sigma}, {epochs} epochs, 1 participation per epoch",
+        note=f"Parameters lost from 002, chosen by ampfl: noise multiplier σ/C = {sigma}, {epochs} epochs, "
+        f"1 participation per epoch, δ = {DELTA:g}.",
     )
     return {"files": [str(csv_path), str(png)], "sigma": sigma, "epochs": epochs}
 
@@ -304,10 +316,12 @@ def table1(out: Path) -> dict[str, Any]:
     summary["paper"] = {"baseline": TABLE1_PAPER["baseline"], "d3": TABLE1_PAPER[3], "d8": TABLE1_PAPER[8]}
     rows = [[*r, TABLE1_PAPER[r[0]]] for r in rows]
     base_csv = atomic_write_csv(
-        out / "dong_table1_baseline.csv", ["batch_size", "rate", "steps", "sigma"], baseline_rows
+        out / "dong_table1_baseline.csv", ["batch_size", "rate", "steps", "noise_multiplier"], baseline_rows
     )
     csv_path = atomic_write_csv(
-        out / "dong_table1.csv", ["submodels", "analysis", "nonsplit_share", "sigma", "paper_sigma"], rows
+        out / "dong_table1.csv",
+        ["submodels", "analysis", "nonsplit_share", "noise_multiplier", "paper_noise_multiplier"],
+        rows,
     )
     json_path = atomic_write_json(out / "dong_table1.json", summary)
     return {"files": [str(base_csv), str(csv_path), str(json_path)], **summary}

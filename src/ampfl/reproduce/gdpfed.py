@@ -101,20 +101,22 @@ def figure1(out: Path, *, num_points: int = 9) -> dict[str, Any]:
             ax.plot(e3, [r[f"q{g}"] for r in sel], marker=marker, label=f"$q_{g}$")
         cfg = SETTINGS[name]
         ax.axvline(cfg["eps12"][1], color="grey", lw=0.8, ls=":")
-        ax.set_xlabel(r"$\varepsilon_3$")
-        ax.set_ylabel("optimal sampling rate")
+        ax.set_xlabel(r"privacy budget $\varepsilon_3$ of group 3 (nats)")
+        ax.set_ylabel("optimal client sampling rate per round")
         ax.set_title(
             f"{name}: ε1={cfg['eps12'][0]:g}, ε2={cfg['eps12'][1]:g}, N_g={cfg['size']}, q={cfg['q']:g}, "
             f"T={cfg['rounds']}, d={cfg['dim']:.2g}",
             fontsize=8,
         )
-        ax.legend()
+        ax.legend(title=f"dotted: ε3 = ε2 = {cfg['eps12'][1]:g}", title_fontsize=7, fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.suptitle("001 Fig. 1 (representative): optimal per-group sampling rates q_g as ε3 grows", fontsize=11)
     png = save(
         fig,
         out / "gdpfed_fig1.png",
-        note="ampfl planner (sound RDP sigma, ampfl error model, docs/planner.md); settings are ampfl's "
-        "choices, the paper's Table I was not recovered. delta=1e-5, C=1, no sparsification, "
-        "groups merged only at equal budgets.",
+        note="ampfl planner (sound RDP σ, ampfl error model, docs/planner.md), not the paper's unrecovered "
+        "Problem 1; all settings are ampfl's choices (001 Table I was not recovered): N_g, q, T, d as titled,"
+        " δ = 1e-5, C = 1, no sparsification, groups merged only at equal budgets; Σ q_g N_g = qN.",
     )
     return {"files": [str(png), str(csv_path)], "rows": len(rows)}
 

@@ -16,10 +16,15 @@ import numpy as np
 
 from ampfl.accounting import random_checkin as rc
 from ampfl.io import atomic_write_csv
+from ampfl.reproduce._plot import NOT_SOUND
 
 BASE = {"p": 0.1, "q": 0.1, "sigma": 1.0}
 PAPER_D = (1, 10, 100)
 BASELINES = ("cs", "wcs", "ols")
+#: Legend/CSV labels of the baselines; Cor. 5.3 is the exact δ of one dataset, hence a lower bound here.
+BASELINE_LABELS = {"cs": "CS (Cor. 5.3, lower bound here)", "wcs": "WCS (Thm 5.2)", "ols": "OLS (Thm 5.1)"}
+#: Lowest value drawn on a log axis (Thm 4.1 at d = 100 falls far below; the CSV has every value).
+LOG_FLOOR = 1e-16
 FIG2_DELTA = 1e-5  # not stated in 004
 FIG3_EPSILON = 1.0  # not stated in 004
 FIG5_DELTA = 1e-5  # not stated in 004
@@ -39,8 +44,8 @@ SECTION6_PRINTED: dict[str, tuple[float | None, float | None]] = {
 
 def _curves() -> list[tuple[str, str, int]]:
     """(label, analysis, d) for every curve of Figs. 1–3."""
-    return [(f"proposed (Thm 4.1), d={d}", "paper", d) for d in PAPER_D] + [
-        (name.upper(), name, 1) for name in BASELINES
+    return [(f"proposed (Thm 4.1, {NOT_SOUND}), d={d}", "paper", d) for d in PAPER_D] + [
+        (BASELINE_LABELS[name], name, 1) for name in BASELINES
     ]
 
 
@@ -55,21 +60,45 @@ def _plot(
     logy: bool,
     title: str,
     note: str,
+    probability: bool = False,
 ) -> Path:
-    from ampfl.reproduce._plot import new_figure, save
+    """One log/linear plot of ``series``; ``probability`` caps the y axis at 1 (a δ axis).
 
-    fig, ax = new_figure()
+    On a log axis, zeros and values below :data:`LOG_FLOOR` cannot be drawn: the legend names the curves
+    with zeros and those entirely below the floor.
+    """
+    from ampfl.reproduce._plot import cap_probability_axis, legend_below, new_figure, save
+
+    fig, ax = new_figure(width=6.5, height=4.2)
+    if logy and any(0.0 < y < LOG_FLOOR for ys in series.values() for y in ys):
+        note += f" Values below {LOG_FLOOR:g} are not drawn; the CSV has every value."
     for label, ys in series.items():
-        values = np.array([y if y > 0 else np.nan for y in ys]) if logy else np.array(ys)
-        ax.plot(xs, values, label=label, marker="." if len(xs) < 15 else None)
+        text = label
+        if logy:
+            values = np.array([y if y >= LOG_FLOOR else np.nan for y in ys])
+            zeros = sum(1 for y in ys if y == 0.0)
+            below = sum(1 for y in ys if 0.0 < y < LOG_FLOOR)
+            hidden = []
+            if zeros:
+                hidden.append(f"= 0 at {zeros} of {len(ys)} points")
+            if below == len(ys):
+                hidden.append(f"below {LOG_FLOOR:g} everywhere")
+            if hidden:
+                text += " [" + "; ".join(hidden) + ": not drawn, see CSV]"
+        else:
+            values = np.array(ys)
+        ax.plot(xs, values, label=text, marker=".", ms=6 if len(xs) < 15 else 3)  # isolated points show
     ax.set_xscale("log" if logx else "linear")
+    ax.set_xlim(float(xs[0]), float(xs[-1]))
     ax.set_yscale("log" if logy else "linear")
     if logy:
-        ax.set_ylim(bottom=max(ax.get_ylim()[0], 1e-16))  # Thm 4.1 at d = 100 falls far below (see docs)
+        ax.set_ylim(bottom=max(ax.get_ylim()[0], LOG_FLOOR))
+    if probability:
+        cap_probability_axis(ax, bottom=LOG_FLOOR if logy else 0.0)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=10)
+    legend_below(ax, ncol=1)
     ax.grid(True, which="both", alpha=0.3)
     return save(fig, path, note=note)
 
@@ -92,12 +121,15 @@ def fig1(out: Path, *, points: int = 40) -> dict[str, Any]:
         out / "hasircioglu_fig1.png",
         eps,
         series,
-        xlabel="epsilon",
-        ylabel="delta",
+        xlabel="ε per iteration (nats)",
+        ylabel="δ per iteration",
         logx=False,
         logy=True,
-        title="004 Fig. 1: delta vs epsilon (p = q = 0.1, sigma = C = 1)",
-        note="ampfl reproduction; 'proposed' = Thm 4.1 as printed, NOT a sound bound (docs/accounting.md).",
+        probability=True,
+        title="004 Fig. 1: δ vs ε per iteration (p = q = 0.1, σ = C = 1)",
+        note="ampfl reproduction of 004 Fig. 1. 'proposed' = Thm 4.1 as printed: NOT a sound bound "
+        "(explicit datasets exceed it; docs/accounting.md, docs/audit.md). CS = Cor. 5.3, exact for one "
+        "dataset, hence a lower bound here. All parameters as stated in 004 Sec. 5.2.",
     )
     return {"files": [str(csv), str(png)]}
 
@@ -117,12 +149,13 @@ def fig2(out: Path, *, points: int = 30) -> dict[str, Any]:
         out / "hasircioglu_fig2.png",
         sig,
         series,
-        xlabel="sigma",
-        ylabel="epsilon",
+        xlabel="noise std σ (C = 1)",
+        ylabel="ε per iteration (nats)",
         logx=True,
         logy=True,
-        title="004 Fig. 2: epsilon vs sigma (p = q = 0.1, C = 1)",
-        note=f"delta = {FIG2_DELTA:g} (not stated in 004; chosen). 'proposed' = Thm 4.1 as printed.",
+        title=f"004 Fig. 2: ε vs σ at δ = {FIG2_DELTA:g} (p = q = 0.1, C = 1)",
+        note=f"δ = {FIG2_DELTA:g} per iteration (not stated in 004; chosen by ampfl). 'proposed' = Thm 4.1 "
+        "as printed, NOT a sound bound (docs/accounting.md). CS = Cor. 5.3, a lower bound here.",
     )
     return {"files": [str(csv), str(png)]}
 
@@ -142,12 +175,14 @@ def fig3(out: Path, *, points: int = 40) -> dict[str, Any]:
         out / "hasircioglu_fig3.png",
         sig,
         series,
-        xlabel="sigma",
-        ylabel="delta",
+        xlabel="noise std σ (C = 1)",
+        ylabel="δ per iteration",
         logx=True,
         logy=True,
-        title="004 Fig. 3: delta vs sigma (p = q = 0.1, C = 1)",
-        note=f"epsilon = {FIG3_EPSILON:g} (not stated in 004; chosen). 'proposed' = Thm 4.1 as printed.",
+        probability=True,
+        title=f"004 Fig. 3: δ vs σ at ε = {FIG3_EPSILON:g} (p = q = 0.1, C = 1)",
+        note=f"ε = {FIG3_EPSILON:g} nats per iteration (not stated in 004; chosen by ampfl). 'proposed' = "
+        "Thm 4.1 as printed, NOT a sound bound (docs/accounting.md). CS = Cor. 5.3, a lower bound here.",
     )
     return {"files": [str(csv), str(png)]}
 
@@ -168,12 +203,14 @@ def fig5(out: Path, *, points: int = 25) -> dict[str, Any]:
         out / "hasircioglu_fig5.png",
         qs,
         series,
-        xlabel="q (p = 1e-4 / q)",
-        ylabel="epsilon",
+        xlabel="record sampling probability q (client participation p = 1e-4 / q)",
+        ylabel="ε per iteration (nats)",
         logx=True,
         logy=True,
-        title="004 Fig. 5: epsilon vs q at pq = 1e-4 (sigma = C = 1)",
-        note=f"delta = {FIG5_DELTA:g} (not stated in 004; chosen). 'proposed' = Thm 4.1 as printed.",
+        title=f"004 Fig. 5: ε vs q at pq = 1e-4, δ = {FIG5_DELTA:g} (σ = C = 1)",
+        note=f"δ = {FIG5_DELTA:g} per iteration (not stated in 004; chosen by ampfl). 'proposed' = Thm 4.1 "
+        "as printed, NOT a sound bound (ε = 0 means it claims no privacy loss; docs/accounting.md). "
+        "CS = Cor. 5.3, a lower bound here.",
     )
     return {"files": [str(csv), str(png)]}
 
@@ -210,24 +247,45 @@ def section6(out: Path) -> dict[str, Any]:
     csv = atomic_write_csv(
         out / "hasircioglu_sec6.csv", header, [["" if r[h] is None else r[h] for h in header] for r in rows]
     )
-    fig, _ = new_figure(width=8.0, height=3.6)
+    fig, _ = new_figure(width=9.0, height=4.0)
     fig.clf()
-    for k, (scenario, _) in enumerate(SECTION6_SCENARIOS):
+    names = {
+        "paper": f"Thm 4.1\n({NOT_SOUND})",
+        "wcs": "WCS\n(Thm 5.2)",
+        "ols": "OLS\n(Thm 5.1)",
+        "cs": "CS (Cor. 5.3)\nlower bound",
+    }
+    for k, (scenario, params) in enumerate(SECTION6_SCENARIOS):
         ax = fig.add_subplot(1, 2, k + 1)
         sub = [r for r in rows if r["scenario"] == scenario]
         x = np.arange(len(sub))
-        ax.bar(x - 0.2, [r["sigma_ampfl"] for r in sub], width=0.4, label="ampfl")
-        ax.bar(x + 0.2, [r["sigma_printed"] or 0.0 for r in sub], width=0.4, label="printed in 004")
-        ax.set_xticks(x, [r["analysis"] for r in sub])
+        ours = [r["sigma_ampfl"] for r in sub]
+        printed = [r["sigma_printed"] for r in sub]
+        ax.bar(x - 0.2, ours, width=0.4, label="computed by ampfl")
+        ax.bar(x + 0.2, [v or 0.0 for v in printed], width=0.4, label="printed in 004 Sec. 6")
+        for xi, value in zip(x, ours, strict=True):
+            ax.annotate(f"{value:.3g}", (xi - 0.2, value), ha="center", va="bottom", fontsize=6)
+        for xi, value in zip(x, printed, strict=True):
+            text = "not printed" if value is None else f"{value:.3g}"
+            ax.annotate(text, (xi + 0.2, value or 0.0), ha="center", va="bottom", fontsize=6)
+        ax.set_xticks(x, [names[r["analysis"]] for r in sub], fontsize=7)
         ax.set_yscale("symlog", linthresh=0.1)
-        ax.set_title(scenario, fontsize=8)
-        ax.set_ylabel("sigma")
-        ax.legend(fontsize=7)
+        ax.set_ylim(0.0, 3.0 * max(max(ours), max(v or 0.0 for v in printed)))
+        ax.set_title(f"{scenario}: p = {params['p']:g}, q = {params['q']:g}, d = {params['d']}", fontsize=8)
+        ax.set_ylabel("noise std σ (C = 1), symlog scale")
+    fig.legend(
+        *ax.get_legend_handles_labels(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=7
+    )
+    fig.suptitle(
+        "004 Sec. 6: σ for ε = 0.015, δ = 1e-6 per iteration, each analysis (ampfl vs printed)", fontsize=10
+    )
+    fig.tight_layout()
     png = save(
         fig,
         out / "hasircioglu_sec6.png",
-        note="epsilon = 0.015, delta = 1e-6, C = 1. 'paper' = Thm 4.1 as printed; sigma 0 means its "
-        "bound needs no noise (not sound). CS is not printed in 004.",
+        note="ε = 0.015 nats, δ = 1e-6 per iteration, C = 1 (004 Sec. 6). Thm 4.1 as printed is NOT a sound "
+        "bound; σ = 0 means it claims no noise is needed. The printed Thm 4.1 σ (1.065 / 0.646) does not "
+        "follow from Thm 4.1 and misses the target (docs/accounting.md). CS is not printed in 004.",
     )
     summary = {f"{r['analysis']}@{r['scenario'][:3]}": r["sigma_ampfl"] for r in rows}
     return {"files": [str(csv), str(png)], "sigma": summary}

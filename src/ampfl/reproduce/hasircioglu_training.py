@@ -39,7 +39,7 @@ BATCH = 70.0
 #: Legend text of each run (``paper`` is 004's proposed analysis, which fails the numerical audit).
 LEGEND = {
     "non-private": "non-private",
-    "paper": "Thm 4.1 (paper; not a proven bound)",
+    "paper": "Thm 4.1 (as printed, not sound)",
     "wcs": "WCS, Thm 5.2",
     "ols": "OLS, Thm 5.1",
 }
@@ -141,7 +141,7 @@ def _figure(figure: str, out: Path) -> dict[str, Any]:
     from ampfl.fl.data import DataUnavailableError
     from ampfl.fl.run import build_task, run_or_reuse
     from ampfl.io import atomic_write_csv
-    from ampfl.reproduce._plot import new_figure, save
+    from ampfl.reproduce._plot import legend_below, new_figure, save
 
     quick = quick_mode()
     iterations = QUICK_ITERATIONS if quick else ITERATIONS
@@ -178,20 +178,26 @@ def _figure(figure: str, out: Path) -> dict[str, Any]:
         ax.plot(
             [m["round"] for m in lines],
             [m["accuracy"] for m in lines],
+            marker="o",
+            ms=3,
             label=f"{LEGEND[label]} ({sigma_text})",
         )
     s = scenario(figure)
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("test accuracy")
-    ax.set_title(f"004 {'Fig. 6' if figure == 'fig6' else 'Fig. 7'} ({s['title']}) on Fashion-MNIST")
+    ax.set_xlabel("iteration (communication round)")
+    ax.set_ylabel("test accuracy (fraction correct)")
+    ax.set_title(
+        f"004 {'Fig. 6' if figure == 'fig6' else 'Fig. 7'} ({s['title']}): accuracy per analysis's σ, "
+        "Fashion-MNIST",
+        fontsize=9,
+    )
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    legend_below(ax, ncol=1, fontsize=8)
     note = (
         f"Fashion-MNIST instead of EMNIST (not available offline). N = {s['num_clients']}, d = {s['d']}, "
         f"p = {s['p']:.4g}, q = {s['q']:.4g} (p·N·q·d = 70 as in 004), "
         f"per-iteration ε = {EPSILON}, δ = {DELTA:g}, "
-        f"C = 1, CNN of 004 Fig. 8, SGD momentum 0.9, {iterations} iterations (not given in 004)."
-        + (" QUICK RUN (AMPFL_REPRODUCE_QUICK)." if quick else "")
+        f"C = 1, σ = absolute noise std, CNN of 004 Fig. 8, SGD momentum 0.9, {iterations} iterations (not "
+        "given in 004)." + (" QUICK RUN (AMPFL_REPRODUCE_QUICK)." if quick else "")
     )
     noiseless = [r["analysis"] for r in runs if r["analysis"] != "non-private" and r["sigma"] == 0.0]
     if noiseless:

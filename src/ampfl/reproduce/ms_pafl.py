@@ -19,6 +19,7 @@ import numpy as np
 from ampfl.accounting import ms_pafl as acc
 from ampfl.accounting.gaussian import gaussian_epsilon
 from ampfl.io import atomic_write_csv
+from ampfl.reproduce._plot import NOT_SOUND
 
 NUM_CLIENTS = 100
 BETA = 0.25
@@ -36,7 +37,10 @@ _COMMON = (
     f"N={NUM_CLIENTS}, beta={BETA} (delta'={acc.hoeffding_delta(beta=BETA, num_clients=NUM_CLIENTS):.2e}), "
     f"delta_l={DELTA_LOCAL:g}, C={CLIP:g}, |D_i|={DATASET_SIZE}, Q={LOCAL_STEPS}"
 )
-_LEGEND = "solid: paper's formula as printed; dashed+markers: tight record-level analysis (ampfl), same delta"
+_LEGEND = (
+    "solid: paper's formula as printed (fails ampfl's check, docs/ms_pafl.md); dashed+markers: tight "
+    "record-level analysis (ampfl; client participation treated as public), same delta"
+)
 
 
 def _two_panels() -> tuple[Any, Any]:
@@ -45,13 +49,16 @@ def _two_panels() -> tuple[Any, Any]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.6))
     return fig, axes
 
 
-def _finish(fig: Any, out: Path, name: str, note: str) -> Path:
-    from ampfl.reproduce._plot import save
+def _finish(fig: Any, out: Path, name: str, note: str, title: str) -> Path:
+    from ampfl.reproduce._plot import legend_below, save
 
+    for ax in fig.axes:
+        legend_below(ax, ncol=1)
+    fig.suptitle(title, fontsize=11)
     return save(fig, out / f"{name}.png", note=note)
 
 
@@ -87,14 +94,17 @@ def fig3(out: Path) -> dict[str, Any]:
                 tight.append(eps_t)
                 rows.append([panel, p, q, el, eps_c, delta_c, eps_t])
             label = f"p={p:g}" if panel == "a" else f"q={q:g}"
-            (line,) = ax.plot(EPS_LOCAL_GRID, paper, label=f"{label} (Cor. 1)")
+            (line,) = ax.plot(EPS_LOCAL_GRID, paper, label=f"{label} (Cor. 1, {NOT_SOUND})")
             ax.plot(EPS_LOCAL_GRID, tight, "--", marker=".", color=line.get_color(), label=f"{label} (tight)")
-        ax.set_xlabel("local privacy level eps_l")
-        ax.set_ylabel("single-round eps_c^t")
+        ax.set_xlabel("local privacy level ε_ℓ (nats)")
+        ax.set_ylabel("single-round ε_c^t of the global model (nats)")
         ax.set_title(f"({panel}) " + ("q = 0.2, p varies" if panel == "a" else "p = 0.5, q varies"))
-        ax.legend(fontsize=7)
-    note = f"MS-PAFL Fig. 3 (privacy of the global model per round). {_LEGEND}. {_COMMON}."
-    png = _finish(fig, out, "ms-pafl-fig3", note)
+    note = (
+        f"MS-PAFL Fig. 3 (privacy of the global model per round). {_LEGEND}. q = 0.2 in (a) and "
+        f"p = 0.5 in (b) are ampfl's choices (not stated in 000). {_COMMON}."
+    )
+    title = "000 Fig. 3: single-round ε_c^t of the global model vs ε_ℓ"
+    png = _finish(fig, out, "ms-pafl-fig3", note, title)
     csv = atomic_write_csv(
         out / "ms-pafl-fig3.csv",
         ["panel", "p", "q", "eps_local", "epsilon_round_paper", "delta_round_paper", "epsilon_round_tight"],
@@ -108,7 +118,7 @@ def _total_panel(
     ax: Any, rows: list[list[Any]], panel: str, label: str, p: float, q: float, eps_local: float
 ) -> None:
     paper = [_global_total(p, q, eps_local, t) for t in ROUNDS]
-    (line,) = ax.plot(ROUNDS, [e for e, _ in paper], label=f"{label} (Thm 4)")
+    (line,) = ax.plot(ROUNDS, [e for e, _ in paper], label=f"{label} (Thm 4 on Cor. 1, {NOT_SOUND})")
     nm = _nm(eps_local)
     tight_t, tight_e = [], []
     for t, (eps_total, delta_total) in zip(ROUNDS, paper, strict=True):
@@ -146,15 +156,15 @@ def fig4(out: Path) -> dict[str, Any]:
         _total_panel(axes[1], rows, "b", f"q={q:g}", 0.5, q, eps_local)
     for ax, title in zip(axes, ("(a) q = 0.2, p varies", "(b) p = 0.5, q varies"), strict=True):
         ax.set_xlabel("rounds T")
-        ax.set_ylabel("total eps_c^T of the global model")
+        ax.set_ylabel("total ε_c^T of the global model (nats)")
         ax.set_yscale("log")
         ax.set_title(title)
-        ax.legend(fontsize=7)
     note = (
         f"MS-PAFL Fig. 4 (total privacy of the global model). {_LEGEND}; delta = T*delta_c + delta~. "
         f"eps_l={eps_local:g}, delta~={DELTA_TILDE:g} (assumed). {_COMMON}."
     )
-    png = _finish(fig, out, "ms-pafl-fig4", note)
+    title = "000 Fig. 4: total ε_c^T of the global model vs rounds (WOR)"
+    png = _finish(fig, out, "ms-pafl-fig4", note, title)
     csv = atomic_write_csv(out / "ms-pafl-fig4.csv", _TOTAL_HEADER, rows)
     return {"files": [str(png), str(csv)], "shows": "eps_c^T vs T (Thm 4) and tight", "rows": len(rows)}
 
@@ -183,7 +193,9 @@ def fig5(out: Path) -> dict[str, Any]:
                 )
                 for t in ROUNDS
             ]
-            (line,) = ax.plot(ROUNDS, paper, label=f"{scheme.upper()} q={q:.4f} (Thm 3, C.8)")
+            (line,) = ax.plot(
+                ROUNDS, paper, label=f"{scheme.upper()} q={q:.4f} (Thm 3 with C.8, {NOT_SOUND})"
+            )
             tt, te = [], []
             for t, e in zip(ROUNDS, paper, strict=True):
                 et = math.nan
@@ -200,20 +212,20 @@ def fig5(out: Path) -> dict[str, Any]:
             for t in ROUNDS
         ]
         base_tight = [gaussian_epsilon(sigma=nm, delta=DELTA_LOCAL, sensitivity=math.sqrt(t)) for t in ROUNDS]
-        (line,) = ax.plot(ROUNDS, base, label="DP-FedAvg, no amplification (Thm 4 form)")
+        (line,) = ax.plot(ROUNDS, base, label="DP-FedAvg, no amplification (strong composition, Thm 4 form)")
         ax.plot(ROUNDS, base_tight, "--", color=line.get_color(), label="DP-FedAvg (exact Gaussian)")
         for t, e, et in zip(ROUNDS, base, base_tight, strict=True):
             rows.append([panel, eps_local, "dp-fedavg", 1.0, t, e, et])
         ax.set_xlabel("rounds T")
-        ax.set_ylabel("client total eps_i^T")
+        ax.set_ylabel("client's total ε_i^T (nats)")
         ax.set_yscale("log")
-        ax.set_title(f"({panel}) eps_l = {eps_local:g}")
-        ax.legend(fontsize=6)
+        ax.set_title(f"({panel}) ε_ℓ = {eps_local:g}")
     note = (
         f"MS-PAFL Fig. 5 (client's total privacy loss). {_LEGEND}; all at delta = delta_l. "
         f"b={batch}, p={p:g} (assumed). Thm 3 uses the C.8 constant (paper's asymptotic form). {_COMMON}."
     )
-    png = _finish(fig, out, "ms-pafl-fig5", note)
+    title = "000 Fig. 5: client's total ε_i^T vs rounds, WOR vs WR vs DP-FedAvg"
+    png = _finish(fig, out, "ms-pafl-fig5", note, title)
     csv = atomic_write_csv(out / "ms-pafl-fig5.csv", header, rows)
     return {"files": [str(png), str(csv)], "shows": "eps_i^T vs T, WOR/WR/DP-FedAvg", "rows": len(rows)}
 
@@ -231,15 +243,15 @@ def fig6(out: Path) -> dict[str, Any]:
             )
             _total_panel(ax, rows, scheme, f"b={batch} (q={q:.4f})", p, q, eps_local)
         ax.set_xlabel("rounds T")
-        ax.set_ylabel("total eps_c^T of the global model")
+        ax.set_ylabel("total ε_c^T of the global model (nats)")
         ax.set_yscale("log")
         ax.set_title(f"({'a' if scheme == 'wor' else 'b'}) {scheme.upper()}")
-        ax.legend(fontsize=7)
     note = (
         f"MS-PAFL Fig. 6 (total privacy of the global model vs batch size). {_LEGEND}; delta = T*delta_c + "
         f"delta~. p={p:g}, eps_l={eps_local:g}, delta~={DELTA_TILDE:g} (assumed). {_COMMON}."
     )
-    png = _finish(fig, out, "ms-pafl-fig6", note)
+    title = "000 Fig. 6: total ε_c^T of the global model vs rounds for b ∈ {1, 5, 13}"
+    png = _finish(fig, out, "ms-pafl-fig6", note, title)
     csv = atomic_write_csv(out / "ms-pafl-fig6.csv", _TOTAL_HEADER, rows)
     return {
         "files": [str(png), str(csv)],

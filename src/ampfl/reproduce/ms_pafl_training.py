@@ -68,7 +68,7 @@ def fig2(out: Path) -> dict[str, Any]:
     from ampfl.fl.data import DataUnavailableError
     from ampfl.fl.run import build_task, run_or_reuse
     from ampfl.io import atomic_write_csv
-    from ampfl.reproduce._plot import new_figure, save
+    from ampfl.reproduce._plot import legend_below, new_figure, save
 
     quick = quick_mode()
     rounds = QUICK_ROUNDS if quick else ROUNDS
@@ -135,25 +135,34 @@ def fig2(out: Path) -> dict[str, Any]:
         for p in PROBABILITIES:
             lines = curves[(scheme, p)]
             rounds_axis = [m["round"] for m in lines]
+            eps_final = lines[-1]["epsilon"] if lines else float("nan")
             (handle,) = ax.plot(
-                rounds_axis, [m["accuracy"] for m in lines], label=f"p = {p:g} (public model)"
+                rounds_axis,
+                [m["accuracy"] for m in lines],
+                marker="o",
+                ms=3,
+                label=f"p = {p:g} (public model; ε = {eps_final:.3g} at round {rounds_axis[-1]})",
             )
             ax.plot(
                 rounds_axis,
                 [m["personal_accuracy_mean"] for m in lines],
                 linestyle="--",
+                marker="s",
+                ms=3,
                 color=handle.get_color(),
-                label=f"p = {p:g} (personal, mean)",
+                label=f"p = {p:g} (personal models, mean)",
             )
         ax.set_title(title)
-        ax.set_xlabel("round")
+        ax.set_xlabel("communication round")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("test accuracy")
-    axes[1].legend(fontsize=7, loc="lower right")
+        legend_below(ax, ncol=1)
+    axes[0].set_ylabel("test accuracy (fraction correct)")
+    fig.suptitle("000 Fig. 2: test accuracy over rounds for client participation p ∈ {0.1, 0.3, 0.7}")
     note = (
         f"Adult, N = 100 (one label per client), logistic regression, Q = 5, b = 5, ε_ℓ = 1, δ_ℓ = 1e-4, "
         f"C = 1, β = 0.25, d_α = d_p = 0.5; η = {LEARNING_RATE:g}, γ = {GAMMA:g}, T = {rounds} "
-        "(η, γ, T not given in 000)." + (" QUICK RUN (AMPFL_REPRODUCE_QUICK)." if quick else "")
+        "(η, γ, T not given in 000). ε: the run's composed ε at the CSV's δ (tight accounting)."
+        + (" QUICK RUN (AMPFL_REPRODUCE_QUICK)." if quick else "")
     )
     png = save(fig, out / "ms_pafl_fig2.png", note=note)
     return {"files": [str(png), str(csv_path)], "rounds": rounds, "quick": quick, "runs": summaries}
