@@ -149,3 +149,14 @@ def test_example_configs_are_valid(name):
     config = load_config(EXAMPLES / name)
     assert config.dataset.name == "digits"
     assert config.algorithm.name in {"ms_pafl", "dp_fedavg"}
+
+
+def test_engine_section_accepts_every_engine_option():
+    # Every EngineOptions field can be set from [engine]; the config must not silently lag behind the engine.
+    import dataclasses
+
+    from ampfl.fl.config import EngineConfig
+    from ampfl.fl.engine import EngineOptions
+
+    fields = {f.name for f in dataclasses.fields(EngineOptions)}
+    assert fields <= set(EngineConfig.model_fields)

@@ -61,7 +61,8 @@ def _validate(
 
 
 def _lam(z: float) -> float:
-    lam = 1.0 / (z * z)
+    z2 = z * z
+    lam = math.inf if z2 == 0.0 else 1.0 / z2
     if not math.isfinite(lam):
         raise NumericalError(f"noise_multiplier {z!r} is too small: c²/σ² overflows.")
     return lam
@@ -202,6 +203,9 @@ def _forward_exact_enumerated(alphas: np.ndarray, d: int, k: int, lam: float) ->
 
 def exact_forward_affordable(*, d: int, k: int, max_order: int) -> bool:
     """Whether :func:`forward_rdp_exact` runs for these sizes (k = 1: always, up to ``MAX_EXACT_ORDER``)."""
+    d = check_int("d", d, minimum=1)
+    k = check_int("k", k, minimum=1, maximum=d)
+    max_order = check_int("max_order", max_order, minimum=2)
     if max_order > MAX_EXACT_ORDER:
         return False
     if k == 1 or k == d:
@@ -269,7 +273,8 @@ def forward_rdp_efficient(*, orders: Iterable[object], d: int, k: int, noise_mul
     lam = _lam(z)
     # log Σ_i pmf(i) e^{αλi/2} = log1p(Σ_{i≥1} pmf(i) (e^{αλi/2} − 1)): every term positive, no cancellation.
     i = np.arange(max(1, 2 * kk - dd), kk + 1, dtype=np.float64)
-    log_pmf = _log_comb(kk, i) + _log_comb(dd - kk, kk - i) - _log_comb(dd, kk)
+    fd, fk = float(dd), float(kk)  # floats: numpy cannot hold Python ints beyond 2**63
+    log_pmf = _log_comb(fk, i) + _log_comb(fd - fk, fk - i) - _log_comb(fd, fk)
     a = alphas.astype(np.float64)
     exponents = log_pmf[None, :] + log_expm1((a[:, None] * lam / 2.0) * i[None, :])
     values = log1p_of_logsum(exponents, axis=1)

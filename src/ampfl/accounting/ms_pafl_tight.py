@@ -172,7 +172,9 @@ def tight_rdp(
     qq = check_probability("q", q)
     pp = check_probability("p", p)
     t = check_int("rounds", rounds)
-    alphas = np.asarray([check_range("orders", a, 1.0 + 1e-9, math.inf) for a in orders], dtype=np.float64)
+    alphas = np.asarray([check_range("orders", a, 1.0 + 1e-9, 1e6) for a in orders], dtype=np.float64)
+    if alphas.size == 0:
+        raise ValueError("orders must be a non-empty list of numbers in (1, 1e6]. Found [].")
     acc = rdp.RdpAccountant(list(alphas))
     acc.compose(dp_event.PoissonSampledDpEvent(qq, dp_event.GaussianDpEvent(nm)))
     r_q = np.asarray(acc.rdp, dtype=np.float64)

@@ -223,7 +223,9 @@ def bernoulli_mask_rdp(*, orders: Sequence[float], c: float, dim: int) -> np.nda
     """
     cc = _check_c(c)
     d = check_int("dim", dim)
-    alphas = np.asarray([check_range("orders", a, 1.0 + 1e-12, math.inf) for a in orders], dtype=np.float64)
+    alphas = np.asarray([check_range("orders", a, 1.0 + 1e-12, 1e6) for a in orders], dtype=np.float64)
+    if alphas.size == 0:
+        raise ValueError("orders must be a non-empty list of numbers in (1, 1e6]. Found [].")
     lc, l1c = math.log(cc), math.log1p(-cc)
     log_terms = np.logaddexp(alphas * lc + (1.0 - alphas) * l1c, alphas * l1c + (1.0 - alphas) * lc)
     out: np.ndarray = d * log_terms / (alphas - 1.0)
@@ -265,7 +267,8 @@ def bernoulli_mask_epsilon_delta(
     from dp_accounting.rdp import rdp_privacy_accountant as rdp
 
     dlt = check_delta("delta", delta)
+    orders = list(orders)
     curve = bernoulli_mask_rdp(orders=orders, c=c, dim=dim)
-    eps, _ = rdp.compute_epsilon(list(orders), list(curve), dlt)
+    eps, _ = rdp.compute_epsilon([float(a) for a in orders], list(curve), dlt)
     cc = _check_c(c)
     return float(min(eps, check_int("dim", dim) * math.log((1.0 - cc) / cc)))

@@ -50,6 +50,15 @@ from ampfl.accounting.mixture_rdp import log1p_of_logsum, log_expm1
 DEFAULT_ORDERS: tuple[int, ...] = (*range(2, 65), 72, 80, 96, 112, 128, 160, 192, 224, 256)
 
 _EPS = float(np.finfo(np.float64).eps)
+#: Largest order the binomial-sum kernels accept (their cost and memory grow linearly in α).
+MAX_ORDER = 65_536
+
+
+def _check_sum_orders(orders: Iterable[object]) -> np.ndarray:
+    alphas = check_orders("orders", orders)
+    if int(alphas.max()) > MAX_ORDER:
+        raise ValueError(f"orders must be integers in [2, {MAX_ORDER}]. Found {int(alphas.max())}.")
+    return alphas
 
 
 class EpsilonAtOrder(NamedTuple):
@@ -98,7 +107,7 @@ def rdp_poisson_gaussian(
     Returns:
         Per-order RDP of the whole run (rounded up by a bound on the round-off).
     """
-    alphas = check_orders("orders", orders)
+    alphas = _check_sum_orders(orders)
     gamma = check_probability("sampling_rate", sampling_rate, allow_zero=True)
     z = check_positive("noise_multiplier", noise_multiplier)
     t = check_int("steps", steps, minimum=1)
@@ -107,6 +116,8 @@ def rdp_poisson_gaussian(
     if gamma == 1.0:
         return rdp_gaussian(orders=alphas, noise_multiplier=z, steps=t)
     log_g, log_1mg = math.log(gamma), math.log1p(-gamma)
+    if 2.0 * z * z == 0.0:
+        raise NumericalError(f"noise_multiplier {z!r} is too small: 1/(2 z²) overflows.")
     inv2z2 = 1.0 / (2.0 * z * z)
     out = np.empty(alphas.size)
     for idx, alpha in enumerate(alphas.tolist()):
@@ -138,7 +149,7 @@ def rdp_poisson_subsampled_general(
     Returns:
         Per-order RDP of ``steps`` subsampled mechanisms (the factor 3 of the general bound is kept).
     """
-    alphas = check_orders("orders", orders)
+    alphas = _check_sum_orders(orders)
     gamma = check_probability("sampling_rate", sampling_rate, allow_zero=True)
     t = check_int("steps", steps, minimum=1)
     base = np.asarray(base_rdp, dtype=np.float64)
@@ -245,7 +256,7 @@ def calibrate_poisson_gaussian(
     dlt = check_delta("delta", delta)
     gamma = check_probability("sampling_rate", sampling_rate)
     t = check_int("steps", steps, minimum=1)
-    alphas = check_orders("orders", orders)
+    alphas = _check_sum_orders(orders)
 
     def loss(z: float) -> float:
         rdp = rdp_poisson_gaussian(orders=alphas, sampling_rate=gamma, noise_multiplier=z, steps=t)

@@ -77,6 +77,7 @@ class EngineConfig(_Section):
     vectorized: bool = True
     chunk_size: int | None = Field(None, ge=1)
     memory_cap_mb: float | None = Field(None, gt=0)
+    model_fast_path: bool | None = None
 
 
 class AlgorithmConfig(_Section):
