@@ -5,6 +5,8 @@ import math
 import mpmath as mp
 import pytest
 from dp_accounting import dp_event
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ampfl.accounting.gaussian import (
     analytic_gaussian_sigma,
@@ -100,3 +102,18 @@ def test_gaussian_input_validation():
     with pytest.raises(ValueError, match="delta must be in"):
         analytic_gaussian_sigma(epsilon=1.0, delta=1.5)
     assert math.isfinite(gaussian_log_delta(sigma=1.0, epsilon=0.0))
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    sigma=st.floats(0.05, 50.0),
+    epsilon=st.floats(0.0, 20.0),
+    delta=st.floats(1e-12, 0.5),
+)
+def test_gaussian_monotone_and_inverse_conservative(sigma, epsilon, delta):
+    """δ(ε) falls with σ and with ε; gaussian_epsilon's ε always meets δ (rounded towards more loss)."""
+    here = gaussian_log_delta(sigma=sigma, epsilon=epsilon)
+    assert gaussian_log_delta(sigma=sigma * 1.25, epsilon=epsilon) <= here + 1e-12
+    assert gaussian_log_delta(sigma=sigma, epsilon=epsilon + 0.1) <= here + 1e-12
+    eps = gaussian_epsilon(sigma=sigma, delta=delta)
+    assert gaussian_delta(sigma=sigma, epsilon=eps) <= delta

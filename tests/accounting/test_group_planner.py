@@ -197,3 +197,16 @@ def test_invalid_input_raises_value_error(kwargs, message):
         plan_groups([30.0], [10], **{**base, "analysis": "paper"})
     with pytest.raises(ValueError, match="update_norm"):
         ErrorModel(dim=10, update_norm=2.0)
+
+
+def test_participation_below_one_expected_client_is_refused():
+    # 20 clients at q = 0.01 give 0.2 expected participants per round: no update exists to plan for.
+    with pytest.raises(ValueError, match=r"participation must be at least 1/\(total clients\) = 0.05"):
+        plan_groups(
+            [1.0, 2.0],
+            [10, 10],
+            participation=0.01,
+            num_rounds=10,
+            target_delta=1e-5,
+            model=ErrorModel(dim=10),
+        )

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as dp_rdp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ampfl.accounting.ledger import Ledger
 from ampfl.accounting.partition import rdp_bis, rdp_model_split
@@ -106,3 +108,21 @@ def test_bad_input():
         Ledger.from_dict({"orders": [2], "rdp": [0.0]})
     with pytest.raises(ValueError, match=r"orders must be an integer in \[2, inf\]"):
         Ledger([1, 2])
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    z=st.floats(0.5, 20.0),
+    count=st.integers(1, 50),
+    stride=st.integers(1, 8),
+)
+def test_ledger_monotone_and_regridding_is_conservative(z, count, stride):
+    """ε grows with composition count; a curve given on a coarser grid never gives a smaller ε."""
+    fine = Ledger().compose_event(dp_event.GaussianDpEvent(z), count)
+    more = Ledger().compose_event(dp_event.GaussianDpEvent(z), count + 1)
+    assert more.epsilon(1e-5).epsilon >= fine.epsilon(1e-5).epsilon
+    coarse_orders = list(DEFAULT_ORDERS[::stride])
+    coarse = Ledger().compose_rdp(
+        coarse_orders, rdp_gaussian(orders=coarse_orders, noise_multiplier=z), count
+    )
+    assert coarse.epsilon(1e-5).epsilon >= fine.epsilon(1e-5).epsilon * (1 - 1e-9)

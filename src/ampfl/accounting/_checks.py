@@ -92,6 +92,8 @@ def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
 
 def check_orders(name: str, orders: Iterable[object], *, minimum: int = 2) -> np.ndarray:
     """Check a non-empty list of integer Rényi orders ``>= minimum``; returns a sorted unique int array."""
+    if isinstance(orders, str | bytes) or not isinstance(orders, Iterable):
+        raise ValueError(f"{name} must be a non-empty list of integers >= {minimum}. Found {orders!r}.")
     values = [check_int(name, o, minimum=minimum) for o in orders]
     if not values:
         raise ValueError(f"{name} must be a non-empty list of integers >= {minimum}. Found [].")

@@ -55,14 +55,34 @@ def log_sub_exp(a: float, b: float) -> float:
     return a + math.log(-math.expm1(b - a))
 
 
+def log_sub_exp_upper(a: float, b: float) -> float:
+    """:func:`log_sub_exp` rounded up by a bound on the error that the cancellation amplifies.
+
+    ``a`` and ``b`` carry an absolute error of a few ulps of their magnitude (``log_ndtr``); the difference
+    e^a − e^b magnifies it by 1/(1 − e^{b−a}).
+    """
+    value = log_sub_exp(a, b)
+    if value == -math.inf or not math.isfinite(a):
+        return value
+    gap = -math.expm1(b - a) if b > -math.inf else 1.0
+    return value + 32.0 * _EPS * (abs(a) + abs(b if math.isfinite(b) else 0.0) + 1.0) / gap
+
+
+_EPS = float(np.finfo(np.float64).eps)
+
+
 def gaussian_log_delta(*, sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:
-    """log δ(ε) of the Gaussian mechanism (004 Thm 2.4 / Balle–Wang Thm 8), computed in log space."""
+    """log δ(ε) of the Gaussian mechanism (004 Thm 2.4 / Balle–Wang Thm 8), computed in log space.
+
+    Rounded up by a bound on the floating-point error (an upper bound on the true log δ).
+    """
     s = check_positive("sensitivity", sensitivity)
     sig = check_positive("sigma", sigma)
     eps = check_nonnegative("epsilon", epsilon)
     a = s / (2.0 * sig) - eps * sig / s
     b = -s / (2.0 * sig) - eps * sig / s
-    return log_sub_exp(float(special.log_ndtr(a)), eps + float(special.log_ndtr(b)))
+    value = log_sub_exp_upper(float(special.log_ndtr(a)), eps + float(special.log_ndtr(b)))
+    return min(value, 0.0)
 
 
 def gaussian_delta(*, sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:

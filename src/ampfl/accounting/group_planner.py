@@ -282,6 +282,12 @@ def plan_groups(
             f"epsilons and sizes must have the same non-zero length. Found {eps.size} and {n.size}."
         )
     rate = check_probability("participation", participation)
+    if rate * float(n.sum()) < 1.0:
+        # Fewer than one expected participant per round: every error term diverges (no update is formed).
+        raise ValueError(
+            f"participation must be at least 1/(total clients) = {1.0 / float(n.sum()):.3g} so that one "
+            f"client takes part per round on average. Found {rate}."
+        )
     t = check_int("num_rounds", num_rounds, minimum=1)
     delta = check_delta("target_delta", target_delta)
     check_choice("analysis", analysis, ANALYSES)

@@ -50,6 +50,7 @@ from ampfl.accounting._checks import (
     check_range,
 )
 from ampfl.accounting.calibrate import calibrate_decreasing
+from ampfl.accounting.subsampling import check_pld_size, dp_accounting_guard
 
 #: Integer Rényi orders used by the sound analysis (the conversion takes the best one).
 RDP_ORDERS: tuple[int, ...] = (*range(2, 65), 72, 80, 96, 112, 128, 160, 192, 256, 384, 512)
@@ -195,8 +196,9 @@ def group_epsilon_rdp(
     q, t, d = _validate(sampling_probability, num_rounds, target_delta)
     accountant = rdp_privacy_accountant.RdpAccountant(orders=list(RDP_ORDERS))
     event = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma))
-    accountant.compose(event, t)
-    return float(accountant.get_epsilon(d))
+    with dp_accounting_guard("group_epsilon_rdp"):
+        accountant.compose(event, t)
+        return float(accountant.get_epsilon(d))
 
 
 def group_epsilon_pld(
@@ -213,10 +215,14 @@ def group_epsilon_pld(
 
     sigma = check_positive("noise_multiplier", noise_multiplier)
     q, t, d = _validate(sampling_probability, num_rounds, target_delta)
-    interval = check_positive("value_discretization_interval", value_discretization_interval)
+    interval = check_positive(
+        "value_discretization_interval", value_discretization_interval, upper=1.0 + 1e-12
+    )
+    check_pld_size(sigma, interval)
     accountant = pld_privacy_accountant.PLDAccountant(value_discretization_interval=interval)
-    accountant.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), t)
-    return float(accountant.get_epsilon(d))
+    with dp_accounting_guard("group_epsilon_pld"):
+        accountant.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), t)
+        return float(accountant.get_epsilon(d))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -74,6 +74,21 @@ def _log_comb(n: float | np.ndarray, r: float | np.ndarray) -> np.ndarray:
     )
 
 
+def _log_comb_small(n: float, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """log C(n, r) as Σ_{j<m} log(n − j) − log m!, m = min(r, n − r), and a bound on its absolute error / eps.
+
+    Accurate for huge n (gammaln(n) − gammaln(n − r) would lose all digits once n ≫ 1e12).
+    """
+    r = np.asarray(r, dtype=np.float64)
+    m = np.minimum(r, n - r).astype(np.int64)
+    m_max = int(m.max()) if m.size else 0
+    logs = np.concatenate([[0.0], np.cumsum(np.log(n - np.arange(m_max, dtype=np.float64)))])
+    fact = special.gammaln(m + 1.0)
+    value = logs[m] - fact
+    error = (m + 2.0) * (np.abs(logs[m]) + np.abs(fact) + 1.0)
+    return np.asarray(value, dtype=np.float64), np.asarray(error, dtype=np.float64)
+
+
 def log_expm1(x: np.ndarray) -> np.ndarray:
     """log(eˣ − 1) for x ≥ 0, accurate for tiny x and without overflow for large x (−inf at 0)."""
     x = np.asarray(x, dtype=np.float64)
@@ -274,10 +289,18 @@ def forward_rdp_efficient(*, orders: Iterable[object], d: int, k: int, noise_mul
     # log Σ_i pmf(i) e^{αλi/2} = log1p(Σ_{i≥1} pmf(i) (e^{αλi/2} − 1)): every term positive, no cancellation.
     i = np.arange(max(1, 2 * kk - dd), kk + 1, dtype=np.float64)
     fd, fk = float(dd), float(kk)  # floats: numpy cannot hold Python ints beyond 2**63
-    log_pmf = _log_comb(fk, i) + _log_comb(fd - fk, fk - i) - _log_comb(fd, fk)
+    c1, e1 = _log_comb_small(fk, i)
+    c2, e2 = _log_comb_small(fd - fk, fk - i)
+    c3, e3 = _log_comb_small(fd, np.array([fk]))
+    # round each weight up by the accumulated error of its log-binomials (never below the true pmf)
+    log_pmf = c1 + c2 - c3 + 16.0 * _EPS * (e1 + e2 + e3 + 1.0)
     a = alphas.astype(np.float64)
     exponents = log_pmf[None, :] + log_expm1((a[:, None] * lam / 2.0) * i[None, :])
     values = log1p_of_logsum(exponents, axis=1)
+    if np.any(np.isnan(values)):
+        raise NumericalError(
+            f"efficient forward bound (Eq. 5) is not a number for d = {dd:.6g}, k = {kk:.6g}."
+        )
     return np.asarray(np.maximum(values, 0.0), dtype=np.float64)
 
 

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from ampfl.accounting._checks import NumericalError, check_int, check_positive, check_probability, check_range
-from ampfl.accounting.gaussian import log_sub_exp
+from ampfl.accounting.gaussian import log_sub_exp_upper
+from ampfl.accounting.subsampling import check_pld_size, dp_accounting_guard
 
 #: Rényi orders of the RDP cross-check (integers: the fractional-order series may not converge).
 DEFAULT_ORDERS: tuple[float, ...] = tuple(
@@ -69,7 +70,7 @@ def tight_round_log_delta(*, noise_multiplier: float, q: float, p: float, epsilo
     a = mu / 2.0 - eps1 / mu
     b = -mu / 2.0 - eps1 / mu
     log_phi_a = float(special.log_ndtr(a))
-    log_gauss = log_sub_exp(log_phi_a, eps1 + float(special.log_ndtr(b)))
+    log_gauss = log_sub_exp_upper(log_phi_a, eps1 + float(special.log_ndtr(b)))
     if log_gauss == -math.inf:  # cancellation beyond double precision: fall back to the bound δ_G ≤ Φ(a)
         log_gauss = log_phi_a
     log_remove = math.log(qq) + log_gauss
@@ -78,7 +79,7 @@ def tight_round_log_delta(*, noise_multiplier: float, q: float, p: float, epsilo
     if qq < 1.0 and eps < -math.log1p(-qq):
         log_c = math.log(-math.expm1(eps + math.log1p(-qq)))  # log(1 - e^eps (1-q))
         x_star = (log_c - eps - math.log(qq) + mu * mu / 2.0) / mu
-        log_add = log_sub_exp(
+        log_add = log_sub_exp_upper(
             float(special.log_ndtr(x_star)) + log_c, eps + math.log(qq) + float(special.log_ndtr(x_star - mu))
         )
     return math.log(pp) + max(log_remove, log_add)
@@ -115,13 +116,15 @@ def tight_round_epsilon(*, noise_multiplier: float, q: float, p: float, target_d
 def _round_pld(noise_multiplier: float, q: float, p: float) -> Any:
     from dp_accounting.pld import privacy_loss_distribution as pld
 
-    sub = pld.from_gaussian_mechanism(
-        noise_multiplier,
-        sensitivity=1.0,
-        sampling_prob=q,
-        value_discretization_interval=PLD_DISCRETIZATION,
-        pessimistic_estimate=True,
-    )
+    check_pld_size(noise_multiplier, PLD_DISCRETIZATION)
+    with dp_accounting_guard("MS-PAFL tight PLD"):
+        sub = pld.from_gaussian_mechanism(
+            noise_multiplier,
+            sensitivity=1.0,
+            sampling_prob=q,
+            value_discretization_interval=PLD_DISCRETIZATION,
+            pessimistic_estimate=True,
+        )
     if p >= 1.0:
         return sub
     ident = pld.identity(value_discretization_interval=PLD_DISCRETIZATION, pessimistic_estimate=True)
@@ -136,7 +139,8 @@ def _composed_pld(nm: float, q: float, p: float, t: int) -> Any:
     ``nm`` = σ/(2C) (docs/ms_pafl.md); the mixture is exact for a public participation coin.
     """
     round_pld = _round_pld(nm, q, p)
-    return round_pld if t == 1 else round_pld.self_compose(t)
+    with dp_accounting_guard("MS-PAFL tight PLD composition"):
+        return round_pld if t == 1 else round_pld.self_compose(t)
 
 
 def _pld_epsilon(composed: Any, delta: float) -> float:
@@ -176,7 +180,8 @@ def tight_rdp(
     if alphas.size == 0:
         raise ValueError("orders must be a non-empty list of numbers in (1, 1e6]. Found [].")
     acc = rdp.RdpAccountant(list(alphas))
-    acc.compose(dp_event.PoissonSampledDpEvent(qq, dp_event.GaussianDpEvent(nm)))
+    with dp_accounting_guard("MS-PAFL tight RDP"):
+        acc.compose(dp_event.PoissonSampledDpEvent(qq, dp_event.GaussianDpEvent(nm)))
     r_q = np.asarray(acc.rdp, dtype=np.float64)
     with np.errstate(over="ignore"):
         log_mix = np.logaddexp(math.log1p(-pp) if pp < 1.0 else -np.inf, math.log(pp) + (alphas - 1.0) * r_q)

@@ -68,7 +68,15 @@ def amplified_epsilon_smashed(*, epsilon: float, c: float, dim: int) -> float:
     cc = _check_c(c)
     d = check_int("dim", dim)
     one_minus_cd = -math.expm1(d * math.log(cc))
-    return math.log1p(one_minus_cd * math.expm1(eps))
+    return _log1p_scaled_expm1(eps, one_minus_cd)
+
+
+def _log1p_scaled_expm1(eps: float, r: float) -> float:
+    """log(1 + r (e^ε − 1)) for r in (0, 1], without overflow for large ε."""
+    if eps <= 30.0:
+        return math.log1p(r * math.expm1(eps))
+    # 1 + r(e^ε − 1) = r e^ε (1 + (1 − r) e^{−ε} / r), exactly
+    return eps + math.log(r) + math.log1p((1.0 - r) * math.exp(-eps) / r)
 
 
 def smashed_epsilon_proof_corrected(*, epsilon: float, c: float, dim: int) -> float:
@@ -83,7 +91,7 @@ def smashed_epsilon_proof_corrected(*, epsilon: float, c: float, dim: int) -> fl
     d = check_int("dim", dim)
     p0 = math.exp(d * math.log(cc))
     one_minus = -math.expm1(d * math.log(cc))
-    return math.log1p(math.expm1(eps) * one_minus / (one_minus + p0 * math.exp(-eps)))
+    return _log1p_scaled_expm1(eps, one_minus / (one_minus + p0 * math.exp(-eps)))
 
 
 def smashed_exact_epsilon(

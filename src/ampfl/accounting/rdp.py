@@ -186,9 +186,17 @@ def rdp_poisson_subsampled_general(
 
 
 def _check_curve(orders: Iterable[object], rdp: Iterable[object]) -> tuple[np.ndarray, np.ndarray]:
-    raw_orders = list(orders)
+    try:
+        raw_orders, raw_values = list(orders), list(rdp)
+    except TypeError:
+        raise ValueError(
+            f"orders and rdp must be lists of numbers. Found {type(orders).__name__}, {type(rdp).__name__}."
+        ) from None
     alphas = np.asarray([check_int("orders", o, minimum=2) for o in raw_orders], dtype=np.float64)
-    values = np.asarray(list(rdp), dtype=np.float64)
+    try:
+        values = np.asarray(raw_values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError("rdp must be a list of non-negative numbers (inf allowed).") from None
     if alphas.size == 0:
         raise ValueError("orders must be a non-empty list of integers >= 2. Found [].")
     if values.shape != alphas.shape:

@@ -18,7 +18,9 @@ Thm 3.3) is also here, for analyses that only give a per-step (ε, δ) pair.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 
 import numpy as np
 from dp_accounting import dp_event, pld, rdp
@@ -27,6 +29,7 @@ from dp_accounting.privacy_accountant import NeighboringRelation
 from scipy import special
 
 from ampfl.accounting._checks import (
+    NumericalError,
     check_delta,
     check_int,
     check_nonnegative,
@@ -39,6 +42,39 @@ from ampfl.accounting.gaussian import gaussian_log_delta
 PLD_DISCRETIZATION = 1e-4
 #: Default RDP orders for the optional RDP cross-check.
 RDP_ORDERS: tuple[float, ...] = (1.5, 1.75, *(float(a) for a in range(2, 65)), 128.0, 256.0, 512.0, 1024.0)
+
+
+_ULP = float(np.finfo(np.float64).eps)
+#: Largest PLD grid (≈ privacy-loss range / discretisation) built before refusing with NumericalError.
+_MAX_PLD_POINTS = 1e8
+
+
+@contextlib.contextmanager
+def dp_accounting_guard(what: str) -> Iterator[None]:
+    """Turn dp-accounting's overflow/allocation failures on extreme inputs into :class:`NumericalError`."""
+    try:
+        yield
+    except (OverflowError, ZeroDivisionError, MemoryError, FloatingPointError) as exc:
+        raise NumericalError(f"{what}: dp-accounting failed on these extreme parameters ({exc}).") from exc
+
+
+def check_pld_size(noise_multiplier: float, value_discretization_interval: float) -> None:
+    """Refuse (NumericalError) a Gaussian PLD whose grid would be too large to build.
+
+    The privacy loss of N(1, z²) vs N(0, z²) spans about 1/z² + 20/z; divided by the discretisation this is
+    the number of PMF points dp-accounting allocates.
+    """
+    z = noise_multiplier
+    width = (1.0 / (z * z) + 20.0 / z) if z * z > 0.0 else math.inf
+    if not width / value_discretization_interval <= _MAX_PLD_POINTS:
+        raise NumericalError(
+            f"noise_multiplier {z:g} is too small for a PLD with discretisation "
+            f"{value_discretization_interval:g} (about {width / value_discretization_interval:.3g} points)."
+        )
+
+
+def _check_interval(value: float) -> float:
+    return check_positive("value_discretization_interval", value, upper=1.0 + 1e-12)
 
 
 def amplified_epsilon(epsilon: float, *, sampling_probability: float) -> float:
@@ -90,7 +126,8 @@ def subsampled_gaussian_log_delta(
     eps = check_nonnegative("epsilon", epsilon)
     sig = check_positive("noise_std", noise_std)
     s = check_positive("sensitivity", sensitivity)
-    base = _deamplified(eps, math.log(q))
+    # ε₀ rounded down by a few ulps (a smaller ε₀ gives a larger δ); exact at q = 1 (no amplification)
+    base = eps if q == 1.0 else _deamplified(eps, math.log(q)) * (1.0 - 4.0 * _ULP)
     return math.log(q) + gaussian_log_delta(sigma=sig, epsilon=base, sensitivity=s)
 
 
@@ -113,7 +150,7 @@ def composed_event(event: dp_event.DpEvent, *, count: int) -> dp_event.DpEvent:
 def _pld_accountant(discretization: float) -> pld.PLDAccountant:
     return pld.PLDAccountant(
         neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
-        value_discretization_interval=check_positive("value_discretization_interval", discretization),
+        value_discretization_interval=_check_interval(discretization),
     )
 
 
@@ -123,8 +160,9 @@ def pld_epsilon(
     """ε for ``target_delta`` by dp-accounting's PLD accountant (add/remove, pessimistic rounding)."""
     dlt = check_delta("target_delta", target_delta)
     accountant = _pld_accountant(value_discretization_interval)
-    accountant.compose(event)
-    return float(accountant.get_epsilon(dlt))
+    with dp_accounting_guard("pld_epsilon"):
+        accountant.compose(event)
+        return float(accountant.get_epsilon(dlt))
 
 
 def pld_delta(
@@ -136,8 +174,9 @@ def pld_delta(
     """δ for ``target_epsilon`` by dp-accounting's PLD accountant (add/remove, pessimistic rounding)."""
     eps = check_nonnegative("target_epsilon", target_epsilon)
     accountant = _pld_accountant(value_discretization_interval)
-    accountant.compose(event)
-    return float(accountant.get_delta(eps))
+    with dp_accounting_guard("pld_delta"):
+        accountant.compose(event)
+        return float(accountant.get_delta(eps))
 
 
 def rdp_epsilon(event: dp_event.DpEvent, *, target_delta: float) -> float:
@@ -146,8 +185,9 @@ def rdp_epsilon(event: dp_event.DpEvent, *, target_delta: float) -> float:
     accountant = rdp.RdpAccountant(
         orders=list(RDP_ORDERS), neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE
     )
-    accountant.compose(event)
-    return float(accountant.get_epsilon(dlt))
+    with dp_accounting_guard("rdp_epsilon"):
+        accountant.compose(event)
+        return float(accountant.get_epsilon(dlt))
 
 
 def subsampled_gaussian_pld(
@@ -159,15 +199,16 @@ def subsampled_gaussian_pld(
     """dp-accounting's pessimistic PLD of one Poisson-subsampled Gaussian step (add/remove, both ways)."""
     q = check_probability("sampling_probability", sampling_probability)
     z = check_positive("noise_multiplier", noise_multiplier)
-    return pld_lib.from_gaussian_mechanism(
-        standard_deviation=z,
-        sensitivity=1.0,
-        sampling_prob=q,
-        pessimistic_estimate=True,
-        value_discretization_interval=check_positive(
-            "value_discretization_interval", value_discretization_interval
-        ),
-    )
+    interval = _check_interval(value_discretization_interval)
+    check_pld_size(z, interval)
+    with dp_accounting_guard("subsampled_gaussian_pld"):
+        return pld_lib.from_gaussian_mechanism(
+            standard_deviation=z,
+            sensitivity=1.0,
+            sampling_prob=q,
+            pessimistic_estimate=True,
+            value_discretization_interval=interval,
+        )
 
 
 def participation_mixture_pld(
