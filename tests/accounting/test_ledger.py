@@ -126,3 +126,26 @@ def test_ledger_monotone_and_regridding_is_conservative(z, count, stride):
         coarse_orders, rdp_gaussian(orders=coarse_orders, noise_multiplier=z), count
     )
     assert coarse.epsilon(1e-5).epsilon >= fine.epsilon(1e-5).epsilon * (1 - 1e-9)
+
+
+def test_bis_event_composes_into_the_ledger_as_one_whole_run():
+    # A BIS run (002 Thm 3.8) with T = 50, k = 1 and Gaussian steps of noise multiplier 1 enters the ledger
+    # once for the whole run; its curve must be rdp_bis's, independently computed here.
+    import dp_accounting
+
+    from ampfl.accounting.partition import BalancedIterationSubsamplingEvent, rdp_bis
+
+    event = BalancedIterationSubsamplingEvent(50, 1, dp_accounting.GaussianDpEvent(1.0))
+    ledger = Ledger(orders=[2, 4, 8, 16]).compose(event, 2)
+    expected = 2 * rdp_bis(orders=[2, 4, 8, 16], iterations=50, participations=1, noise_multiplier=1.0)
+    np.testing.assert_allclose(ledger.rdp, expected, rtol=1e-12)
+
+
+def test_bis_event_refuses_non_gaussian_inner_event():
+    import dp_accounting
+
+    from ampfl.accounting.partition import BalancedIterationSubsamplingEvent
+
+    event = BalancedIterationSubsamplingEvent(10, 2, dp_accounting.LaplaceDpEvent(1.0))
+    with pytest.raises(ValueError, match="GaussianDpEvent"):
+        Ledger(orders=[2, 3]).compose(event)

@@ -22,6 +22,8 @@ upper bounds on the true divergence.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -160,6 +162,44 @@ def rdp_bis(
     e = check_int("epochs", epochs, minimum=1)
     which = resolve_bound(bound, d=t, k=k, max_order=int(alphas.max()))
     return e * theorem_3_1_rdp(orders=alphas, d=t, k=k, noise_multiplier=z, bound=which)
+
+
+@dataclass(frozen=True)
+class BalancedIterationSubsamplingEvent:
+    """Balanced Iteration Subsampling (paper 002, Thm 3.8) as an event (composable in a Ledger).
+
+    Each unit (record or client) takes part in exactly ``num_selected`` (k) of ``num_slots`` (T) iterations,
+    chosen uniformly at random and kept secret, independently across units; ``event`` runs in every
+    iteration. The event covers the WHOLE run of T iterations: compose it once per run, not once per
+    iteration. Neighbouring relation: add/remove one unit (the bound covers both directions, Thm 3.1).
+    No dp-accounting equivalent exists. Emitted by ``ampfl.fl.sampling.BalancedIterationSampler.event``.
+
+    Attributes:
+        num_slots: T, iterations per run.
+        num_selected: k, iterations each unit joins.
+        event: the per-iteration mechanism; :meth:`rdp` supports ``dp_accounting.GaussianDpEvent``
+            (noise multiplier σ / C with sensitivity C).
+    """
+
+    num_slots: int
+    num_selected: int
+    event: Any
+
+    def rdp(self, orders: Iterable[object]) -> np.ndarray:
+        """Whole-run RDP at integer ``orders`` (002 Thm 3.8 via :func:`rdp_bis`, exact where affordable)."""
+        from dp_accounting import GaussianDpEvent
+
+        if not isinstance(self.event, GaussianDpEvent):
+            raise ValueError(
+                "event must be a dp_accounting GaussianDpEvent for Balanced Iteration Subsampling. "
+                f"Found {type(self.event).__name__}."
+            )
+        return rdp_bis(
+            orders=orders,
+            iterations=self.num_slots,
+            participations=self.num_selected,
+            noise_multiplier=float(self.event.noise_multiplier),
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -18,12 +18,13 @@ engine.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import dp_accounting
 import numpy as np
 import torch
+
+from ampfl.accounting.partition import BalancedIterationSubsamplingEvent
 
 
 def _check_rate(name: str, value: float, *, allow_zero: bool = False) -> float:
@@ -31,19 +32,6 @@ def _check_rate(name: str, value: float, *, allow_zero: bool = False) -> float:
     if not ((0.0 <= v if allow_zero else 0.0 < v) and v <= 1.0):
         raise ValueError(f"{name} must be in {'[' if allow_zero else '('}0, 1]. Found {value}.")
     return v
-
-
-@dataclass(frozen=True)
-class BalancedIterationSubsamplingEvent:
-    """Balanced Iteration Subsampling (paper 002): each record is used in exactly ``num_selected`` of
-    ``num_slots`` iterations, chosen uniformly at random; ``event`` runs in every iteration.
-
-    No ``dp_accounting`` equivalent exists; ``ampfl.accounting`` analyses it (paper 002 Thm 3.1).
-    """
-
-    num_slots: int
-    num_selected: int
-    event: Any
 
 
 class Sampler:
