@@ -47,6 +47,7 @@ import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import optimize
@@ -266,6 +267,11 @@ def _composition_inputs(
     return analysis, p, q, d, s, check_int("iterations", iterations, minimum=1)
 
 
+def _poisson_step_event(analysis: str, p: float, q: float, s: float) -> Any:
+    """One iteration of ``ols`` (rate q) or ``cs`` (rate pq) as a Poisson-subsampled Gaussian event."""
+    return poisson_gaussian_event(sampling_probability=q if analysis == "ols" else p * q, noise_multiplier=s)
+
+
 def epsilon_composed(
     *,
     analysis: str,
@@ -281,9 +287,7 @@ def epsilon_composed(
     analysis, p, q, d, s, t = _composition_inputs(analysis, p, q, d, sigma, iterations, clip)
     dlt = check_delta("delta", delta)
     if analysis in ("ols", "cs"):
-        event = poisson_gaussian_event(
-            sampling_probability=q if analysis == "ols" else p * q, noise_multiplier=s
-        )
+        event = _poisson_step_event(analysis, p, q, s)
         return pld_epsilon(composed_event(event, count=t), target_delta=dlt)
     if analysis == "wcs":
         step = subsampled_gaussian_pld(sampling_probability=q, noise_multiplier=s)
@@ -308,9 +312,7 @@ def delta_composed(
     analysis, p, q, d, s, t = _composition_inputs(analysis, p, q, d, sigma, iterations, clip)
     eps = check_nonnegative("epsilon", epsilon)
     if analysis in ("ols", "cs"):
-        event = poisson_gaussian_event(
-            sampling_probability=q if analysis == "ols" else p * q, noise_multiplier=s
-        )
+        event = _poisson_step_event(analysis, p, q, s)
         return min(1.0, pld_delta(composed_event(event, count=t), target_epsilon=eps))
     if analysis == "wcs":
         step = subsampled_gaussian_pld(sampling_probability=q, noise_multiplier=s)
