@@ -96,11 +96,11 @@ def test_cnn_forward_stacked_equals_per_client_forward(channels: int) -> None:
     out = m.forward_stacked(fm.spec.unflatten(flat), x)
     assert out.shape == (k, b, 7)
     ref = torch.stack([torch.func.functional_call(m, fm.spec.unflatten(flat[i]), (x[i],)) for i in range(k)])
-    assert torch.allclose(out, ref, atol=1e-5, rtol=0)
+    assert torch.allclose(out, ref, atol=1e-5, rtol=1e-5)  # float32: outputs reach |13|
     probe = torch.randn((k, b, 7), generator=gen) / b  # weights of a mini-batch mean, as in local SGD
     (g_fast,) = torch.autograd.grad((out * probe).sum(), flat)
     (g_ref,) = torch.autograd.grad((ref * probe).sum(), flat)
-    assert torch.allclose(g_fast, g_ref, atol=1e-5, rtol=0)
+    assert torch.allclose(g_fast, g_ref, atol=1e-5, rtol=1e-5)
     assert (
         FunctionalModel(build_model("mlp", input_shape=(6,), num_classes=3), (6,)).has_stacked_forward
         is False

@@ -1,4 +1,5 @@
-"""Generic, pure noise calibration (STYLE.md rule 11).
+"""Noise calibration: :func:`calibrate` (any event family, any accountant) over the kernel
+:func:`calibrate_decreasing` (STYLE.md rule 11).
 
 :func:`calibrate_decreasing` finds the smallest parameter value ``x`` (typically a noise multiplier) such
 that a privacy-loss function ``f(x)`` that decreases in ``x`` is at most a target. It searches in log space,
@@ -10,8 +11,70 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
-from ampfl.accounting._checks import NumericalError
+from ampfl.accounting._checks import NumericalError, check_delta, check_int, check_positive
+
+__all__ = ["CALIBRATION_RTOL", "UnreachableTarget", "calibrate", "calibrate_decreasing"]
+
+#: Relative distance of a calibrated noise multiplier from the smallest one that meets the target.
+CALIBRATION_RTOL = 0.004
+
+
+class UnreachableTarget(NumericalError):
+    """No noise level in the search range meets the target; ``smallest_epsilon`` is the best certified."""
+
+    def __init__(self, message: str, *, smallest_epsilon: float) -> None:
+        super().__init__(message)
+        self.smallest_epsilon = smallest_epsilon
+
+
+def calibrate(
+    make_event: Callable[[float], Any],
+    *,
+    target_epsilon: float,
+    target_delta: float,
+    accountant: str = "rdp",
+    count: int = 1,
+    lower: float = 1e-3,
+    upper: float = 1e4,
+    initial: float = 1.0,
+    rtol: float = CALIBRATION_RTOL,
+    accountant_kwargs: dict[str, Any] | None = None,
+) -> float:
+    """Smallest noise multiplier z (to ``rtol``) whose ``count``-fold ``make_event(z)`` is (ε, δ)-DP.
+
+    The returned z is accounted by a fresh accountant of kind ``accountant`` at ε ≤ ``target_epsilon``
+    (re-checked), and z ≤ (1 + ``rtol``)·z* where z* is the smallest multiplier the accountant accepts
+    (the default keeps it within 0.5%). ε must not increase with z (true of every event family here).
+
+    Raises:
+        UnreachableTarget: when even ``upper`` does not meet the target; the message says "unreachable" and
+            names the smallest ε the accountant certifies in the range (``.smallest_epsilon``).
+    """
+    from ampfl.accounting.accountants import make_accountant
+
+    eps = check_positive("target_epsilon", target_epsilon)
+    dlt = check_delta("target_delta", target_delta)
+    n = check_int("count", count, minimum=1)
+    kwargs = dict(accountant_kwargs or {})
+
+    def loss(z: float) -> float:
+        acc = make_accountant(accountant, **kwargs)
+        acc.compose(make_event(z), n)
+        return float(acc.get_epsilon(dlt))
+
+    floor = loss(upper)
+    if not floor <= eps:
+        raise UnreachableTarget(
+            f"target epsilon {eps:g} at delta {dlt:g} is unreachable: the smallest epsilon the {accountant} "
+            f"accountant certifies (noise multiplier up to {upper:g}) is {floor:.6g}.",
+            smallest_epsilon=floor,
+        )
+    z = calibrate_decreasing(loss, eps, initial=initial, lower_limit=lower, upper_limit=upper, rtol=rtol)
+    if not loss(z) <= eps:  # pragma: no cover - calibrate_decreasing re-checks already
+        raise NumericalError("calibration re-check failed: the accountant is not monotone in the noise.")
+    return z
 
 
 def calibrate_decreasing(

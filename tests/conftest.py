@@ -1,0 +1,37 @@
+"""Shared test helpers: run the CLI in-process and parse its one JSON object."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ampfl.cli import main
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    """``run_cli(argv) -> (exit code, stdout, stderr)`` for an in-process ``ampfl`` call."""
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        code = main(list(argv))
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run
+
+
+@pytest.fixture
+def cli_json(run_cli: Callable[..., tuple[int, str, str]]) -> Callable[..., dict[str, Any]]:
+    """``cli_json(argv) -> dict``: runs ``ampfl ARGV --json``, asserts exit 0 and exactly one JSON object."""
+
+    def run(argv: list[str]) -> dict[str, Any]:
+        code, out, err = run_cli([*argv, "--json"])
+        assert code == 0, err
+        value = json.loads(out)  # raises on anything but exactly one JSON value
+        assert isinstance(value, dict)
+        return value
+
+    return run
