@@ -20,6 +20,7 @@ import numpy as np
 from scipy import special
 
 from ampfl.accounting._checks import check_delta, check_nonnegative, check_positive
+from ampfl.accounting._numerics import log_sub_exp_upper
 from ampfl.accounting.calibrate import calibrate_decreasing
 
 
@@ -46,29 +47,6 @@ def classic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float =
     return s * math.sqrt(2.0 * math.log(1.25 / dlt)) / eps
 
 
-def log_sub_exp(a: float, b: float) -> float:
-    """log(exp(a) − exp(b)) for a ≥ b; −inf when equal."""
-    if b == -math.inf:
-        return a
-    if b >= a:
-        return -math.inf
-    return a + math.log(-math.expm1(b - a))
-
-
-def log_sub_exp_upper(a: float, b: float) -> float:
-    """:func:`log_sub_exp` rounded up by a bound on the error that the cancellation amplifies.
-
-    ``a`` and ``b`` carry an absolute error of a few ulps of their magnitude (``log_ndtr``); the difference
-    e^a − e^b magnifies it by 1/(1 − e^{b−a}).
-    """
-    value = log_sub_exp(a, b)
-    if value == -math.inf or not math.isfinite(a):
-        return value
-    gap = -math.expm1(b - a) if b > -math.inf else 1.0
-    return value + 32.0 * _EPS * (abs(a) + abs(b if math.isfinite(b) else 0.0) + 1.0) / gap
-
-
-_EPS = float(np.finfo(np.float64).eps)
 
 
 def gaussian_log_delta(*, sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:

@@ -41,15 +41,14 @@ from ampfl.accounting._checks import (
     check_positive,
     check_probability,
 )
+from ampfl.accounting._numerics import EPS as _EPS
+from ampfl.accounting._numerics import log1p_of_logsum, log_comb_row, log_expm1
 from ampfl.accounting.calibrate import calibrate_decreasing
-from ampfl.accounting.mixture_rdp import log1p_of_logsum, log_expm1
+from ampfl.accounting.orders import CHEAP_ORDERS
 
-#: Default order grid: every integer 2..64, then a sparser tail up to 256 (integers only; Theorem 3.1 of 002
-#: needs integer α ≥ 2). It covers the optimal order of the typical regimes (ε ≈ 0.5..50, δ ≈ 1e-3..1e-9)
-#: and keeps the exact Lemma 3.12 evaluation (cost ∝ α_max²) fast.
-DEFAULT_ORDERS: tuple[int, ...] = (*range(2, 65), 72, 80, 96, 112, 128, 160, 192, 224, 256)
+#: Orders ≤ 256 of the one grid (:mod:`ampfl.accounting.orders`), the default of the α²-cost kernels.
+DEFAULT_ORDERS: tuple[int, ...] = CHEAP_ORDERS
 
-_EPS = float(np.finfo(np.float64).eps)
 #: Largest order the binomial-sum kernels accept (their cost and memory grow linearly in α).
 MAX_ORDER = 65_536
 
@@ -86,13 +85,6 @@ def rdp_gaussian(*, orders: Iterable[object], noise_multiplier: float, steps: in
     return np.asarray(out, dtype=np.float64)
 
 
-def _log_comb_row(alpha: int) -> np.ndarray:
-    ell = np.arange(alpha + 1, dtype=np.float64)
-    return np.asarray(
-        special.gammaln(alpha + 1.0) - special.gammaln(ell + 1.0) - special.gammaln(alpha - ell + 1.0)
-    )
-
-
 def rdp_poisson_gaussian(
     *, orders: Iterable[object], sampling_rate: float, noise_multiplier: float, steps: int = 1
 ) -> np.ndarray:
@@ -124,7 +116,7 @@ def rdp_poisson_gaussian(
         # A = E[exp(L(L−1)/(2z²))], L ~ Bin(α, γ); A − 1 = Σ_{ℓ≥2} pmf(ℓ) expm1(...) has positive terms only,
         # so log A = log1p(A − 1) keeps full relative precision even when A − 1 is tiny.
         ell = np.arange(2, alpha + 1, dtype=np.float64)
-        log_pmf = _log_comb_row(alpha)[2:] + (alpha - ell) * log_1mg + ell * log_g
+        log_pmf = log_comb_row(alpha)[2:] + (alpha - ell) * log_1mg + ell * log_g
         terms = log_pmf + log_expm1((ell * ell - ell) * inv2z2)
         log_a = float(log1p_of_logsum(terms))
         out[idx] = max(log_a, 0.0) / (alpha - 1.0)
@@ -168,7 +160,7 @@ def rdp_poisson_subsampled_general(
     out = np.empty(alphas.size)
     for idx, alpha in enumerate(alphas.tolist()):
         ell = np.arange(2, alpha + 1, dtype=np.float64)
-        lc = _log_comb_row(alpha)[2:]
+        lc = log_comb_row(alpha)[2:]
         eps_ell = base[ell.astype(np.int64) - 2]
         terms = lc + (alpha - ell) * log_1mg + ell * log_g + (ell - 1.0) * eps_ell
         terms[1:] += math.log(3.0)
