@@ -4,6 +4,10 @@
 :mod:`ampfl.commands` (one module per analysis or feature). With ``--json`` a command prints exactly one
 JSON object on stdout. Bad input prints one line ``ampfl: error: ...`` on stderr and exits with code 2;
 numerical trouble that cannot be resolved exits with code 1, also with one line and no traceback.
+
+Start-up stays light: building the parser imports only the stdlib and the command modules' ``register``
+functions; numpy, scipy, dp-accounting, matplotlib, torch and :mod:`ampfl.fl` are imported by the handler
+that needs them (``tests/cli/test_startup.py``, ``bench/startup.py``).
 """
 
 from __future__ import annotations
@@ -16,13 +20,26 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ampfl import __version__
-from ampfl.accounting._checks import NumericalError
 from ampfl.commands import GROUP_VERBS, CommandFailed, Registry, command_modules
 from ampfl.io import dumps_json
 
 
 class UsageError(Exception):
     """Raised by the parser instead of printing usage and exiting."""
+
+
+def _numerical_errors() -> tuple[type[BaseException], ...]:
+    """``(NumericalError,)`` if :mod:`ampfl.accounting._checks` is loaded, else ``()`` (matches nothing).
+
+    A ``NumericalError`` can only have been raised once its module is imported, so the CLI need not import
+    it (and numpy with it) up front; an ``except`` clause evaluates this only when an exception reaches it.
+    """
+    checks = sys.modules.get("ampfl.accounting._checks")
+    return () if checks is None else (checks.NumericalError,)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
 
 class _Parser(argparse.ArgumentParser):
@@ -94,10 +111,10 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"ampfl: error: {exc}", file=sys.stderr)
         return 2
     except ValueError as exc:
-        print(f"ampfl: error: {exc}", file=sys.stderr)
+        print(f"ampfl: error: {_one_line(exc)}", file=sys.stderr)
         return 2
-    except NumericalError as exc:
-        print(f"ampfl: numerical error: {exc}", file=sys.stderr)
+    except _numerical_errors() as exc:
+        print(f"ampfl: numerical error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except ArithmeticError as exc:  # an overflow the Python API did not turn into a NumericalError
         message = " ".join(str(exc).split()) or type(exc).__name__

@@ -6,7 +6,8 @@ privacy. Applying it *before* the noise would make the kept support depend on ra
 by the group's DP guarantee; this module cannot tell the difference, the caller must keep the order.
 
 References: arXiv:2505.13655v3, Algorithm 2 and Lemma 3 (provenance [D]: described from the prose; the
-pseudocode did not survive, RECOVERED_MATH.md §2.5).
+pseudocode did not survive, RECOVERED_MATH.md §2.5). ω(κ) is computed once, by
+:func:`ampfl.accounting.groups.error_model.omega` (the planner's error model uses the same function).
 """
 
 from __future__ import annotations
@@ -77,8 +78,8 @@ def sparsification_error_bound(kappa: float, *, model: str = "worst-case") -> fl
     k = float(kappa)
     if not 0.0 <= k <= 1.0:
         raise ValueError(f"kappa must be in [0, 1]. Found {k}.")
-    if model == "worst-case":
-        return 1.0 - k
-    if model == "squared":
-        return (1.0 - k) ** 2
-    raise ValueError(f"model must be one of worst-case, squared. Found {model!r}.")
+    if model not in ("worst-case", "squared"):
+        raise ValueError(f"model must be one of worst-case, squared. Found {model!r}.")
+    from ampfl.accounting.groups.error_model import omega
+
+    return float(omega(k, model))

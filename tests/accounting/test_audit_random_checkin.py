@@ -20,6 +20,12 @@ from ampfl.accounting.audit import audit_random_checkin, true_delta, true_delta_
 from ampfl.accounting.gaussian import gaussian_delta
 
 
+def mech(p, q, d, z=None):
+    """Keyword arguments for (p, q, d) and, if given, the noise multiplier z = σ/C."""
+    out = {"participation": p, "sampling_rate": q, "local_dataset_size": d}
+    return out if z is None else {**out, "noise_multiplier": z}
+
+
 def _hockey_gauss(alpha: float, sigma: float, clip: float) -> float:
     """H_α(N(0,σ²) ‖ N(C,σ²)) for any α > 0 (α < 1 via H_α = 1 − α + α H_{1/α} reversed)."""
     if alpha >= 1.0:
@@ -27,7 +33,7 @@ def _hockey_gauss(alpha: float, sigma: float, clip: float) -> float:
     return (1.0 - alpha) + alpha * gaussian_delta(sigma=sigma, epsilon=-math.log(alpha), sensitivity=clip)
 
 
-CASES = [  # (p, q, d, sigma, epsilon, clip)
+CASES = [  # (p, q, d, sigma, epsilon, clip): the auditor sees z = sigma / clip only
     (0.1, 0.1, 10, 1.0, 0.1, 1.0),
     (0.1, 0.1, 10, 1.0, 1.0, 1.0),
     (0.001, 0.1, 30, 1.065, 0.015, 1.0),
@@ -45,7 +51,7 @@ def test_a_zero_add_is_subsampled_gaussian(p, q, d, sigma, epsilon, clip):
     eps_prime = math.log1p(math.expm1(epsilon) / (p * q))
     expected = p * q * gaussian_delta(sigma=sigma, epsilon=eps_prime, sensitivity=clip)
     # Execute
-    est = true_delta_estimate(a=0.0, p=p, q=q, d=d, sigma=sigma, epsilon=epsilon, clip=clip, direction="add")
+    est = true_delta_estimate(a=0.0, **mech(p, q, d, sigma / clip), epsilon=epsilon, direction="add")
     # Assert
     assert est.delta == pytest.approx(expected, rel=1e-9, abs=1e-300)
     assert abs(est.delta - expected) <= est.error + 1e-12 * expected
@@ -60,7 +66,7 @@ def test_a_zero_remove_closed_form(p, q, d, sigma, epsilon, clip):
     c = 1.0 - math.exp(epsilon) * (1.0 - gamma)
     expected = c * _hockey_gauss(gamma * math.exp(epsilon) / c, sigma, clip) if c > 0 else 0.0
     # Execute
-    got = true_delta(a=0.0, p=p, q=q, d=d, sigma=sigma, epsilon=epsilon, clip=clip, direction="remove")
+    got = true_delta(a=0.0, **mech(p, q, d, sigma / clip), epsilon=epsilon, direction="remove")
     # Assert
     assert got == pytest.approx(expected, rel=1e-9, abs=1e-300)
 
@@ -71,7 +77,7 @@ def test_a_zero_remove_closed_form(p, q, d, sigma, epsilon, clip):
 def test_no_sampling_is_the_gaussian_mechanism(a, direction, d):
     """p = q = 1: every sample is always included, so D and D' differ by a shift C: δ = δ_G(ε)."""
     expected = gaussian_delta(sigma=0.8, epsilon=0.4, sensitivity=1.5)
-    got = true_delta(a=a, p=1.0, q=1.0, d=d, sigma=0.8, epsilon=0.4, clip=1.5, direction=direction)
+    got = true_delta(a=a, **mech(1.0, 1.0, d, 0.8 / 1.5), epsilon=0.4, direction=direction)
     assert got == pytest.approx(expected, rel=1e-10)
 
 
@@ -121,7 +127,7 @@ def test_a_one_add_equals_eq28_closed_form(p, q, d, sigma, epsilon):
     # Prepare
     expected = float(_eq6_mpmath(p, q, d, sigma, epsilon))
     # Execute
-    est = true_delta_estimate(a=1.0, p=p, q=q, d=d, sigma=sigma, epsilon=epsilon, direction="add")
+    est = true_delta_estimate(a=1.0, **mech(p, q, d, sigma), epsilon=epsilon, direction="add")
     # Assert
     assert est.num_intervals == 1
     assert est.delta == pytest.approx(expected, rel=1e-9)
@@ -155,9 +161,7 @@ def _brute(a, p, q, d, sigma, epsilon, clip, direction):
 )
 def test_matches_brute_force_integration(a, p, q, d, sigma, epsilon, clip, direction):
     expected = _brute(a, p, q, d, sigma, epsilon, clip, direction)
-    est = true_delta_estimate(
-        a=a, p=p, q=q, d=d, sigma=sigma, epsilon=epsilon, clip=clip, direction=direction
-    )
+    est = true_delta_estimate(a=a, **mech(p, q, d, sigma / clip), epsilon=epsilon, direction=direction)
     assert est.delta == pytest.approx(expected, rel=1e-6)
     if est.closed_form is not None:
         assert abs(est.delta - est.closed_form) <= est.error + 1e-15
@@ -176,7 +180,7 @@ def test_matches_brute_force_integration(a, p, q, d, sigma, epsilon, clip, direc
 def test_never_exceeds_the_weak_client_sampling_bound(a, p, q, d, sigma, epsilon, direction):
     """Revealing participation is post-processing in reverse, so the exact δ of any dataset is at most
     p·q·δ_G(log(1 + (e^ε − 1)/q)) (004 Thm 5.2 after simplification) in both directions."""
-    est = true_delta_estimate(a=a, p=p, q=q, d=d, sigma=sigma, epsilon=epsilon, direction=direction)
+    est = true_delta_estimate(a=a, **mech(p, q, d, sigma), epsilon=epsilon, direction=direction)
     bound = p * q * gaussian_delta(sigma=sigma, epsilon=math.log1p(math.expm1(epsilon) / q))
     assert 0.0 <= est.delta <= 1.0
     assert est.lower <= bound * (1 + 1e-9) + 1e-300
@@ -185,7 +189,7 @@ def test_never_exceeds_the_weak_client_sampling_bound(a, p, q, d, sigma, epsilon
 @settings(max_examples=15, deadline=None)
 @given(a=st.floats(-1.0, 1.0), eps=st.floats(0.0, 1.5), step=st.floats(0.01, 1.0))
 def test_delta_decreases_in_epsilon(a, eps, step):
-    kw = {"a": a, "p": 0.3, "q": 0.2, "d": 15, "sigma": 0.9}
+    kw = {"a": a, **mech(0.3, 0.2, 15, 0.9)}
     assert true_delta(**kw, epsilon=eps + step) <= true_delta(**kw, epsilon=eps) * (1 + 1e-12)
 
 
@@ -193,10 +197,8 @@ def test_large_d_uses_the_binomial_support():
     """d = 10^5: only the effective support of Bin(d, q) enters; a = 0 is still the closed form."""
     p, q, sigma, eps = 0.1, 1e-4, 1.0, 0.5
     expected = p * q * gaussian_delta(sigma=sigma, epsilon=math.log1p(math.expm1(eps) / (p * q)))
-    assert true_delta(a=0.0, p=p, q=q, d=100_000, sigma=sigma, epsilon=eps) == pytest.approx(
-        expected, rel=1e-9
-    )
-    est = true_delta_estimate(a=0.01, p=p, q=q, d=100_000, sigma=sigma, epsilon=eps)
+    assert true_delta(a=0.0, **mech(p, q, 100_000, sigma), epsilon=eps) == pytest.approx(expected, rel=1e-9)
+    est = true_delta_estimate(a=0.01, **mech(p, q, 100_000, sigma), epsilon=eps)
     assert est.delta > 0.0 and est.error < 1e-6 * est.delta
     assert est.closed_form == pytest.approx(est.delta, rel=1e-9)
 
@@ -204,8 +206,8 @@ def test_large_d_uses_the_binomial_support():
 def test_audit_finds_a_worse_dataset_than_a_equals_one():
     """Fig. 1 setting of 004 (p = q = 0.1, σ = C = 1) with d = 10, ε = 0.1: the paper's worst case a = 1
     (Eq. 28) is beaten by a ≈ 0.73 (audited, cross-checked by brute force in this file)."""
-    at_one = true_delta(a=1.0, p=0.1, q=0.1, d=10, sigma=1.0, epsilon=0.1)
-    result = audit_random_checkin(p=0.1, q=0.1, d=10, sigma=1.0, epsilon=0.1, grid=11, analyses=())
+    at_one = true_delta(a=1.0, **mech(0.1, 0.1, 10, 1.0), epsilon=0.1)
+    result = audit_random_checkin(**mech(0.1, 0.1, 10, 1.0), epsilon=0.1, grid=11, analyses=())
     assert result.direction == "add"
     assert 0.6 < result.worst_a < 0.85
     assert result.max_delta > 1.15 * at_one
@@ -218,10 +220,7 @@ def test_audit_finds_a_worse_dataset_than_a_equals_one():
 def test_progress_callback_reaches_total():
     calls = []
     audit_random_checkin(
-        p=0.2,
-        q=0.2,
-        d=3,
-        sigma=1.0,
+        **mech(0.2, 0.2, 3, 1.0),
         epsilon=0.2,
         grid=5,
         refine=False,
@@ -236,14 +235,15 @@ def test_progress_callback_reaches_total():
     [
         ({"a": 1.5}, "a must be in [-1.0, 1.0]. Found 1.5."),
         ({"direction": "both"}, "direction must be one of add, remove"),
-        ({"p": 0.0}, "p must be in (0, 1]. Found 0.0."),
-        ({"d": -1}, "d must be an integer in [0, 1000000]. Found -1."),
-        ({"sigma": 0.0}, "sigma must be in (0, inf). Found 0.0."),
+        ({"participation": 0.0}, "participation must be in (0, 1]. Found 0.0."),
+        ({"sampling_rate": 2.0}, "sampling_rate must be in (0, 1]. Found 2.0."),
+        ({"local_dataset_size": -1}, "local_dataset_size must be an integer in [0, 1000000]. Found -1."),
+        ({"noise_multiplier": 0.0}, "noise_multiplier must be in (0, inf). Found 0.0."),
         ({"epsilon": -0.1}, "epsilon must be in [0, inf). Found -0.1."),
     ],
 )
 def test_rejects_bad_input(kwargs, message):
-    args = {"a": 0.5, "p": 0.1, "q": 0.1, "d": 5, "sigma": 1.0, "epsilon": 0.1, "direction": "add"} | kwargs
+    args = {"a": 0.5, **mech(0.1, 0.1, 5, 1.0), "epsilon": 0.1, "direction": "add"} | kwargs
     with pytest.raises(ValueError) as info:
         true_delta(**args)
     assert message in str(info.value)
@@ -255,10 +255,8 @@ def test_rejects_bad_input(kwargs, message):
 @pytest.mark.parametrize("p,q,d,sigma,epsilon", [(0.1, 0.1, 10, 1.0, 0.1), (0.001, 0.1, 30, 1.065, 0.015)])
 def test_paper_delta_equals_audited_a_one(p, q, d, sigma, epsilon):
     """Thm 4.1's δ (as implemented for the 'paper' analysis) is the exact δ of the dataset a = 1."""
-    claimed = random_checkin.delta_per_iteration(
-        analysis="paper", p=p, q=q, d=d, sigma=sigma, epsilon=epsilon
-    )
-    assert true_delta(a=1.0, p=p, q=q, d=d, sigma=sigma, epsilon=epsilon) == pytest.approx(claimed, rel=1e-6)
+    claimed = random_checkin.delta_per_iteration(analysis="paper", **mech(p, q, d, sigma), epsilon=epsilon)
+    assert true_delta(a=1.0, **mech(p, q, d, sigma), epsilon=epsilon) == pytest.approx(claimed, rel=1e-6)
 
 
 SCENARIOS = [  # 004 Section 6 (ε = 0.015) and the figure setting p = q = 0.1, σ = C = 1
@@ -273,8 +271,8 @@ SCENARIOS = [  # 004 Section 6 (ε = 0.015) and the figure setting p = q = 0.1, 
 def test_recommended_analysis_is_never_violated(p, q, d, epsilon):
     """At the σ the recommended analysis calibrates for δ = 1e-6, the audited δ stays below 1e-6."""
     name = random_checkin.RECOMMENDED_ANALYSIS
-    sigma = random_checkin.calibrate_sigma(analysis=name, p=p, q=q, d=d, epsilon=epsilon, delta=1e-6)
-    result = audit_random_checkin(p=p, q=q, d=d, sigma=sigma, epsilon=epsilon, grid=9, analyses=(name,))
+    z = random_checkin.calibrate_noise_multiplier(analysis=name, **mech(p, q, d), epsilon=epsilon, delta=1e-6)
+    result = audit_random_checkin(**mech(p, q, d, z), epsilon=epsilon, grid=9, analyses=(name,))
     assert not result.analyses[name].violated
     assert result.lower_bound <= 1e-6
 
@@ -285,6 +283,6 @@ def test_recommended_analysis_is_never_violated(p, q, d, epsilon):
 def test_paper_section6_sigmas_fail_the_audit(p, q, d, sigma, epsilon):
     """004 Section 6 prints σ = 1.065 (scenario 1) and σ = 0.646 (scenario 2) for (ε, δ) = (0.015, 1e-6);
     explicit datasets at those σ have δ > 1e-6 (1.40e-5 at a ≈ 0.85 and 1.76e-6 at a ≈ 0.28)."""
-    result = audit_random_checkin(p=p, q=q, d=d, sigma=sigma, epsilon=epsilon, grid=21, analyses=("paper",))
+    result = audit_random_checkin(**mech(p, q, d, sigma), epsilon=epsilon, grid=21, analyses=("paper",))
     assert result.lower_bound > 1e-6
     assert result.analyses["paper"].violated

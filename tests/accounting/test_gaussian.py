@@ -4,10 +4,11 @@ import math
 
 import mpmath as mp
 import pytest
-from dp_accounting import dp_event
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ampfl.accounting.accountants import PLDAccountant
+from ampfl.accounting.events import GaussianEvent
 from ampfl.accounting.gaussian import (
     analytic_gaussian_sigma,
     classic_gaussian_sigma,
@@ -15,7 +16,6 @@ from ampfl.accounting.gaussian import (
     gaussian_epsilon,
     gaussian_log_delta,
 )
-from ampfl.accounting.subsampling import pld_delta
 
 
 def _mp_gaussian_delta(sigma: float, epsilon: float, s: float) -> mp.mpf:
@@ -67,7 +67,7 @@ def test_gaussian_delta_matches_mpmath(sigma, epsilon, sensitivity):
 def test_gaussian_delta_agrees_with_dp_accounting_pld(noise_multiplier, epsilon):
     # dp-accounting PLD of GaussianDpEvent (pessimistic discretisation): an upper estimate of the exact δ.
     exact = gaussian_delta(sigma=noise_multiplier, epsilon=epsilon)
-    pld = pld_delta(dp_event.GaussianDpEvent(noise_multiplier=noise_multiplier), target_epsilon=epsilon)
+    pld = PLDAccountant().compose(GaussianEvent(noise_multiplier=noise_multiplier)).get_delta(epsilon)
     assert exact <= pld * (1 + 1e-9)
     assert pld == pytest.approx(exact, rel=2e-3)
 

@@ -13,6 +13,7 @@ import pytest
 from scipy import special
 
 from ampfl.accounting.mixture_rdp import forward_rdp_exact, reverse_rdp_bound, theorem_3_1_rdp
+from ampfl.accounting.partition import rdp_subsampled_split
 
 
 def _centres(d: int, k: int) -> np.ndarray:
@@ -152,7 +153,8 @@ def test_monte_carlo_d8_never_exceeds_bound(sigma, alpha):
 
 @pytest.mark.parametrize(("sigma", "q"), [(1.0, 0.25), (2.0, 0.25), (0.5, 0.05)])
 def test_subsampled_split_remove_expansion_and_add_direction(sigma, q):
-    # docs/partition.md, Table 1: for P' = (1 − q)Q + qP the binomial expansion with ε(ℓ) = D_ℓ(P‖Q) equals
+    # docs/partition.md, Table 1 (partition.rdp_subsampled_split, "remove-only"): for P' = (1 − q)Q + qP the
+    # binomial expansion with ε(ℓ) = D_ℓ(P‖Q) equals
     # the remove divergence D_α(P'‖Q); the add divergence D_α(Q‖P') is only checked numerically to be smaller
     d, h = 2, 0.2 * sigma
     centres = np.eye(d)
@@ -173,3 +175,8 @@ def test_subsampled_split_remove_expansion_and_add_direction(sigma, q):
         )
         assert expansion / (alpha - 1) == pytest.approx(remove, rel=1e-6)
         assert add <= remove
+        # the library's "remove-only" expansion (Theorem 3.1 base >= D_l(P||Q)) bounds the remove direction
+        library = rdp_subsampled_split(
+            orders=[alpha], num_submodels=d, noise_multiplier=sigma, sampling_rate=q, expansion="remove-only"
+        )[0]
+        assert library >= remove * (1 - 1e-9)

@@ -9,9 +9,10 @@ from dp_accounting.rdp import rdp_privacy_accountant as dp_rdp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ampfl.accounting.calibrate import calibrate
+from ampfl.accounting.events import GaussianEvent, PoissonSampledEvent
 from ampfl.accounting.rdp import (
     DEFAULT_ORDERS,
-    calibrate_poisson_gaussian,
     delta_from_rdp,
     epsilon_from_rdp,
     rdp_gaussian,
@@ -135,7 +136,16 @@ def test_property_poisson_monotone(q, z, factor):
 def test_calibrate_poisson_table1_baseline():
     # 002 Table 1 baseline σ = 3.31 with ε = 8, δ = 1e-5, 100 epochs: q = 0.25 (T = 400) gives 3.3197
     # (RECOVERED_MATH §1.15 reports 3.32 with integer orders, 3.319 with dp-accounting)
-    z = calibrate_poisson_gaussian(epsilon=8.0, delta=1e-5, sampling_rate=0.25, steps=400)
+    event = PoissonSampledEvent(sampling_rate=0.25, event=GaussianEvent(noise_multiplier=1.0))
+    z = calibrate(
+        lambda s: PoissonSampledEvent(sampling_rate=0.25, event=GaussianEvent(noise_multiplier=s)),
+        target_epsilon=8.0,
+        target_delta=1e-5,
+        count=400,
+        accountant_kwargs={"orders": DEFAULT_ORDERS},
+        rtol=1e-6,
+    )
+    assert event.sampling_rate == 0.25
     assert z == pytest.approx(3.3197, abs=1e-3)
     rdp = rdp_poisson_gaussian(orders=DEFAULT_ORDERS, sampling_rate=0.25, noise_multiplier=z, steps=400)
     assert epsilon_from_rdp(orders=DEFAULT_ORDERS, rdp=rdp, delta=1e-5).epsilon <= 8.0

@@ -12,10 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ampfl.accounting import groups, mixture_rdp, ms_pafl_tight, pm_sfl, rdp, subsampling
+from ampfl.accounting import groups, mixture_rdp, ms_pafl, pm_sfl, rdp, subsampling
 from ampfl.accounting._checks import NumericalError
+from ampfl.accounting.accountants import PLDAccountant, RDPAccountant
+from ampfl.accounting.events import GaussianEvent, PoissonSampledEvent
 from ampfl.accounting.gaussian import gaussian_log_delta
-from ampfl.accounting.ms_pafl_tight import tight_round_log_delta
+
+
+def _poisson(z: float) -> PoissonSampledEvent:
+    return PoissonSampledEvent(sampling_rate=0.1, event=GaussianEvent(noise_multiplier=z))
 
 
 def _mp_log_delta(sigma: float, epsilon: float) -> mp.mpf:
@@ -44,8 +49,10 @@ def test_tight_round_log_delta_is_an_upper_bound(nm, q, epsilon):
     with mp.workdps(60):
         eps1 = mp.log(1 + mp.expm1(mp.mpf(epsilon)) / mp.mpf(q))
         ref = mp.log(mp.mpf(q)) + _mp_log_delta(nm, float(eps1))
-    got = tight_round_log_delta(noise_multiplier=nm, q=q, p=1.0, epsilon=epsilon)
-    got_sub = subsampling.subsampled_gaussian_log_delta(sampling_probability=q, noise_std=nm, epsilon=epsilon)
+    got = ms_pafl.amplified_round_log_delta(
+        noise_multiplier=nm, sampling_rate=q, participation=1.0, epsilon=epsilon
+    )
+    got_sub = subsampling.subsampled_gaussian_log_delta(sampling_rate=q, noise_multiplier=nm, epsilon=epsilon)
     assert got >= float(ref) - 1e-12 * abs(float(ref))
     assert got_sub >= float(ref) - 1e-12 * abs(float(ref))
 
@@ -58,23 +65,19 @@ def test_bernoulli_mask_orders_must_be_finite_and_non_empty():
         pm_sfl.bernoulli_mask_rdp(orders=[], c=0.1, dim=3)
 
 
-def test_ms_pafl_tight_rdp_orders_validated():
-    with pytest.raises(ValueError, match="orders"):
-        ms_pafl_tight.tight_rdp(noise_multiplier=1.0, q=0.1, p=0.5, rounds=2, orders=[math.inf])
-    with pytest.raises(ValueError, match="orders"):
-        ms_pafl_tight.tight_rdp(noise_multiplier=1.0, q=0.1, p=0.5, rounds=2, orders=[])
-
-
 @pytest.mark.parametrize(
     "call",
     [
         lambda z: rdp.rdp_poisson_gaussian(orders=[2, 3], sampling_rate=0.1, noise_multiplier=z),
         lambda z: mixture_rdp.forward_rdp_exact(orders=[2, 3], d=3, k=1, noise_multiplier=z),
         lambda z: mixture_rdp.reverse_rdp_bound(orders=[2, 3], d=3, k=1, noise_multiplier=z),
-        lambda z: subsampling.subsampled_gaussian_pld(sampling_probability=0.1, noise_multiplier=z),
-        lambda z: ms_pafl_tight.tight_epsilon(noise_multiplier=z, q=0.1, p=0.5, rounds=3, target_delta=1e-5),
-        lambda z: groups.group_epsilon_pld(z, sampling_probability=0.1, num_rounds=3, target_delta=1e-5),
-        lambda z: groups.group_epsilon_rdp(z, sampling_probability=0.1, num_rounds=3, target_delta=1e-5),
+        lambda z: PLDAccountant().compose(_poisson(z)).get_epsilon(1e-5),
+        lambda z: RDPAccountant().compose(_poisson(z)).get_epsilon(1e-5),
+        lambda z: ms_pafl.amplified_epsilon(
+            participation=0.5, sampling_rate=0.1, noise_multiplier=z, rounds=3, delta=1e-5
+        ),
+        lambda z: groups.group_epsilon(z, sampling_rate=0.1, rounds=3, target_delta=1e-5, accountant="pld"),
+        lambda z: groups.group_epsilon(z, sampling_rate=0.1, rounds=3, target_delta=1e-5, accountant="rdp"),
     ],
 )
 @pytest.mark.parametrize("z", [1e-308, 1e-6])
@@ -88,19 +91,18 @@ def test_tiny_noise_multiplier_is_a_numerical_error(call, z):
 
 
 def test_huge_noise_multiplier_and_discretisation():
+    # z = 1e308 loses nothing: ε = 0 exactly, or a NumericalError, never a NaN or a Python exception.
     for call in (
-        lambda: subsampling.pld_epsilon(
-            subsampling.poisson_gaussian_event(sampling_probability=0.1, noise_multiplier=1e308),
-            target_delta=1e-5,
-        ),
-        lambda: groups.group_epsilon_rdp(1e308, sampling_probability=0.1, num_rounds=3, target_delta=1e-5),
+        lambda: PLDAccountant().compose(_poisson(1e308)).get_epsilon(1e-5),
+        lambda: RDPAccountant().compose(_poisson(1e308)).get_epsilon(1e-5),
+        lambda: groups.group_epsilon(1e308, sampling_rate=0.1, rounds=3, target_delta=1e-5, accountant="pld"),
     ):
-        with pytest.raises(NumericalError):
-            call()
+        try:
+            assert call() == 0.0
+        except NumericalError:
+            pass
     with pytest.raises(ValueError, match="value_discretization_interval"):
-        subsampling.subsampled_gaussian_pld(
-            sampling_probability=0.1, noise_multiplier=1.0, value_discretization_interval=1e308
-        )
+        PLDAccountant(value_discretization_interval=1e308)
 
 
 def test_huge_orders_refused_not_allocated():
@@ -152,11 +154,11 @@ def test_smashed_large_epsilon_finite():
 )
 def test_subsampled_gaussian_delta_limits(q, z, eps):
     """δ of the subsampled Gaussian: q = 1 equals the plain Gaussian, δ grows with q and falls with σ."""
-    d_q = subsampling.subsampled_gaussian_log_delta(sampling_probability=q, noise_std=z, epsilon=eps)
-    d_1 = subsampling.subsampled_gaussian_log_delta(sampling_probability=1.0, noise_std=z, epsilon=eps)
+    d_q = subsampling.subsampled_gaussian_log_delta(sampling_rate=q, noise_multiplier=z, epsilon=eps)
+    d_1 = subsampling.subsampled_gaussian_log_delta(sampling_rate=1.0, noise_multiplier=z, epsilon=eps)
     assert d_1 == gaussian_log_delta(sigma=z, epsilon=eps)
     assert d_q <= d_1 + 1e-12
     more_noise = subsampling.subsampled_gaussian_log_delta(
-        sampling_probability=q, noise_std=z * 1.5, epsilon=eps
+        sampling_rate=q, noise_multiplier=z * 1.5, epsilon=eps
     )
     assert more_noise <= d_q + 1e-12

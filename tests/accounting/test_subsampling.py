@@ -6,24 +6,18 @@ import math
 import mpmath as mp
 import numpy as np
 import pytest
-from dp_accounting import dp_event
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ampfl.accounting.accountants import PLDAccountant, RDPAccountant
+from ampfl.accounting.events import GaussianEvent, PoissonSampledEvent
 from ampfl.accounting.gaussian import gaussian_log_delta
 from ampfl.accounting.subsampling import (
     amplified_epsilon,
     base_epsilon,
-    composed_event,
     optimal_composition_log_delta,
-    participation_mixture_pld,
-    pld_delta,
-    pld_epsilon,
     poisson_amplification,
-    poisson_gaussian_event,
-    rdp_epsilon,
     subsampled_gaussian_log_delta,
-    subsampled_gaussian_pld,
 )
 
 
@@ -34,81 +28,53 @@ def test_amplified_epsilon_matches_mpmath(epsilon, q):
     # ε' = log(1 + q(e^ε − 1)) at 50 digits.
     with mp.workdps(50):
         expected = mp.log(1 + mp.mpf(q) * (mp.exp(mp.mpf(epsilon)) - 1))
-    assert amplified_epsilon(epsilon, sampling_probability=q) == pytest.approx(float(expected), rel=1e-12)
+    assert amplified_epsilon(epsilon, sampling_rate=q) == pytest.approx(float(expected), rel=1e-12)
 
 
 @settings(max_examples=60, deadline=None)
 @given(eps=st.floats(min_value=0.0, max_value=700.0), q=st.floats(min_value=1e-8, max_value=1.0))
 def test_base_epsilon_inverts_amplification(eps, q):
-    amp = amplified_epsilon(eps, sampling_probability=q)
+    amp = amplified_epsilon(eps, sampling_rate=q)
     assert amp <= eps + 1e-12
-    assert base_epsilon(amp, sampling_probability=q) == pytest.approx(eps, rel=1e-9, abs=1e-12)
+    assert base_epsilon(amp, sampling_rate=q) == pytest.approx(eps, rel=1e-9, abs=1e-12)
 
 
 def test_poisson_amplification_scales_delta_by_q():
-    eps, dlt = poisson_amplification(epsilon=2.0, delta=1e-5, sampling_probability=0.01)
+    eps, dlt = poisson_amplification(epsilon=2.0, delta=1e-5, sampling_rate=0.01)
     assert dlt == pytest.approx(1e-7, rel=1e-15)
     assert eps == pytest.approx(math.log1p(0.01 * math.expm1(2.0)), rel=1e-15)
-    assert poisson_amplification(epsilon=2.0, delta=1e-5, sampling_probability=1.0) == (2.0, 1e-5)
+    assert poisson_amplification(epsilon=2.0, delta=1e-5, sampling_rate=1.0) == (2.0, 1e-5)
 
 
 def test_amplification_validates_input():
-    with pytest.raises(ValueError, match="sampling_probability must be in \\(0, 1\\]"):
-        amplified_epsilon(1.0, sampling_probability=0.0)
+    with pytest.raises(ValueError, match="sampling_rate must be in \\(0, 1\\]"):
+        amplified_epsilon(1.0, sampling_rate=0.0)
     with pytest.raises(ValueError, match="epsilon must be in \\[0, inf\\)"):
-        amplified_epsilon(-1.0, sampling_probability=0.5)
+        amplified_epsilon(-1.0, sampling_rate=0.5)
 
 
 @pytest.mark.parametrize(("q", "z", "eps"), [(0.1, 1.0, 0.5), (0.01, 0.8, 1.0), (0.5, 2.0, 0.2)])
 def test_closed_form_is_the_tight_subsampled_gaussian(q, z, eps):
     # Thm 2.5 + Thm 2.4 is exact for the remove direction of the Poisson-subsampled Gaussian, and dominates
     # the add direction, so dp-accounting's PLD (pessimistic) must agree up to its discretisation.
-    closed = math.exp(subsampled_gaussian_log_delta(sampling_probability=q, noise_std=z, epsilon=eps))
-    pld = pld_delta(poisson_gaussian_event(sampling_probability=q, noise_multiplier=z), target_epsilon=eps)
+    closed = math.exp(subsampled_gaussian_log_delta(sampling_rate=q, noise_multiplier=z, epsilon=eps))
+    event = PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(noise_multiplier=z))
+    pld = PLDAccountant().compose(event).get_delta(eps)
     assert closed <= pld * (1 + 1e-9)
     assert pld == pytest.approx(closed, rel=5e-3)
 
 
 def test_q_one_is_the_plain_gaussian():
-    assert isinstance(
-        poisson_gaussian_event(sampling_probability=1.0, noise_multiplier=2.0), dp_event.GaussianDpEvent
-    )
-    assert subsampled_gaussian_log_delta(
-        sampling_probability=1.0, noise_std=2.0, epsilon=0.3
-    ) == pytest.approx(gaussian_log_delta(sigma=2.0, epsilon=0.3), rel=1e-14)
+    got = subsampled_gaussian_log_delta(sampling_rate=1.0, noise_multiplier=2.0, epsilon=0.3)
+    assert got == pytest.approx(gaussian_log_delta(sigma=2.0, epsilon=0.3), rel=1e-14)
 
 
 def test_pld_is_tighter_than_rdp_after_composition():
-    event = composed_event(poisson_gaussian_event(sampling_probability=0.05, noise_multiplier=1.2), count=200)
-    eps_pld = pld_epsilon(event, target_delta=1e-6)
-    eps_rdp = rdp_epsilon(event, target_delta=1e-6)
+    event = PoissonSampledEvent(sampling_rate=0.05, event=GaussianEvent(noise_multiplier=1.2))
+    eps_pld = PLDAccountant().compose(event, 200).get_epsilon(1e-6)
+    eps_rdp = RDPAccountant().compose(event, 200).get_epsilon(1e-6)
     assert 0.0 < eps_pld <= eps_rdp
     assert eps_rdp < 2.0 * eps_pld
-
-
-def test_participation_mixture_equals_binomial_sum_of_compositions():
-    # δ_T(ε) = Σ_m Bin(m; T, p) δ_m(ε), checked direction by direction with explicit m-fold compositions.
-    p, count, eps = 0.3, 4, 0.8
-    step = subsampled_gaussian_pld(
-        sampling_probability=0.2, noise_multiplier=1.0, value_discretization_interval=1e-3
-    )
-    mixture = participation_mixture_pld(step, participation_probability=p, count=count)
-    total = 0.0
-    for m in range(1, count + 1):
-        weight = math.comb(count, m) * p**m * (1 - p) ** (count - m)
-        total += weight * float((step if m == 1 else step.self_compose(m)).get_delta_for_epsilon(eps))
-    # the maximum over directions is taken after mixing, so the mixture is at most the sum of maxima.
-    assert float(mixture.get_delta_for_epsilon(eps)) <= total * (1 + 1e-9)
-    assert float(mixture.get_delta_for_epsilon(eps)) == pytest.approx(total, rel=0.05)
-
-
-def test_participation_one_is_plain_composition():
-    step = subsampled_gaussian_pld(
-        sampling_probability=0.2, noise_multiplier=1.0, value_discretization_interval=1e-3
-    )
-    a = participation_mixture_pld(step, participation_probability=1.0, count=3).get_delta_for_epsilon(1.0)
-    b = step.self_compose(3).get_delta_for_epsilon(1.0)
-    assert float(a) == pytest.approx(float(b), rel=1e-12)
 
 
 def _kov_lattice_delta(eps0: float, delta0: float, k: int, i: int) -> float:

@@ -1,4 +1,8 @@
-"""The CLI contract of issues 2-5, table-driven: every command, flag and JSON key named there exists.
+"""The CLI contract of issues 2-5 and 10, table-driven: every command, flag and JSON key named there exists.
+
+Issue 10 (privacy spine) fixed one output shape for every ``account`` and ``calibrate`` command
+(:data:`COMMON`: ``epsilon``, ``delta``, ``analysis``, ``accountant``, ``analyses``, plus ``noise_multiplier``
+where noise exists) and one unit convention (``--noise-multiplier``; ``--sigma`` is gone).
 
 Other tools parse these names, so each row runs a command of an issue's "CLI contract" section with cheap
 parameters and checks that stdout is exactly one JSON object holding the required keys (extra keys are
@@ -17,20 +21,21 @@ from ampfl.cli import main
 from ampfl.commands import rename_parameters
 
 # Cheap valid invocations (a few Renyi orders, a small audit grid) of every contract command.
-RC = "account random-checkin --p 0.1 --q 0.01 --d 100 --sigma 1 --epsilon 0.5".split()
-RC_T = "account random-checkin --p 0.1 --q 0.01 --d 100 --sigma 1 --iterations 10 --delta 1e-5".split()
+RC = "account random-checkin --p 0.1 --q 0.01 --d 100 --noise-multiplier 1 --epsilon 0.5".split()
+RC_T = [*RC[:-2], "--iterations", "10", "--delta", "1e-5"]
 CAL_RC = "calibrate random-checkin --p 0.1 --q 0.01 --d 100 --epsilon 0.5 --delta 1e-5".split()
-AUDIT = "audit random-checkin --p 0.1 --q 0.1 --d 10 --sigma 1 --epsilon 0.5 --grid 5 --no-refine".split()
+AUDIT = "audit random-checkin --p 0.1 --q 0.1 --d 10 --noise-multiplier 1 --epsilon 0.5 --grid 5".split()
+AUDIT.append("--no-refine")
 MS = (
     "account ms-pafl --p 0.3 --eps-local 1 --delta-local 1e-4 --clients 100 --beta 0.25 --local-steps 5 "
     "--batch 5 --dataset-size 300 --sampling wor"
 ).split()
 MS_T = [*MS, "--rounds", "10", "--delta-tilde", "1e-5"]
 PM = "account pm-sfl-smashed --epsilon 1 --c 0.1 --dim 10".split()
-SPLIT = "account model-split --submodels 3 --sigma 1 --steps 10 --delta 1e-5 --orders 2,4".split()
-BIS = "account bis --iterations 10 --k 1 --sigma 1 --delta 1e-5 --orders 2,4".split()
-POISSON = "account poisson --rate 0.01 --sigma 1 --steps 100 --delta 1e-5 --orders 2,4".split()
-DROPOUT = "account dropout --sigma 1 --steps 10 --delta 1e-5 --orders 2,4".split()
+SPLIT = "account model-split --submodels 3 --noise-multiplier 1 --steps 10 --delta 1e-5 --orders 2,4".split()
+BIS = "account bis --iterations 10 --k 1 --noise-multiplier 1 --delta 1e-5 --orders 2,4".split()
+POISSON = "account poisson --rate 0.01 --noise-multiplier 1 --steps 100 --delta 1e-5 --orders 2,4".split()
+DROPOUT = "account dropout --noise-multiplier 1 --steps 10 --delta 1e-5 --orders 2,4".split()
 CAL_SPLIT = (
     "calibrate model-split --epsilon 1 --delta 1e-5 --submodels 3 --steps 10 --orders 2,4,8,16,32".split()
 )
@@ -43,43 +48,37 @@ GROUPS = (
 )
 
 RDP_KEYS = {"epsilon", "order", "orders", "rdp"}
+#: Issue 10 part 5: the one shape of every account/calibrate report.
+COMMON = {"epsilon", "delta", "analysis", "accountant", "analyses"}
+NOISY = COMMON | {"noise_multiplier"}
 
 # (id, argv, keys the issue requires). Optional flags of the contract appear in at least one row each.
 CONTRACT = [
-    ("rc-account-wcs", RC, {"analysis", "epsilon", "delta"}),
-    *[
-        (f"rc-account-{a}", [*RC, "--analysis", a, "--clip", "2"], {"analysis", "epsilon", "delta"})
-        for a in ("paper", "ols", "cs")
-    ],
-    ("rc-calibrate", CAL_RC, {"sigma"}),
-    ("rc-calibrate-paper", [*CAL_RC, "--analysis", "paper", "--clip", "2"], {"sigma"}),
-    ("rc-composed-wcs", RC_T, {"epsilon"}),
-    ("rc-composed-ols", [*RC_T, "--analysis", "ols", "--clip", "1"], {"epsilon"}),
-    ("rc-audit", [*AUDIT, "--clip", "1"], {"max_delta", "worst_a", "direction", "analyses"}),
-    ("ms-pafl", MS, {"q", "sigma", "epsilon_round", "delta_round"}),
+    ("rc-account-wcs", RC, NOISY),
+    ("rc-account-clip", [*RC, "--clip", "2"], NOISY | {"noise_std"}),
+    ("rc-calibrate", CAL_RC, NOISY),
+    ("rc-calibrate-rdp", [*CAL_RC, "--iterations", "10", "--accountant", "rdp"], NOISY),
+    ("rc-composed-wcs", RC_T, NOISY),
+    ("rc-composed-rdp", [*RC_T, "--accountant", "rdp", "--clip", "1"], NOISY | {"noise_std"}),
+    ("rc-audit", AUDIT, {"max_delta", "worst_a", "direction", "analyses"}),
+    ("ms-pafl", MS, NOISY | {"q", "epsilon_round", "delta_round"}),
     (
         "ms-pafl-rounds",
         [*MS_T, "--sampling", "wr", "--clip", "1"],
-        {
-            "q",
-            "sigma",
-            "epsilon_round",
-            "delta_round",
-            "epsilon_total",
-            "delta_total",
-            "epsilon_client_total",
-        },
+        NOISY | {"q", "epsilon_round", "delta_round", "noise_std"},
     ),
-    ("pm-sfl-smashed", PM, {"epsilon_amplified"}),
-    ("model-split", SPLIT, RDP_KEYS),
-    ("model-split-opts", [*SPLIT, "--clip", "2", "--bound", "efficient"], RDP_KEYS),
-    ("bis", BIS, RDP_KEYS),
-    ("bis-opts", [*BIS, "--k", "2", "--epochs", "3", "--bound", "efficient"], RDP_KEYS),
-    ("poisson", POISSON, RDP_KEYS),
-    ("dropout", DROPOUT, RDP_KEYS),
-    ("calibrate-model-split", CAL_SPLIT, {"sigma"}),
-    ("calibrate-bis", CAL_BIS, {"sigma"}),
-    ("calibrate-poisson", CAL_POISSON, {"sigma"}),
+    ("pm-sfl-smashed", PM, COMMON),
+    ("pm-sfl-smashed-domain", [*PM, "--domain-includes-zero"], COMMON),
+    ("model-split", SPLIT, NOISY | RDP_KEYS),
+    ("model-split-opts", [*SPLIT, "--clip", "2", "--bound", "efficient"], NOISY | RDP_KEYS | {"noise_std"}),
+    ("bis", BIS, NOISY | RDP_KEYS),
+    ("bis-opts", [*BIS, "--k", "2", "--epochs", "3", "--bound", "efficient"], NOISY | RDP_KEYS),
+    ("poisson", POISSON, NOISY | RDP_KEYS),
+    ("poisson-pld", [*POISSON[:-2], "--accountant", "pld"], NOISY),
+    ("dropout", DROPOUT, NOISY | RDP_KEYS),
+    ("calibrate-model-split", CAL_SPLIT, NOISY),
+    ("calibrate-bis", CAL_BIS, NOISY),
+    ("calibrate-poisson", CAL_POISSON, NOISY),
     ("plan-groups", GROUPS, {"groups", "system_epsilon", "objective", "baseline"}),
     (
         "plan-groups-opts",
@@ -92,7 +91,6 @@ CONTRACT = [
         {"groups", "system_epsilon", "objective", "baseline"},
     ),
 ]
-
 
 def _run_json(argv, capsys):
     code = main([*argv, "--json"])
@@ -112,13 +110,24 @@ def test_contract_keys(argv, keys, capsys):
     # Assert: one object holding the required keys; numbers are numbers (never NaN).
     assert isinstance(result, dict)
     assert keys <= set(result), keys - set(result)
-    for key in keys & {"epsilon", "delta", "sigma", "q", "epsilon_amplified", "max_delta", "system_epsilon"}:
+    for key in keys & {"epsilon", "delta", "q", "max_delta", "system_epsilon"}:
         assert _is_number(result[key]) and result[key] >= 0, (key, result[key])
     if RDP_KEYS <= keys:
         assert len(result["orders"]) == len(result["rdp"]) and result["order"] in result["orders"]
         assert result["orders"] == sorted(result["orders"]) and all(r >= 0 for r in result["rdp"])
-    if "analysis" in keys and argv[0] == "account":
-        assert result["analysis"] == (argv[argv.index("--analysis") + 1] if "--analysis" in argv else "wcs")
+    if COMMON <= keys:
+        assert result["accountant"] in ("rdp", "pld", "closed-form")
+        for name, entry in result["analyses"].items():
+            assert name != result["analysis"]  # the recommended analysis is the top level, not listed again
+            assert {"epsilon", "delta", "sound", "note"} <= set(entry) and isinstance(entry["sound"], bool)
+    if "noise_multiplier" in keys:
+        assert _is_number(result["noise_multiplier"]) and result["noise_multiplier"] > 0
+    if "noise_std" in keys:
+        clip = float(argv[argv.index("--clip") + 1])
+        sensitivity = 2.0 * clip if argv[1] == "ms-pafl" else clip  # 000: the upload's sensitivity is 2C
+        assert result["noise_std"] == pytest.approx(result["noise_multiplier"] * sensitivity)
+    if argv[:2] == ["account", "random-checkin"]:
+        assert result["analysis"] == "wcs"
 
 
 def test_audit_analyses_object(capsys):
@@ -191,15 +200,15 @@ BAD = [
             _bad(base, "--p", [None, "0", "1.5", "nan", "x"])
             + _bad(base, "--q", [None, "0", "1.5"])
             + _bad(base, "--d", [None, "-1", "1.5"])
-            + _bad(base, "--clip", ["0", "-1", "inf"])
         )
     ],
-    *_bad(RC, "--sigma", [None, "0", "-1", "nan", "x"]),
-    *_bad(AUDIT, "--sigma", ["0"]),
-    *_bad(RC_T, "--sigma", ["-1"]),
+    *_bad(RC, "--noise-multiplier", [None, "0", "-1", "nan", "x"]),
+    *_bad(AUDIT, "--noise-multiplier", ["0"]),
+    *_bad(RC_T, "--noise-multiplier", ["-1"]),
+    *_bad(RC_T, "--accountant", ["moments"]),
+    *[row for base in (RC, RC_T) for row in _bad(base, "--clip", ["0", "-1", "inf"])],
     *_bad(RC, "--epsilon", ["-1", "nan"]),
     *_bad(AUDIT, "--epsilon", [None, "-1"]),
-    *_bad(RC, "--analysis", ["foo"]),
     *_bad(AUDIT, "--grid", ["0"]),
     *_bad(CAL_RC, "--epsilon", [None, "0"]),
     *_bad(CAL_RC, "--delta", [None, "0", "1", "1.5"]),
@@ -229,7 +238,7 @@ BAD = [
         row
         for base in (SPLIT, BIS, POISSON, DROPOUT)
         for row in (
-            _bad(base, "--sigma", [None, "0", "nan"])
+            _bad(base, "--noise-multiplier", [None, "0", "nan"])
             + _bad(base, "--delta", [None, "0", "1"])
             + _bad(base, "--orders", ["1,2", "", "2.5"])
         )
@@ -238,7 +247,7 @@ BAD = [
     *_bad(SPLIT, "--submodels", [None, "0"]),
     *_bad(SPLIT, "--clip", ["0"]),
     *_bad(SPLIT, "--bound", ["foo"]),
-    *_bad(SPLIT, "--nonsplit-sigma", ["0"]),
+    *_bad(SPLIT, "--nonsplit-noise-multiplier", ["0"]),
     *_bad(BIS, "--iterations", [None, "0"]),
     *_bad(BIS, "--k", [None, "0", "11"]),
     *_bad(BIS, "--epochs", ["0"]),
@@ -286,7 +295,8 @@ def test_bad_input_is_one_line_naming_the_flag(argv, flag, capsys):
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
-        (_with(BIS, "--sigma", "-1"), "--sigma must be in (0, inf)"),  # not the keyword noise_multiplier
+        # not the keyword noise_multiplier
+        (_with(BIS, "--noise-multiplier", "-1"), "--noise-multiplier must be in (0, inf)"),
         (_with(POISSON, "--rate", "1.5"), "--rate must be in (0, 1]"),  # not sampling_rate
         (_with(GROUPS, "--budgets", "0,1"), "--budgets[0] must be in (0, inf)"),  # not epsilons[0]
         (_with(GROUPS, "--rounds", "0"), "--rounds must be an integer in [1, inf]"),  # not num_rounds
@@ -301,11 +311,11 @@ def test_errors_speak_flag_names_and_ranges(argv, fragment, capsys):
 
 
 def test_rename_parameters_leaves_ordinary_words_alone():
-    flags = {"p": "--p", "d": "--d", "noise_multiplier": "--sigma", "epsilons": "--budgets"}
+    flags = {"p": "--p", "d": "--d", "noise_multiplier": "--noise-multiplier", "epsilons": "--budgets"}
     assert rename_parameters("p must be in (0, 1]. Found 0.0.", flags) == "--p must be in (0, 1]. Found 0.0."
     # Short names are rewritten only at the start; longer keywords wherever they stand as a word.
     assert rename_parameters("q must exceed p", flags) == "q must exceed p"
-    assert rename_parameters("x and noise_multiplier", flags) == "x and --sigma"
+    assert rename_parameters("x and noise_multiplier", flags) == "x and --noise-multiplier"
     assert rename_parameters("epsilons[2] must be > 0", flags) == "--budgets[2] must be > 0"
     assert rename_parameters("p_i must be set", flags) == "p_i must be set"
     assert rename_parameters("--p must be in (0, 1]", flags) == "--p must be in (0, 1]"
@@ -320,6 +330,7 @@ def test_unreachable_calibration_is_a_numerical_error_exit_1(capsys):
     assert code == 1
     assert captured.out == ""
     assert captured.err.startswith("ampfl: numerical error:") and captured.err.count("\n") == 1
+    assert "unreachable" in captured.err
 
 
 def test_overflow_in_the_api_is_one_line_exit_1(monkeypatch, capsys):
@@ -336,3 +347,53 @@ def test_overflow_in_the_api_is_one_line_exit_1(monkeypatch, capsys):
     captured = capsys.readouterr()
     assert code == 1 and captured.out == ""
     assert captured.err == "ampfl: numerical error: OverflowError: math range error\n"
+
+
+@pytest.mark.parametrize(
+    ("calibrate_argv", "account_argv"),
+    [
+        # Issue 10 part 3: this target used to print noise 1000 and epsilon 0.01, while account gave 0.0195.
+        (
+            "calibrate poisson --epsilon 0.01 --delta 1e-5 --rate 0.001 --steps 100",
+            "account poisson --delta 1e-5 --rate 0.001 --steps 100",
+        ),
+        (
+            "calibrate poisson --epsilon 0.5 --delta 1e-6 --rate 0.01 --steps 300 --accountant pld",
+            "account poisson --delta 1e-6 --rate 0.01 --steps 300 --accountant pld",
+        ),
+        (
+            "calibrate model-split --epsilon 1 --delta 1e-5 --submodels 3 --steps 10",
+            "account model-split --delta 1e-5 --submodels 3 --steps 10",
+        ),
+        (
+            "calibrate bis --epsilon 1 --delta 1e-5 --iterations 10 --k 1",
+            "account bis --delta 1e-5 --iterations 10 --k 1",
+        ),
+        (
+            "calibrate random-checkin --p 0.1 --q 0.01 --d 100 --epsilon 0.5 --delta 1e-5 --iterations 10",
+            "account random-checkin --p 0.1 --q 0.01 --d 100 --iterations 10 --delta 1e-5",
+        ),
+    ],
+)
+def test_calibrated_noise_is_accepted_by_the_accountant(calibrate_argv, account_argv, capsys):
+    # A calibrator never prints a noise level its own accountant rejects, and stays within 0.5% of the least.
+    cal = _run_json(calibrate_argv.split(), capsys)
+    target = float(calibrate_argv.split()[calibrate_argv.split().index("--epsilon") + 1])
+    z = cal["noise_multiplier"]
+    assert cal["epsilon"] <= target
+    spent = _run_json([*account_argv.split(), "--noise-multiplier", repr(z)], capsys)
+    assert spent["epsilon"] <= target
+    assert spent["epsilon"] == pytest.approx(cal["epsilon"], rel=1e-9)
+    tighter = _run_json([*account_argv.split(), "--noise-multiplier", repr(z / 1.005)], capsys)
+    assert tighter["epsilon"] > target
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [SPLIT, BIS, POISSON, DROPOUT, RC, AUDIT],
+    ids=lambda a: "-".join(a[:2]),
+)
+def test_sigma_flag_is_gone(argv, capsys):
+    bad = [*argv, "--sigma", "1"]
+    assert main(bad) == 2
+    assert "--sigma" in capsys.readouterr().err

@@ -42,3 +42,33 @@ def test_ampfl_warnings_become_one_stderr_line(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert code == 0
     assert err == "ampfl: warning: a published bound was refuted\n"
+
+
+def test_numerical_error_is_one_line_exit_1(monkeypatch, capsys):
+    # Prepare: the CLI names NumericalError lazily (its module pulls numpy); it must still map to exit 1.
+    import ampfl.accounting.pm_sfl as pm_sfl
+    from ampfl.accounting._checks import NumericalError
+
+    def failing(**kwargs):
+        raise NumericalError("the integral did not\nconverge")
+
+    monkeypatch.setattr(pm_sfl, "amplified_epsilon_smashed", failing)
+    # Execute
+    code = main(["account", "pm-sfl-smashed", "--epsilon", "1", "--c", "0.1", "--dim", "2"])
+    # Assert
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err == "ampfl: numerical error: the integral did not converge\n"
+
+
+def test_other_arithmetic_errors_are_one_line_exit_1(monkeypatch, capsys):
+    import ampfl.accounting.pm_sfl as pm_sfl
+
+    def failing(**kwargs):
+        raise OverflowError("math range error")
+
+    monkeypatch.setattr(pm_sfl, "amplified_epsilon_smashed", failing)
+    code = main(["account", "pm-sfl-smashed", "--epsilon", "1", "--c", "0.1", "--dim", "2"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err == "ampfl: numerical error: OverflowError: math range error\n"

@@ -1,58 +1,134 @@
-"""CLI contract of ``ampfl account ms-pafl`` and ``ampfl account pm-sfl-smashed`` (issue 2, section 3)."""
+"""CLI contract of ``ampfl account ms-pafl`` (issues 2 and 10) and ``ampfl account pm-sfl-smashed`` (issue 2).
+
+ms-pafl: one ``privacy_report`` object whose top level is the recommended, sound ``public-participation``
+analysis (issue 10 part 7c), every other analysis in ``analyses``, and the contract's extra keys.
+"""
 
 from __future__ import annotations
 
-import json
 import math
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from ampfl.accounting.ms_pafl import account_ms_pafl
+from ampfl.accounting import ms_pafl
 from ampfl.accounting.pm_sfl import amplified_epsilon_smashed
-from ampfl.cli import main
 
 BASE = [
-    "account", "ms-pafl", "--p", "0.5", "--eps-local", "1", "--delta-local", "1e-4", "--clients", "100",
-    "--beta", "0.25", "--local-steps", "5", "--batch", "5", "--dataset-size", "325", "--sampling", "wor",
-]  # fmt: skip
-REQUIRED_ROUND = {"q", "sigma", "epsilon_round", "delta_round"}
+    "account",
+    "ms-pafl",
+    "--p",
+    "0.5",
+    "--eps-local",
+    "1",
+    "--delta-local",
+    "1e-4",
+    "--clients",
+    "100",
+    "--beta",
+    "0.25",
+    "--local-steps",
+    "5",
+    "--batch",
+    "5",
+    "--dataset-size",
+    "325",
+    "--sampling",
+    "wor",
+]
+REQUIRED_ROUND = {"q", "epsilon_round", "delta_round"}
 REQUIRED_TOTAL = {"epsilon_total", "delta_total", "epsilon_client_total"}
+COMMON = {"epsilon", "delta", "analysis", "accountant", "noise_multiplier", "noise_std", "analyses"}
+CliJson = Callable[[list[str]], dict[str, Any]]
+RunCli = Callable[[list[str]], tuple[int, str, str]]
 
 
-def _run_json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
-    code = main([*argv, "--json"])
-    out = capsys.readouterr().out
-    assert code == 0
-    assert out.count("\n") == 1
-    return dict(json.loads(out))
+def _with(argv: list[str], flag: str, value: str) -> list[str]:
+    out = list(argv)
+    out[out.index(flag) + 1] = value
+    return out
 
 
-def test_single_round_keys_and_values(capsys: pytest.CaptureFixture[str]) -> None:
-    got = _run_json(BASE, capsys)
-    assert REQUIRED_ROUND <= set(got)
+def test_single_round_shape_and_values(cli_json: CliJson) -> None:
+    got = cli_json(BASE)
+    assert COMMON | REQUIRED_ROUND <= set(got)
     assert not REQUIRED_TOTAL & set(got)
-    ref = account_ms_pafl(
-        p=0.5, eps_local=1.0, delta_local=1e-4, num_clients=100, beta=0.25, local_steps=5, batch_size=5,
-        dataset_size=325, sampling="wor",
-    )  # fmt: skip
+    assert list(got)[:4] == ["epsilon", "delta", "analysis", "accountant"]
+    assert got["analysis"] == "public-participation" and got["accountant"] == "pld"
+    z = ms_pafl.ldp_noise_multiplier(eps_local=1.0, delta_local=1e-4)
+    assert got["noise_multiplier"] == pytest.approx(z)
+    assert got["noise_std"] == pytest.approx(2 * z)  # Lemma 1's sigma = 2C z, C = 1
+    assert "sigma" not in got  # one name per quantity: noise_std
+    ref = ms_pafl.account_ms_pafl(
+        participation=0.5,
+        eps_local=1.0,
+        delta_local=1e-4,
+        num_clients=100,
+        beta=0.25,
+        local_steps=5,
+        batch_size=5,
+        dataset_size=325,
+        sampling="wor",
+    )
+    assert got["epsilon"] == ref.epsilon and got["delta"] == ref.delta == ref.delta_round
     assert got["q"] == pytest.approx(25 / 325)
-    assert got["sigma"] == pytest.approx(ref.sigma)
     assert got["epsilon_round"] == pytest.approx(ref.epsilon_round)
-    assert got["delta_round"] == pytest.approx(ref.delta_round)
+    assert set(got["analyses"]) == {"first-use", "amplified", "paper-theorem1", "paper-corollary1"}
+    for entry in got["analyses"].values():
+        assert set(entry) == {"epsilon", "delta", "sound", "note"} and entry["note"]
+    assert got["analyses"]["first-use"]["sound"] is True
+    assert got["analyses"]["amplified"]["sound"] is False
+    assert got["analyses"]["paper-corollary1"]["sound"] is False
 
 
-def test_rounds_add_total_keys(capsys: pytest.CaptureFixture[str]) -> None:
-    got = _run_json([*BASE, "--rounds", "50", "--delta-tilde", "1e-4"], capsys)
+def test_issue_10_value(cli_json: CliJson) -> None:
+    # Issue 10 part 7c: T = 40, p = 0.5, eps_l = 0.902, delta_l = 1e-4 gives eps ~ 4.24 at delta = 1e-5.
+    argv = [
+        *_with(BASE, "--eps-local", "0.902"),
+        "--rounds",
+        "40",
+        "--delta-tilde",
+        "1e-5",
+        "--delta",
+        "1e-5",
+    ]
+    got = cli_json(argv)
+    assert got["epsilon"] == pytest.approx(4.2355, abs=2e-3) and got["delta"] == 1e-5
+    a = got["analyses"]
+    assert a["amplified"]["epsilon"] < a["first-use"]["epsilon"] < got["epsilon"]
+    assert [name for name, entry in a.items() if entry["sound"]] == ["first-use"]
+    rdp = cli_json([*argv, "--accountant", "rdp"])
+    assert rdp["accountant"] == "rdp" and rdp["epsilon"] >= got["epsilon"]
+
+
+def test_rounds_add_total_keys(cli_json: CliJson) -> None:
+    got = cli_json([*BASE, "--rounds", "50", "--delta-tilde", "1e-4"])
     assert REQUIRED_ROUND | REQUIRED_TOTAL <= set(got)
-    assert float(str(got["epsilon_total"])) > float(str(got["epsilon_round"]))
-    assert got["delta_total"] == pytest.approx(50 * float(str(got["delta_round"])) + 1e-4)
-    assert math.isfinite(float(str(got["epsilon_total_tight"])))
+    assert got["rounds"] == 50
+    assert got["epsilon_total"] > got["epsilon_round"]
+    assert got["delta_total"] == pytest.approx(50 * got["delta_round"] + 1e-4)
+    assert got["delta"] == pytest.approx(got["delta_total"])  # default: the paper's delta at the same horizon
+    assert {"paper-theorem3", "paper-theorem4"} <= set(got["analyses"])
+    assert math.isfinite(got["epsilon"]) and got["epsilon"] > got["analyses"]["amplified"]["epsilon"]
 
 
-def test_wr_gives_smaller_q(capsys: pytest.CaptureFixture[str]) -> None:
-    wor = _run_json(BASE, capsys)
-    wr = _run_json([*BASE[:-1], "wr"], capsys)
-    assert float(str(wr["q"])) < float(str(wor["q"]))
+def test_wr_gives_smaller_q(cli_json: CliJson) -> None:
+    wor = cli_json([*BASE, "--delta", "1e-5"])
+    wr = cli_json([*_with(BASE, "--sampling", "wr"), "--delta", "1e-5"])
+    assert wr["q"] < wor["q"]
+    assert wr["epsilon"] == wor["epsilon"]  # no amplification by local subsampling in the sound analysis
+
+
+def test_noise_multiplier_flag(cli_json: CliJson) -> None:
+    z = ms_pafl.ldp_noise_multiplier(eps_local=0.8, delta_local=1e-4)
+    by_eps = cli_json([*_with(BASE, "--eps-local", "0.8"), "--delta", "1e-6"])
+    argv = [a for a in BASE if a not in ("--eps-local", "1")]
+    by_z = cli_json([*argv, "--noise-multiplier", repr(z), "--delta", "1e-6", "--clip", "2"])
+    assert by_z["epsilon"] == pytest.approx(by_eps["epsilon"], rel=1e-9)
+    assert by_z["noise_std"] == pytest.approx(4 * z)  # 2C z with C = 2
+    loud = cli_json([*argv, "--noise-multiplier", "1", "--delta", "1e-6"])  # Lemma 1's eps_l > 1
+    assert set(loud["analyses"]) == {"first-use", "amplified"} and "epsilon_round" not in loud
 
 
 @pytest.mark.parametrize(
@@ -60,13 +136,17 @@ def test_wr_gives_smaller_q(capsys: pytest.CaptureFixture[str]) -> None:
     [
         (["--rounds", "10"], "--rounds and --delta-tilde"),
         (["--delta-tilde", "1e-5"], "--rounds and --delta-tilde"),
-        (["--p", "1.5"], "p must be in (0, 1]"),
+        (["--p", "1.5"], "--p must be in (0, 1]"),
         (["--eps-local", "1.5"], "--eps-local"),
         (["--delta-local", "1"], "--delta-local must be in (0, 1)"),
         (["--batch", "100"], "--dataset-size"),
         (["--beta", "0.01"], "beta"),
         (["--sampling", "poisson"], "--sampling"),
         (["--clients", "ten"], "--clients"),
+        (["--delta", "1"], "--delta must be in (0, 1)"),
+        (["--accountant", "exact"], "--accountant"),
+        (["--noise-multiplier", "2"], "not allowed with argument"),
+        (["--clip", "0"], "--clip must be in (0, inf)"),
     ],
     ids=[
         "rounds-alone",
@@ -78,29 +158,50 @@ def test_wr_gives_smaller_q(capsys: pytest.CaptureFixture[str]) -> None:
         "beta",
         "sampling",
         "int",
+        "delta",
+        "accountant",
+        "two-noises",
+        "clip",
     ],
 )
-def test_errors_are_one_line_exit_2(
-    extra: list[str], fragment: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code = main([*BASE, *extra, "--json"])
-    captured = capsys.readouterr()
+def test_errors_are_one_line_exit_2(extra: list[str], fragment: str, run_cli: RunCli) -> None:
+    argv = list(BASE)
+    for flag, value in zip(extra[::2], extra[1::2], strict=True):
+        argv = (
+            _with(argv, flag, value)
+            if flag in argv and flag != "--noise-multiplier"
+            else [*argv, flag, value]
+        )
+    code, out, err = run_cli([*argv, "--json"])
     assert code == 2
-    assert captured.out == ""
-    assert captured.err.startswith("ampfl: error:")
-    assert captured.err.count("\n") == 1
-    assert fragment in captured.err
-    assert "Traceback" not in captured.err
+    assert out == ""
+    assert err.startswith("ampfl: error:") and err.count("\n") == 1
+    assert fragment in err
+    assert "Traceback" not in err
 
 
-def test_missing_flag_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["account", "ms-pafl", "--p", "0.5", "--json"])
-    err = capsys.readouterr().err
+def test_bad_noise_multiplier_names_the_flag(run_cli: RunCli) -> None:
+    argv = [a for a in BASE if a not in ("--eps-local", "1")]
+    code, _, err = run_cli([*argv, "--noise-multiplier", "0", "--json"])
+    assert code == 2 and "--noise-multiplier must be in (0, inf)" in err
+
+
+def test_missing_flag_is_exit_2(run_cli: RunCli) -> None:
+    code, _, err = run_cli(["account", "ms-pafl", "--p", "0.5", "--json"])
     assert code == 2 and err.count("\n") == 1 and "required" in err
 
 
-def test_pm_sfl_smashed_contract(capsys: pytest.CaptureFixture[str]) -> None:
-    got = _run_json(["account", "pm-sfl-smashed", "--epsilon", "1", "--c", "0.1", "--dim", "2"], capsys)
+def test_help_documents_the_2c(capsys: pytest.CaptureFixture[str]) -> None:
+    from ampfl.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["account", "ms-pafl", "--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0 and "sigma/(2C)" in out and "--sigma " not in out
+
+
+def test_pm_sfl_smashed_contract(cli_json: CliJson) -> None:
+    got = cli_json(["account", "pm-sfl-smashed", "--epsilon", "1", "--c", "0.1", "--dim", "2"])
     assert got["epsilon_amplified"] == pytest.approx(amplified_epsilon_smashed(epsilon=1.0, c=0.1, dim=2))
     assert got["epsilon_amplified"] == pytest.approx(math.log(0.99 * math.e + 0.01))  # hand
 
@@ -115,9 +216,8 @@ def test_pm_sfl_smashed_contract(capsys: pytest.CaptureFixture[str]) -> None:
     ],
     ids=["c", "epsilon", "dim", "missing"],
 )
-def test_pm_sfl_errors(argv: list[str], fragment: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["account", "pm-sfl-smashed", *argv, "--json"])
-    err = capsys.readouterr().err
+def test_pm_sfl_errors(argv: list[str], fragment: str, run_cli: RunCli) -> None:
+    code, _, err = run_cli(["account", "pm-sfl-smashed", *argv, "--json"])
     assert code == 2
     assert err.startswith("ampfl: error:") and err.count("\n") == 1
     assert fragment in err

@@ -1,106 +1,121 @@
-"""CLI contract of ``ampfl account|calibrate random-checkin`` (issue 2, section 3)."""
-
-import json
+"""CLI contract of ``ampfl account|calibrate random-checkin`` (paper 004; issue 10 parts 3-5)."""
 
 import pytest
 
 from ampfl.accounting import random_checkin as rc
-from ampfl.cli import main
+from ampfl.accounting.accountants import PLDAccountant, RDPAccountant
+from ampfl.accounting.events import RandomCheckInEvent
 from ampfl.commands import random_checkin as command
 
-
-def _run_json(argv, capsys):
-    code = main([*argv, "--json"])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    return json.loads(captured.out)
+MECH = {"participation": 0.1, "sampling_rate": 0.1, "local_dataset_size": 10}
+ACCOUNT = ["account", "random-checkin", "--p", "0.1", "--q", "0.1", "--d", "10", "--noise-multiplier", "1"]
+CALIBRATE = ["calibrate", "random-checkin", "--p", "0.001", "--q", "0.1", "--d", "30"]
+TOP_KEYS = ["epsilon", "delta", "analysis", "accountant", "noise_multiplier", "analyses"]
 
 
-def test_cli_mirrors_the_library_constants():
-    assert command.ANALYSES == rc.ANALYSES
-    assert command.RECOMMENDED_ANALYSIS == rc.RECOMMENDED_ANALYSIS
+def _check_shape(out):
+    """The common report (issue 10 part 5): top-level keys first, wcs on top, every other analysis labelled."""
+    keys = [key for key in out if key != "noise_std"]  # noise_std (with --clip) follows noise_multiplier
+    assert keys[: len(TOP_KEYS)] == TOP_KEYS
+    assert out["analysis"] == rc.RECOMMENDED_ANALYSIS == "wcs"
+    assert set(out["analyses"]) == set(rc.ANALYSES) - {"wcs"}  # the recommended one is the top level
+    for name, entry in out["analyses"].items():
+        assert set(entry) == {"epsilon", "delta", "sound", "note"}
+        assert entry["sound"] is rc.SOUND[name]
+    assert out["analyses"]["paper"]["sound"] is False and "refuted" in out["analyses"]["paper"]["note"]
+    assert out["analyses"]["cs"]["sound"] is False and "lower bound" in out["analyses"]["cs"]["note"]
 
 
-@pytest.mark.parametrize("analysis", rc.ANALYSES)
-def test_account_per_iteration(analysis, capsys):
-    argv = ["account", "random-checkin", "--analysis", analysis, "--p", "0.1", "--q", "0.1", "--d", "10"]
-    out = _run_json([*argv, "--sigma", "1", "--epsilon", "1", "--clip", "1"], capsys)
-    assert out["analysis"] == analysis
-    assert out["epsilon"] == 1.0
-    expected = rc.delta_per_iteration(analysis=analysis, p=0.1, q=0.1, d=10, sigma=1.0, epsilon=1.0)
-    assert out["delta"] == pytest.approx(expected, rel=1e-12)
+def test_cli_mirrors_the_library_constant():
+    assert command._RECOMMENDED == rc.RECOMMENDED_ANALYSIS
 
 
-def test_account_default_analysis_is_recommended(capsys):
-    out = _run_json(
-        [
-            "account",
-            "random-checkin",
-            "--p",
-            "0.1",
-            "--q",
-            "0.1",
-            "--d",
-            "10",
-            "--sigma",
-            "1",
-            "--epsilon",
-            "1",
-        ],
-        capsys,
+def test_account_per_iteration_closed_forms(cli_json):
+    out = cli_json([*ACCOUNT, "--epsilon", "1"])
+    _check_shape(out)
+    assert out["accountant"] == "closed-form" and out["noise_multiplier"] == 1.0 and out["epsilon"] == 1.0
+    assert "noise_std" not in out
+    rows = {**out["analyses"], "wcs": {"epsilon": out["epsilon"], "delta": out["delta"]}}
+    for name in rc.ANALYSES:
+        expected = rc.delta_per_iteration(analysis=name, **MECH, noise_multiplier=1.0, epsilon=1.0)
+        assert rows[name]["delta"] == pytest.approx(expected, rel=1e-12)
+        assert rows[name]["epsilon"] == 1.0
+
+
+def test_account_clip_adds_noise_std_only(cli_json):
+    base = cli_json([*ACCOUNT, "--epsilon", "1"])
+    out = cli_json([*ACCOUNT, "--epsilon", "1", "--clip", "2.5"])
+    _check_shape(out)
+    assert out["noise_std"] == pytest.approx(2.5) and out["delta"] == base["delta"]
+
+
+@pytest.mark.parametrize(("accountant", "cls"), [("pld", PLDAccountant), ("rdp", RDPAccountant)])
+def test_account_composed_is_the_accountant_on_random_checkin_events(accountant, cls, cli_json):
+    out = cli_json([*ACCOUNT, "--iterations", "5", "--delta", "1e-5", "--accountant", accountant])
+    _check_shape(out)
+    assert out["accountant"] == accountant and out["iterations"] == 5 and out["delta"] == 1e-5
+    acc = cls().compose(RandomCheckInEvent(participation=0.1, sampling_rate=0.1, noise_multiplier=1.0), 5)
+    assert out["epsilon"] == acc.get_epsilon(1e-5)
+    rows = {**out["analyses"], "wcs": {"epsilon": out["epsilon"], "delta": out["delta"]}}
+    for name in rc.ANALYSES:
+        expected = rc.epsilon_composed(
+            analysis=name, **MECH, noise_multiplier=1.0, iterations=5, delta=1e-5, accountant=accountant
+        )
+        assert rows[name]["epsilon"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_account_composed_defaults_to_pld(cli_json):
+    out = cli_json([*ACCOUNT, "--iterations", "5", "--delta", "1e-5"])
+    assert out["accountant"] == "pld"
+
+
+def test_account_per_iteration_on_an_accountant(cli_json):
+    # --accountant without --iterations: one iteration composed on that accountant (paper stays closed form).
+    out = cli_json([*ACCOUNT, "--epsilon", "1", "--accountant", "pld"])
+    assert out["accountant"] == "pld" and out["iterations"] == 1
+    closed = rc.delta_per_iteration(analysis="wcs", **MECH, noise_multiplier=1.0, epsilon=1.0)
+    assert out["delta"] == pytest.approx(closed, rel=1e-2)  # the PLD of the exact profile
+
+
+def test_calibrate_section6_closed_form(cli_json):
+    # 004 Section 6.1: WCS σ = 7.65 printed (7.6651 exactly); the other analyses at that noise multiplier.
+    out = cli_json([*CALIBRATE, "--epsilon", "0.015", "--delta", "1e-6", "--clip", "2"])
+    _check_shape(out)
+    assert out["accountant"] == "closed-form"
+    assert out["noise_multiplier"] == pytest.approx(7.6651, rel=1e-4)
+    assert out["noise_std"] == pytest.approx(2 * out["noise_multiplier"])
+    assert out["epsilon"] <= 0.015 and out["target_epsilon"] == 0.015 and out["target_delta"] == 1e-6
+    assert out["analyses"]["ols"]["epsilon"] > 0.015  # OLS needs more noise (22.5) for the same target
+
+
+def test_calibrate_composed_is_sound(cli_json):
+    argv = ["calibrate", "random-checkin", "--p", "0.2", "--q", "0.1", "--d", "10", "--epsilon", "0.3"]
+    out = cli_json([*argv, "--delta", "1e-5", "--iterations", "5", "--accountant", "rdp"])
+    _check_shape(out)
+    assert out["accountant"] == "rdp" and out["iterations"] == 5
+    acc = RDPAccountant().compose(
+        RandomCheckInEvent(participation=0.2, sampling_rate=0.1, noise_multiplier=out["noise_multiplier"]), 5
     )
-    assert out["analysis"] == rc.RECOMMENDED_ANALYSIS
+    assert acc.get_epsilon(1e-5) == pytest.approx(out["epsilon"]) and out["epsilon"] <= 0.3
 
 
-def test_account_composed(capsys):
-    argv = [
-        "account",
-        "random-checkin",
-        "--analysis",
-        "cs",
-        "--p",
-        "0.1",
-        "--q",
-        "0.1",
-        "--d",
-        "10",
-        "--sigma",
-        "1",
-    ]
-    out = _run_json([*argv, "--iterations", "5", "--delta", "1e-5"], capsys)
-    assert set(out) >= {"analysis", "epsilon", "delta", "iterations"}
-    assert out["iterations"] == 5 and out["delta"] == 1e-5
-    expected = rc.epsilon_composed(analysis="cs", p=0.1, q=0.1, d=10, sigma=1.0, iterations=5, delta=1e-5)
-    assert out["epsilon"] == pytest.approx(expected, rel=1e-9)
+def test_calibrate_without_noise_when_delta_covers_use(cli_json):
+    argv = ["calibrate", "random-checkin", "--p", "0.1", "--q", "0.01", "--d", "3", "--epsilon", "0.5"]
+    out = cli_json([*argv, "--delta", "0.005"])  # δ ≥ pq = 1e-3: no noise needed for wcs; ols needs some
+    assert out["noise_multiplier"] == 0.0 and out["epsilon"] == 0.0
+    assert out["analyses"]["ols"]["epsilon"] is None and "unbounded" in out["analyses"]["ols"]["note"]
 
 
-def test_calibrate(capsys):
-    argv = ["calibrate", "random-checkin", "--analysis", "ols", "--p", "0.001", "--q", "0.1", "--d", "30"]
-    out = _run_json([*argv, "--epsilon", "0.015", "--delta", "1e-6"], capsys)
-    assert out["sigma"] == pytest.approx(22.4, rel=0.01)  # 004 Section 6.1 prints 22.4 for OLS
+@pytest.mark.parametrize("extra", [[], ["--iterations", "10"], ["--iterations", "10", "--accountant", "rdp"]])
+def test_calibrate_unreachable_exits_1(extra, run_cli):
+    argv = ["calibrate", "random-checkin", "--p", "0.1", "--q", "0.01", "--d", "10", "--epsilon", "1e-9"]
+    code, out, err = run_cli([*argv, "--delta", "1e-12", *extra, "--json"])
+    assert code == 1 and out == ""
+    assert "unreachable" in err and err.count("\n") == 1
 
 
-def test_calibrate_clip_scales_sigma(capsys):
-    argv = ["calibrate", "random-checkin", "--p", "0.1", "--q", "0.001", "--d", "1000", "--epsilon", "0.015"]
-    a = _run_json([*argv, "--delta", "1e-6"], capsys)["sigma"]
-    b = _run_json([*argv, "--delta", "1e-6", "--clip", "2"], capsys)["sigma"]
-    assert b == pytest.approx(2 * a, rel=1e-9)
-
-
-def test_calibrate_paper_zero_sigma_has_note(capsys):
-    # 004 Section 6.2: Thm 4.1 as printed needs no noise; the JSON keeps its keys and adds a note.
-    argv = ["calibrate", "random-checkin", "--analysis", "paper", "--p", "0.1", "--q", "0.001", "--d", "1000"]
-    out = _run_json([*argv, "--epsilon", "0.015", "--delta", "1e-6"], capsys)
-    assert out["sigma"] == 0.0 and out["analysis"] == "paper"
-    assert out["epsilon"] == 0.015 and out["delta"] == 1e-6
-    assert out["note"] == rc.PAPER_NO_NOISE_NOTE
-    assert "refutes" in out["note"] and "docs/audit.md" in out["note"]
-    wcs = _run_json([*argv[:3], "wcs", *argv[4:], "--epsilon", "0.015", "--delta", "1e-6"], capsys)
-    assert wcs["sigma"] > 0.0 and "note" not in wcs
-    assert set(wcs) == {"analysis", "sigma", "epsilon", "delta"}
-
-
-_BASE = ["account", "random-checkin", "--p", "0.1", "--q", "0.1", "--d", "10", "--sigma", "1"]
+_BASE = ["account", "random-checkin", "--p", "0.1", "--q", "0.1", "--d", "10", "--noise-multiplier", "1"]
+_CAL = ["calibrate", "random-checkin", "--p", "0.1", "--q", "0.1", "--d", "3"]
 
 
 @pytest.mark.parametrize(
@@ -110,93 +125,21 @@ _BASE = ["account", "random-checkin", "--p", "0.1", "--q", "0.1", "--d", "10", "
         ([*_BASE, "--iterations", "5"], "--delta"),
         ([*_BASE, "--iterations", "5", "--delta", "1e-5", "--epsilon", "1"], "--epsilon"),
         ([*_BASE, "--epsilon", "1", "--delta", "1e-5"], "--delta"),
-        ([*_BASE, "--epsilon", "1", "--analysis", "bogus"], "--analysis"),
+        ([*_BASE, "--epsilon", "1", "--accountant", "bogus"], "--accountant"),
+        ([*_BASE, "--epsilon", "1", "--sigma", "1"], "--sigma"),  # removed: unrecognized
+        ([*_BASE, "--epsilon", "1", "--analysis", "ols"], "--analysis"),  # removed: all analyses are reported
+        ([*_BASE[:3], "1.5", *_BASE[4:], "--epsilon", "1"], "--p must be in (0, 1]"),
+        ([*_BASE[:5], "0", *_BASE[6:], "--epsilon", "1"], "--q must be in (0, 1]"),
+        ([*_BASE[:7], "-1", *_BASE[8:], "--epsilon", "1"], "--d must be an integer"),
+        ([*_BASE[:9], "0", "--epsilon", "1"], "--noise-multiplier must be in (0, inf)"),
+        ([*_BASE, "--epsilon", "1", "--clip", "0"], "--clip must be in (0, inf)"),
+        ([*_BASE, "--iterations", "0", "--delta", "1e-5"], "--iterations must be an integer"),
+        ([*_BASE, "--iterations", "3", "--delta", "1.0"], "--delta must be in (0, 1)"),
+        ([*_CAL, "--epsilon", "1", "--delta", "0"], "--delta must be in (0, 1)"),
+        ([*_CAL, "--epsilon", "0", "--delta", "1e-5"], "--epsilon must be in (0, inf)"),
         (
-            [
-                "account",
-                "random-checkin",
-                "--p",
-                "1.5",
-                "--q",
-                "0.1",
-                "--d",
-                "3",
-                "--sigma",
-                "1",
-                "--epsilon",
-                "1",
-            ],
-            "p must be in (0, 1]",
-        ),
-        (
-            [
-                "account",
-                "random-checkin",
-                "--p",
-                "0.5",
-                "--q",
-                "0",
-                "--d",
-                "3",
-                "--sigma",
-                "1",
-                "--epsilon",
-                "1",
-            ],
-            "q must be in (0, 1]",
-        ),
-        (
-            [
-                "account",
-                "random-checkin",
-                "--p",
-                "0.5",
-                "--q",
-                "0.1",
-                "--d",
-                "3",
-                "--sigma",
-                "0",
-                "--epsilon",
-                "1",
-            ],
-            "sigma must be in (0, inf)",
-        ),
-        ([*_BASE, "--iterations", "0", "--delta", "1e-5"], "iterations must be an integer"),
-        ([*_BASE, "--iterations", "3", "--delta", "1.0"], "delta must be in (0, 1)"),
-        (
-            [
-                "calibrate",
-                "random-checkin",
-                "--p",
-                "0.1",
-                "--q",
-                "0.1",
-                "--d",
-                "3",
-                "--epsilon",
-                "1",
-                "--delta",
-                "0",
-            ],
-            "delta must be in (0, 1)",
-        ),
-        (
-            [
-                "calibrate",
-                "random-checkin",
-                "--p",
-                "0.1",
-                "--q",
-                "0.1",
-                "--d",
-                "3",
-                "--epsilon",
-                "0",
-                "--delta",
-                "1e-5",
-            ],
-            "epsilon must be in (0, inf)",
+            [*_CAL, "--epsilon", "1", "--delta", "1e-5", "--iterations", "0"],
+            "--iterations must be an integer",
         ),
         (
             ["calibrate", "random-checkin", "--p", "0.1", "--q", "0.1", "--epsilon", "1", "--delta", "1e-5"],
@@ -204,11 +147,10 @@ _BASE = ["account", "random-checkin", "--p", "0.1", "--q", "0.1", "--d", "10", "
         ),
     ],
 )
-def test_usage_errors_are_one_line_exit_2(argv, needle, capsys):
-    code = main([*argv, "--json"])
-    captured = capsys.readouterr()
+def test_usage_errors_are_one_line_exit_2(argv, needle, run_cli):
+    code, out, err = run_cli([*argv, "--json"])
     assert code == 2
-    assert captured.out == ""
-    assert captured.err.startswith("ampfl: error:")
-    assert captured.err.count("\n") == 1
-    assert needle in captured.err
+    assert out == ""
+    assert err.startswith("ampfl: error:")
+    assert err.count("\n") == 1
+    assert needle in err

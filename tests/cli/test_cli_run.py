@@ -57,8 +57,16 @@ def test_run_json_summary_and_resume(tmp_path, capsys):
         "delta",
         "analysis",
         "wall_seconds",
+        "rounds_completed",
+        "stopped",
+        "privacy_unit",
     } <= set(summary)
     assert summary["algorithm"] == "fedavg" and summary["rounds"] == 4 and summary["epsilon"] == float("inf")
+    assert (
+        summary["privacy_unit"] is None
+        and summary["stopped"] == "rounds"
+        and summary["rounds_completed"] == 4
+    )
     assert (out / "summary.json").is_file() and (out / "metrics.jsonl").is_file()
     # Running again into the same folder needs --resume; with it, the finished run is summarised again.
     code = main(["run", str(config), "--out", str(out), "--no-progress"])
@@ -78,8 +86,23 @@ def test_run_json_summary_and_resume(tmp_path, capsys):
         (TINY.replace("rounds = 4", "rounds = -4"), "rounds: Input should be greater than or equal to 1"),
         (TINY.replace("num_clients = 10", "num_clients = 10\nsize = 3"), "partition.size: unknown key"),
         ("rounds = [", "invalid TOML"),
+        (TINY + '[privacy]\naccountant = "moments"\n', "privacy.accountant: Input should be 'rdp' or 'pld'"),
+        (TINY + "[privacy]\nmax_epsilon = 1.0\n", "privacy.max_epsilon: fedavg gives no privacy guarantee"),
+        (
+            TINY.replace('name = "fedavg"', 'name = "dp_fedavg"\nnoise_multiplier = 1.0')
+            + '[privacy]\naccountant = "pld"\n',
+            "privacy.accountant: the 'pld' accountant cannot account dp_fedavg's events",
+        ),
     ],
-    ids=["unknown-param", "bad-rounds", "unknown-partition-key", "bad-toml"],
+    ids=[
+        "unknown-param",
+        "bad-rounds",
+        "unknown-partition-key",
+        "bad-toml",
+        "bad-accountant",
+        "budget-without-privacy",
+        "unsupported-events",
+    ],
 )
 def test_bad_config_is_one_line_exit_2(tmp_path, capsys, text, expected):
     config = tmp_path / "bad.toml"
@@ -126,4 +149,18 @@ def test_example_config_runs_from_the_cli(tmp_path, capsys):
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["algorithm"] == "dp_fedavg" and summary["rounds"] == 2
-    assert 0 < summary["epsilon"] < float("inf")
+    assert 0 < summary["epsilon"] < float("inf") and summary["privacy_unit"] == "client"
+
+
+def test_budget_stop_from_the_cli(tmp_path, capsys):
+    # DP-DSGD with random participation, stopped by [privacy] max_epsilon before round 4.
+    text = TINY.replace('name = "fedavg"', 'name = "dp_dsgd_rp"\nnoise_multiplier = 1.0\nparticipation = 0.5')
+    config = tmp_path / "budget.toml"
+    config.write_text(text + "[privacy]\nmax_epsilon = 2.4\n")  # between ε after 2 and after 3 rounds
+    code = main(["run", str(config), "--out", str(tmp_path / "run"), "--json", "--no-progress"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["stopped"] == "budget" and summary["rounds_completed"] == 2
+    assert (
+        2.2 < summary["epsilon"] <= 2.4 and summary["privacy_unit"] == "record" and summary["delta"] == 1e-5
+    )

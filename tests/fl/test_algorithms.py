@@ -1,18 +1,24 @@
-"""The four algorithms on tiny hand-checkable cases, their accounting, and state round trips."""
+"""The four algorithms on tiny hand-checkable cases, their privacy events, and state round trips."""
 
 from __future__ import annotations
 
-import math
-
-import dp_accounting
 import numpy as np
 import pytest
 import torch
 
-from ampfl.accounting.ms_pafl import account_ms_pafl, ldp_sigma
-from ampfl.accounting.random_checkin import calibrate_sigma, epsilon_composed
-from ampfl.fl.algorithms import ALGORITHMS, PrivacyReport
+from ampfl.accounting.accountants import NeighboringRelation, RDPAccountant, make_accountant
+from ampfl.accounting.events import (
+    GaussianEvent,
+    MSPAFLRoundEvent,
+    PoissonSampledEvent,
+    RandomCheckInEvent,
+    SampledWithoutReplacementEvent,
+)
+from ampfl.accounting.ms_pafl import ldp_sigma
+from ampfl.accounting.random_checkin import calibrate_noise_multiplier
+from ampfl.fl.algorithms import ALGORITHMS
 from ampfl.fl.algorithms.base import ROLE_NOISE
+from ampfl.fl.config import PrivacyConfig
 from ampfl.fl.data import Dataset
 from ampfl.fl.task import Task
 
@@ -31,9 +37,18 @@ def _task(n_per_client: int = 8, clients: int = 2, **kw: object) -> Task:
     return Task(ds, idx, model="logreg", model_options=dict(kw))
 
 
-def _make(name: str, task: Task, seed: int = 0, **params: object):  # type: ignore[no-untyped-def]
+def _make(name: str, task: Task, seed: int = 0, privacy: PrivacyConfig | None = None, **params: object):  # type: ignore[no-untyped-def]
     cls = ALGORITHMS[name]
-    return cls(cls.Params(**params), task, seed=seed)
+    return cls(cls.Params(**params), task, seed=seed, privacy=privacy)
+
+
+def _epsilon(alg, rounds: int, delta: float = 1e-5) -> float:  # type: ignore[no-untyped-def]
+    """ε of ``rounds`` rounds of ``alg``'s events by a fresh RDP accountant under its relation."""
+    acc = RDPAccountant(neighboring_relation=alg.neighboring_relation)
+    for r in range(rounds):
+        for event, count in alg.round_events(r):
+            acc.compose(event, count)
+    return acc.get_epsilon(delta)
 
 
 def _full_batch_grad(task: Task, w: torch.Tensor, idx: np.ndarray) -> torch.Tensor:
@@ -60,7 +75,7 @@ def test_fedavg_one_step_full_batch_by_hand() -> None:
         [-0.5 * _full_batch_grad(task, torch.zeros(3), np.arange(i * 8, i * 8 + 8)) for i in range(2)]
     ).mean(0)
     assert torch.allclose(alg.global_params, expected, atol=1e-6)
-    assert alg.privacy(1) == PrivacyReport(math.inf, 0.0, "none")
+    assert alg.round_events(0) == [] and alg.privacy_unit is None  # no guarantee: the run reports ε = ∞
     assert 0.0 <= alg.evaluate()["accuracy"] <= 1.0
 
 
@@ -73,9 +88,10 @@ def test_dp_fedavg_clipping_and_noise_free_update() -> None:
         num_local_steps=1,
         batch_size=8,
         learning_rate=0.5,
-        clip_norm=1e-3,
+        clip=1e-3,
         noise_multiplier=0.0,
     )
+    assert alg.privacy_unit is None and alg.round_events(0) == []  # zero noise: no guarantee
     alg.run_round(0)
     deltas = torch.stack(
         [-0.5 * _full_batch_grad(task, torch.zeros(3), np.arange(i * 8, i * 8 + 8)) for i in range(2)]
@@ -98,7 +114,7 @@ def test_dp_fedavg_noise_std(placement: str) -> None:
         num_local_steps=1,
         batch_size=8,
         learning_rate=0.5,
-        clip_norm=c,
+        clip=c,
         noise_multiplier=z,
         noise_placement=placement,
     )
@@ -109,7 +125,7 @@ def test_dp_fedavg_noise_std(placement: str) -> None:
         num_local_steps=1,
         batch_size=8,
         learning_rate=0.5,
-        clip_norm=c,
+        clip=c,
         noise_multiplier=0.0,
     )
     alg.run_round(0)
@@ -118,44 +134,61 @@ def test_dp_fedavg_noise_std(placement: str) -> None:
     assert abs(float(noise.std()) / (z * c / 2) - 1.0) < 0.2  # 200 samples: std error ~5%
 
 
-def test_dp_fedavg_accounting_and_calibration() -> None:
+def test_dp_fedavg_events_and_calibration() -> None:
     task = _task(clients=10)
-    alg = _make(
+    alg = _make("dp_fedavg", task, client_sampling="poisson", sampling_rate=0.3, noise_multiplier=1.5)
+    # Poisson sampling: add/remove one client, Δ₂ = C
+    event = PoissonSampledEvent(sampling_rate=0.3, event=GaussianEvent(noise_multiplier=1.5))
+    assert alg.round_events(0) == [(event, 1)] and alg.round_events(7) == [(event, 1)]
+    assert alg.privacy_unit == "client"
+    assert alg.neighboring_relation == NeighboringRelation.ADD_OR_REMOVE_ONE
+    # target_epsilon: the smallest z (to 0.5%) whose 20 rounds meet ε = 2 at the run's δ, same event
+    cal = _make("dp_fedavg", task, cohort_size=3, target_epsilon=2.0, num_rounds=20)
+    assert cal.neighboring_relation == NeighboringRelation.REPLACE_ONE  # fixed size: replace one, Δ₂ = 2C
+    inner = GaussianEvent(noise_multiplier=cal.noise_multiplier / 2)
+    assert cal.round_events(0) == [
+        (SampledWithoutReplacementEvent(source_size=10, sample_size=3, event=inner), 1)
+    ]
+    assert _epsilon(cal, 20) <= 2.0
+    lower = RDPAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE)
+    lower.compose(cal.event_at(cal.noise_multiplier / 1.005), 20)
+    assert lower.get_epsilon(1e-5) > 2.0
+    # the run's [privacy] δ and accountant drive the calibration
+    loose = _make(
         "dp_fedavg",
         task,
+        privacy=PrivacyConfig(delta=1e-3),
         client_sampling="poisson",
-        sampling_probability=0.3,
-        noise_multiplier=1.5,
-        target_delta=1e-5,
+        sampling_rate=0.3,
+        target_epsilon=2.0,
+        num_rounds=20,
     )
-    acc = dp_accounting.rdp.RdpAccountant()
-    acc.compose(dp_accounting.PoissonSampledDpEvent(0.3, dp_accounting.GaussianDpEvent(1.5)), 20)
-    rep = alg.privacy(20)
-    assert rep.epsilon == pytest.approx(acc.get_epsilon(1e-5), rel=0.02)  # our orders are a subset
-    assert rep.epsilon >= acc.get_epsilon(1e-5) - 1e-9 or rep.epsilon == pytest.approx(acc.get_epsilon(1e-5))
-    assert alg.privacy(0).epsilon == 0.0
-    cal = _make("dp_fedavg", task, cohort_size=3, target_epsilon=2.0, num_rounds=20)
-    assert cal.privacy(20).epsilon <= 2.0
-    assert cal.epsilon(cal.noise_multiplier * 0.99, 20) > 2.0  # the smallest such noise (to 1%)
-    # fixed-size sampling: replace-one relation, dp-accounting noise multiplier z / 2 (Δ₂ = 2C)
-    acc = dp_accounting.rdp.RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
-    acc.compose(
-        dp_accounting.SampledWithoutReplacementDpEvent(
-            10, 3, dp_accounting.GaussianDpEvent(cal.noise_multiplier / 2)
-        ),
-        20,
+    tight = _make(
+        "dp_fedavg", task, client_sampling="poisson", sampling_rate=0.3, target_epsilon=2.0, num_rounds=20
     )
-    assert acc.get_epsilon(1e-5) <= 2.0 + 0.1
+    assert loose.noise_multiplier < tight.noise_multiplier
+    pld = _make(
+        "dp_fedavg",
+        task,
+        privacy=PrivacyConfig(accountant="pld"),
+        client_sampling="poisson",
+        sampling_rate=0.3,
+        target_epsilon=2.0,
+        num_rounds=20,
+    )
+    acc = make_accountant("pld")
+    acc.compose(pld.event_at(pld.noise_multiplier), 20)
+    assert acc.get_epsilon(1e-5) <= 2.0 and pld.noise_multiplier < tight.noise_multiplier
+    with pytest.raises(ValueError, match=r"^privacy\.accountant: .*pld"):  # replace-one: no PLD yet
+        _make("dp_fedavg", task, privacy=PrivacyConfig(accountant="pld"), target_epsilon=2.0, num_rounds=20)
     # Poisson sampling: the noise is released even when nobody is sampled
-    empty = _make(
-        "dp_fedavg", task, client_sampling="poisson", sampling_probability=1e-9, noise_multiplier=1.0
-    )
+    empty = _make("dp_fedavg", task, client_sampling="poisson", sampling_rate=1e-9, noise_multiplier=1.0)
     assert empty.run_round(0)["participants"] == 0.0
     assert float(empty.global_params.abs().max()) > 0.0
     with pytest.raises(ValueError, match="distributed"):
         ALGORITHMS["dp_fedavg"].Params(
             client_sampling="poisson",
-            sampling_probability=0.1,
+            sampling_rate=0.1,
             noise_multiplier=1.0,
             noise_placement="distributed",
         )
@@ -166,15 +199,15 @@ def test_ms_pafl_round_by_hand_with_nu_correction() -> None:
     alg = _make(
         "ms_pafl",
         task,
-        checkin_probability=0.5,
+        participation=0.5,
         num_local_steps=1,
         batch_size=10,
         learning_rate=0.5,
-        epsilon_local=0.5,
+        eps_local=0.5,
         delta_local=1e-3,
-        beta=1.5,
     )
-    assert alg.sigma == pytest.approx(ldp_sigma(eps_local=0.5, delta_local=1e-3, clip=1.0))  # s = 2C
+    assert alg.noise_std == pytest.approx(ldp_sigma(eps_local=0.5, delta_local=1e-3, clip=1.0))  # s = 2C
+    assert alg.noise_multiplier == pytest.approx(alg.noise_std / 2.0)  # z = σ/(2C)
     r = next(r for r in range(50) if len(alg.sampler.sample(r, alg.rng(r, 4))) == 2)  # a round with both
     for rr in range(r):
         alg.run_round(rr)
@@ -189,7 +222,7 @@ def test_ms_pafl_round_by_hand_with_nu_correction() -> None:
     assert torch.allclose(alg.store.get([0, 1]), trained[:, :2], atol=1e-6)  # private parts kept
     public = trained[:, 2:]
     clipped = public / torch.clamp(public.norm(dim=1), min=1.0)[:, None]  # Eq. (11), C = 1
-    noise = torch.randn(clipped.shape, generator=alg.torch_generator(r, ROLE_NOISE)) * alg.sigma
+    noise = torch.randn(clipped.shape, generator=alg.torch_generator(r, ROLE_NOISE)) * alg.noise_std
     nu = 1 - 0.5**2  # Eq. (13): ν = 1 - Π(1 - p_i)
     assert torch.allclose(alg.public, (clipped + noise).sum(0) / (nu * 2), atol=1e-5)
     ev = alg.evaluate()
@@ -204,60 +237,33 @@ def test_ms_pafl_round_by_hand_with_nu_correction() -> None:
 
 def test_ms_pafl_heterogeneous_probabilities() -> None:
     task = _task(n_per_client=10, clients=3)
-    alg = _make("ms_pafl", task, checkin_probability=[0.2, 0.5, 1.0], batch_size=2, beta=1.5)
-    assert alg.max_p == 1.0
+    alg = _make("ms_pafl", task, participation=[0.2, 0.5, 1.0], batch_size=2)
+    assert alg.sampler.participation == 1.0  # the events bound every client by the largest p_i
+    assert alg.round_events(0)[0][0].participation == 1.0
     assert alg.sampler.probability_someone_checks_in() == 1.0  # ν = 1 - 0.8 * 0.5 * 0
     counts = np.zeros(3)
     for r in range(40):
         counts[alg.sampler.sample(r, alg.rng(r, 4))] += 1
     assert counts[2] == 40 and counts[0] < counts[2]
     with pytest.raises(ValueError, match="one entry per client"):
-        _make("ms_pafl", task, checkin_probability=[0.2, 0.5], beta=1.5)
+        _make("ms_pafl", task, participation=[0.2, 0.5])
 
 
-def test_ms_pafl_clipping_bound_and_accounting() -> None:
+def test_ms_pafl_clipping_bound_and_events() -> None:
     task = _task(n_per_client=30, clients=4, init_std=5.0)
-    alg = _make(
-        "ms_pafl",
-        task,
-        checkin_probability=1.0,
-        num_local_steps=2,
-        batch_size=3,
-        nu_correction=False,
-        beta=1.0,
-    )
-    alg.sigma = 0.0  # switch the noise off to see the clipped average
+    alg = _make("ms_pafl", task, participation=1.0, num_local_steps=2, batch_size=3, nu_correction=False)
+    alg.noise_std = 0.0  # switch the noise off to see the clipped average
     alg.run_round(0)
     assert float(alg.public.norm()) <= 1.0 + 1e-6  # mean of vectors of norm <= C
-    rep = alg.privacy(10)
-    acc = account_ms_pafl(
-        p=1.0,
-        eps_local=1.0,
-        delta_local=1e-4,
-        num_clients=4,
-        beta=1.0,
-        local_steps=2,
-        batch_size=3,
-        dataset_size=30,
-        sampling="wor",
-        rounds=10,
-        delta_tilde=1e-4,
-    )
-    assert rep.epsilon == pytest.approx(acc.epsilon_total_tight) and rep.delta == pytest.approx(
-        acc.delta_total
-    )
-    paper = _make(
-        "ms_pafl",
-        task,
-        checkin_probability=1.0,
-        num_local_steps=2,
-        batch_size=3,
-        accounting="paper",
-        beta=1.0,
-    )
-    assert paper.privacy(10).epsilon == pytest.approx(acc.epsilon_total)
-    with pytest.raises(ValueError, match="WOR"):
-        _make("ms_pafl", task, num_local_steps=10, batch_size=5, beta=1.0)  # Q b > |D_i|
+    # each round: participation public to the server, Gaussian with z = σ/(2C), persistent private state
+    z = ldp_sigma(eps_local=1.0, delta_local=1e-4, clip=1.0) / 2.0
+    event = MSPAFLRoundEvent(participation=1.0, noise_multiplier=z, private_state="persistent")
+    assert alg.round_events(3) == [(event, 1)] and alg.privacy_unit == "record"
+    # p = 1: ten rounds are ten Gaussian mechanisms with multiplier z
+    gauss = RDPAccountant().compose(GaussianEvent(noise_multiplier=z), 10)
+    assert _epsilon(alg, 10) == pytest.approx(gauss.get_epsilon(1e-5), rel=1e-12)
+    given = _make("ms_pafl", task, participation=0.5, noise_multiplier=6.0, clip=2.0, batch_size=3)
+    assert given.noise_std == pytest.approx(24.0) and given.round_events(0)[0][0].noise_multiplier == 6.0
 
 
 def test_dp_dsgd_rp_scaling_by_hand() -> None:
@@ -266,10 +272,10 @@ def test_dp_dsgd_rp_scaling_by_hand() -> None:
     alg = _make(
         "dp_dsgd_rp",
         task,
-        participation_probability=1.0,
-        sampling_probability=1.0,
-        noise_std=0.0,
-        clip_norm=100.0,
+        participation=1.0,
+        sampling_rate=1.0,
+        noise_multiplier=0.0,
+        clip=100.0,
         learning_rate=0.7,
     )
     assert alg.scale() == pytest.approx(1.0 / 18)
@@ -278,42 +284,51 @@ def test_dp_dsgd_rp_scaling_by_hand() -> None:
     assert torch.allclose(alg.global_params, expected, atol=1e-6)
 
 
-def test_dp_dsgd_rp_clipping_noise_and_accounting() -> None:
+def test_dp_dsgd_rp_clipping_noise_and_events() -> None:
     task = _task(n_per_client=10, clients=4)
     alg = _make(
         "dp_dsgd_rp",
         task,
-        participation_probability=0.5,
-        sampling_probability=0.5,
-        noise_std=0.0,
-        clip_norm=1e-3,
+        participation=0.5,
+        sampling_rate=0.5,
+        noise_multiplier=0.0,
+        clip=1e-3,
         learning_rate=1.0,
     )
     m = alg.run_round(0)
     # ‖ĝ‖ <= (#examples) C / (p N q d)
     assert float(alg.global_params.norm()) <= m.get("examples", 0.0) * 1e-3 / (0.5 * 4 * 0.5 * 10) + 1e-9
+    assert alg.privacy_unit is None and alg.round_events(0) == []
+    # wcs: z calibrated for the per-iteration target on exactly the event the run composes
     cal = _make(
         "dp_dsgd_rp",
         task,
-        participation_probability=0.5,
-        sampling_probability=0.5,
-        epsilon=0.5,
-        delta=1e-5,
-        clip_norm=2.0,
+        participation=0.5,
+        sampling_rate=0.5,
+        round_epsilon=0.5,
+        round_delta=1e-5,
+        clip=2.0,
     )
-    assert cal.sigma == pytest.approx(
-        calibrate_sigma(analysis="wcs", p=0.5, q=0.5, d=10, epsilon=0.5, delta=1e-5, clip=2.0)
+    event = RandomCheckInEvent(
+        participation=0.5, sampling_rate=0.5, noise_multiplier=cal.noise_multiplier, local_dataset_size=10
     )
-    rep = cal.privacy(5)
-    assert rep.epsilon == pytest.approx(
-        epsilon_composed(
-            analysis="wcs", p=0.5, q=0.5, d=10, sigma=cal.sigma, iterations=5, delta=1e-5, clip=2.0
-        )
+    assert cal.round_events(4) == [(event, 1)] and cal.privacy_unit == "record"
+    assert cal.noise_std == pytest.approx(2.0 * cal.noise_multiplier)
+    assert (
+        _epsilon(cal, 1)
+        <= 0.5
+        < RDPAccountant().compose(cal.event_at(cal.noise_multiplier / 1.005)).get_epsilon(1e-5)
     )
-    assert rep.analysis.startswith("wcs")
-    assert cal.privacy(10).epsilon > rep.epsilon
+    assert _epsilon(cal, 10) > _epsilon(cal, 5)
+    # the other analyses choose z by their own formulas (004's figures); the events stay the same kind
+    ols = _make("dp_dsgd_rp", task, participation=0.5, sampling_rate=0.5, round_epsilon=0.5, analysis="ols")
+    expected = calibrate_noise_multiplier(
+        analysis="ols", participation=0.5, sampling_rate=0.5, local_dataset_size=10, epsilon=0.5, delta=1e-6
+    )
+    assert ols.noise_multiplier == pytest.approx(expected)
+    assert isinstance(ols.round_events(0)[0][0], RandomCheckInEvent)
     # the noise is released even when nobody participates: std σ / (p N q d) per coordinate
-    quiet = _make("dp_dsgd_rp", task, participation_probability=0.01, sampling_probability=0.5, noise_std=1.0)
+    quiet = _make("dp_dsgd_rp", task, participation=0.01, sampling_rate=0.5, noise_multiplier=1.0)
     quiet.run_round(0)
     assert float(quiet.global_params.abs().max()) > 0.0
 
@@ -321,7 +336,7 @@ def test_dp_dsgd_rp_clipping_noise_and_accounting() -> None:
 def test_dp_dsgd_rp_unequal_clients_use_d_records() -> None:
     ds = _dataset(10, 2)
     task = Task(ds, [np.arange(0, 4), np.arange(4, 20)], model="logreg")
-    alg = _make("dp_dsgd_rp", task, noise_std=1.0)
+    alg = _make("dp_dsgd_rp", task, noise_multiplier=1.0)
     assert alg.d == 4 and [len(ix) for ix in alg.local_data] == [4, 4]
     assert set(alg.local_data[1].tolist()) <= set(range(4, 20))
 
@@ -334,13 +349,13 @@ def test_dp_dsgd_rp_unequal_clients_use_d_records() -> None:
             "dp_fedavg",
             {
                 "client_sampling": "poisson",
-                "sampling_probability": 0.5,
+                "sampling_rate": 0.5,
                 "noise_multiplier": 1.0,
                 "batch_size": 3,
             },
         ),
-        ("ms_pafl", {"checkin_probability": 0.6, "num_local_steps": 2, "batch_size": 3, "beta": 1.0}),
-        ("dp_dsgd_rp", {"noise_std": 0.5, "momentum": 0.9, "participation_probability": 0.7}),
+        ("ms_pafl", {"participation": 0.6, "num_local_steps": 2, "batch_size": 3}),
+        ("dp_dsgd_rp", {"noise_multiplier": 0.5, "momentum": 0.9, "participation": 0.7}),
     ],
 )
 def test_state_dict_round_trip_continues_identically(name: str, params: dict) -> None:

@@ -21,7 +21,7 @@ class _Gaussian:
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
         noise_multiplier: float = Field(1.0, gt=0)
-        clip_norm: float = Field(1.0, gt=0)
+        clip: float = Field(1.0, gt=0)
         sampling: str = "poisson"
 
 
@@ -51,6 +51,12 @@ def test_defaults_are_filled_in():
     assert config.partition.scheme == "label_skew" and config.partition.num_clients == 100
     assert config.algorithm.name == "gaussian"
     assert config.algorithm.params.noise_multiplier == 1.0  # type: ignore[attr-defined]
+    # [privacy]: the RDP accountant, δ = 1e-5, no budget
+    assert (config.privacy.accountant, config.privacy.delta, config.privacy.max_epsilon) == (
+        "rdp",
+        1e-5,
+        None,
+    )
 
 
 def test_resolved_dict_and_toml_round_trip(tmp_path):
@@ -59,6 +65,7 @@ def test_resolved_dict_and_toml_round_trip(tmp_path):
         _data(
             model={"name": "mlp", "options": {"hidden": [32, 16], "gamma": 0.001}},
             algorithm={"name": "gaussian", "noise_multiplier": 0.7},
+            privacy={"accountant": "pld", "delta": 1e-6, "max_epsilon": 3.5},
         ),
         algorithms=REGISTRY,
     )
@@ -71,9 +78,10 @@ def test_resolved_dict_and_toml_round_trip(tmp_path):
     assert config_to_dict(config)["algorithm"] == {
         "name": "gaussian",
         "noise_multiplier": 0.7,
-        "clip_norm": 1.0,
+        "clip": 1.0,
         "sampling": "poisson",
     }
+    assert config_to_dict(config)["privacy"] == {"accountant": "pld", "delta": 1e-6, "max_epsilon": 3.5}
 
 
 @pytest.mark.parametrize(
@@ -100,6 +108,10 @@ def test_resolved_dict_and_toml_round_trip(tmp_path):
         (_data(dataset={"name": "digits", "size": 3}), "dataset.size: unknown key"),
         (_data(engine={"chunk_size": 0}), "engine.chunk_size: Input should be greater than or equal to 1"),
         (_data(learning_rate=0.1), "learning_rate: unknown key"),
+        (_data(privacy={"accountant": "moments"}), "privacy.accountant: Input should be 'rdp' or 'pld'"),
+        (_data(privacy={"delta": 1.0}), "privacy.delta: Input should be less than 1 (found 1.0)"),
+        (_data(privacy={"max_epsilon": 0}), "privacy.max_epsilon: Input should be greater than 0"),
+        (_data(privacy={"target_delta": 1e-5}), "privacy.target_delta: unknown key"),
     ],
     ids=[
         "bad-param",
@@ -114,6 +126,10 @@ def test_resolved_dict_and_toml_round_trip(tmp_path):
         "unknown-dataset-key",
         "chunk-0",
         "unknown-top-key",
+        "bad-accountant",
+        "delta-1",
+        "budget-0",
+        "unknown-privacy-key",
     ],
 )
 def test_bad_keys_and_values_give_one_line_naming_the_key(data, expected):
@@ -121,8 +137,8 @@ def test_bad_keys_and_values_give_one_line_naming_the_key(data, expected):
 
 
 def test_several_problems_are_reported_on_one_line():
-    message = _error(_data(rounds=-1, seed=-2, algorithm={"name": "gaussian", "clip_norm": 0}))
-    assert "algorithm.clip_norm" in message and "rounds" in message and "seed" in message
+    message = _error(_data(rounds=-1, seed=-2, algorithm={"name": "gaussian", "clip": 0}))
+    assert "algorithm.clip" in message and "rounds" in message and "seed" in message
 
 
 def test_load_config_errors_name_the_file(tmp_path):
@@ -130,12 +146,12 @@ def test_load_config_errors_name_the_file(tmp_path):
     bad_toml = tmp_path / "bad.toml"
     bad_toml.write_text("rounds = [\n")
     bad_value = tmp_path / "value.toml"
-    bad_value.write_text('rounds = 5\n[algorithm]\nname = "gaussian"\nclip_norm = -3\n')
+    bad_value.write_text('rounds = 5\n[algorithm]\nname = "gaussian"\nclip = -3\n')
     # Execute / Assert
     for path, expected in [
         (tmp_path / "missing.toml", "cannot read the config file"),
         (bad_toml, "invalid TOML"),
-        (bad_value, "algorithm.clip_norm: Input should be greater than 0 (found -3)"),
+        (bad_value, "algorithm.clip: Input should be greater than 0 (found -3)"),
     ]:
         with pytest.raises(ValueError) as info:
             load_config(path, algorithms=REGISTRY)
@@ -149,6 +165,7 @@ def test_example_configs_are_valid(name):
     config = load_config(EXAMPLES / name)
     assert config.dataset.name == "digits"
     assert config.algorithm.name in {"ms_pafl", "dp_fedavg"}
+    assert config.privacy.accountant == "rdp" and config.privacy.delta == 1e-5
 
 
 def test_engine_section_accepts_every_engine_option():

@@ -26,11 +26,12 @@ def test_demo_json_contract_on_a_reduced_setting(tmp_path, capsys):
         if r["algorithm"] == "fedavg":
             assert r["epsilon"] == math.inf  # written as 1e999 in the JSON
         else:
-            # Every private algorithm is calibrated to the common target (never above it).
-            assert 0.0 < r["epsilon"] <= TARGET_EPSILON * (1 + 1e-9)
-            assert 0.0 < r["delta"] < 1.0
+            # Every private algorithm is calibrated to the common target (never above it, within 1%),
+            # at the common δ, by the run's accountant.
+            assert TARGET_EPSILON * 0.99 <= r["epsilon"] <= TARGET_EPSILON * (1 + 1e-9)
+            assert r["delta"] == TARGET_DELTA and r["analysis"].startswith("rdp accountant")
+            assert r["noise"]["noise_multiplier"] > 0.0
     by_name = {r["algorithm"]: r for r in results}
-    assert by_name["dp_fedavg"]["delta"] == TARGET_DELTA and by_name["dp_dsgd_rp"]["delta"] == TARGET_DELTA
     assert "personal_accuracy_mean" in by_name["ms_pafl"]
     folder = tmp_path / "demo"
     assert (folder / "accuracy.png").is_file() and (folder / "results.csv").is_file()

@@ -1,4 +1,5 @@
-"""The run folder of ``run_experiment``: files, metrics lines, summary keys, and bit-identical resumption."""
+"""The run folder of ``run_experiment``: files, metrics lines, summary keys, the run-level accountant (ε on
+every line, composed once per round, budget stop, checkpointed), and bit-identical resumption."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import pytest
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from ampfl.accounting.accountants import RDPAccountant
+from ampfl.accounting.events import GaussianEvent
 from ampfl.fl import run as run_module
-from ampfl.fl.algorithms.base import ROLE_NOISE, ROLE_SAMPLING, Algorithm, PrivacyReport
+from ampfl.fl.algorithms.base import ROLE_NOISE, ROLE_SAMPLING, Algorithm
 from ampfl.fl.config import parse_config
 from ampfl.fl.run import load_checkpoint, run_experiment
 from ampfl.fl.task import Task
@@ -27,6 +30,10 @@ SUMMARY_KEYS = {
     "delta",
     "analysis",
     "wall_seconds",
+    "rounds_completed",
+    "stopped",
+    "privacy_unit",
+    "accountant",
 }
 
 
@@ -54,19 +61,24 @@ class NoisyAveraging(Algorithm):
     """A small but genuine algorithm obeying the ABC: sampled clients take one noisy gradient step each.
 
     It keeps a per-client counter (like a client store) so that resumption must restore more than the model.
+    Its privacy event (one Gaussian mechanism per round, noise multiplier ``event_noise``) only exercises the
+    run's accountant.
     """
 
     name: ClassVar[str] = "noisy_avg"
+    privacy_unit = "client"
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
         learning_rate: float = Field(0.5, gt=0)
         noise_std: float = Field(0.05, ge=0)
         cohort_size: int = Field(3, ge=1)
-        delta: float = Field(1e-5, gt=0, lt=1)
+        event_noise: float = Field(4.0, gt=0)
 
-    def __init__(self, params: BaseModel, task: Task, *, seed: int, engine: Any = None) -> None:
-        super().__init__(params, task, seed=seed, engine=engine)
+    def __init__(
+        self, params: BaseModel, task: Task, *, seed: int, engine: Any = None, privacy: Any = None
+    ) -> None:
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
         generator = self.torch_generator(-1, 0)
         self.weights = torch.randn(task.dataset.x_train.shape[1], generator=generator) * 0.01
         self.visits = np.zeros(task.num_clients, dtype=np.int64)
@@ -96,8 +108,8 @@ class NoisyAveraging(Algorithm):
         predicted = (x @ self.weights > 0).long()
         return {"accuracy": float((predicted == y).float().mean())}
 
-    def privacy(self, rounds_done: int) -> PrivacyReport:
-        return PrivacyReport(epsilon=0.1 * rounds_done, delta=self.params.delta, analysis="fake (tests only)")
+    def round_events(self, round_index: int) -> list[tuple[GaussianEvent, int]]:
+        return [(GaussianEvent(noise_multiplier=self.params.event_noise), 1)]
 
     def state_dict(self) -> dict[str, Any]:
         return {"weights": self.weights.clone(), "visits": self.visits.copy()}
@@ -108,6 +120,11 @@ class NoisyAveraging(Algorithm):
 
 
 REGISTRY = {NoisyAveraging.name: NoisyAveraging}
+
+
+def _epsilon(rounds: int, z: float = 4.0, delta: float = 1e-5) -> float:
+    """ε of ``rounds`` Gaussian mechanisms with multiplier z, composed independently of the run."""
+    return RDPAccountant().compose(GaussianEvent(noise_multiplier=z), rounds).get_epsilon(delta)
 
 
 def _config(**overrides: Any):
@@ -157,9 +174,12 @@ def test_run_folder_contents_metrics_and_summary(tmp_path):
     assert [line["round"] for line in lines] == [2, 4, 5]
     for line in lines:
         assert {"round", "accuracy", "epsilon", "delta", "participants", "wall_seconds"} <= set(line)
-        assert line["epsilon"] == pytest.approx(0.1 * line["round"])
+        assert line["epsilon"] == pytest.approx(_epsilon(line["round"]), rel=1e-12)
+        assert line["delta"] == 1e-5
     assert summary["final_accuracy"] == lines[-1]["accuracy"]
-    assert summary["epsilon"] == pytest.approx(0.5)
+    assert summary["epsilon"] == lines[-1]["epsilon"] == pytest.approx(_epsilon(5), rel=1e-12)
+    assert summary["stopped"] == "rounds" and summary["rounds_completed"] == 5
+    assert summary["privacy_unit"] == "client" and summary["accountant"] == "rdp"
     assert summary["rounds"] == 5 and summary["algorithm"] == "noisy_avg" and summary["dataset"] == "tiny"
     assert summary["final_accuracy"] > 0.6  # the blobs are easy: the fake algorithm does learn
     assert json.loads((folder / "config.json").read_text())["algorithm"] == {
@@ -167,7 +187,12 @@ def test_run_folder_contents_metrics_and_summary(tmp_path):
         "learning_rate": 0.5,
         "noise_std": 0.05,
         "cohort_size": 3,
+        "event_noise": 4.0,
+    }
+    assert json.loads((folder / "config.json").read_text())["privacy"] == {
+        "accountant": "rdp",
         "delta": 1e-5,
+        "max_epsilon": None,
     }
     assert load_checkpoint(folder)["rounds_done"] == 5
 
@@ -201,8 +226,20 @@ def test_interrupted_then_resumed_run_is_bit_identical(tmp_path):
     strip = [{k: v for k, v in m.items() if k != "wall_seconds"} for m in a["metrics"]]
     assert strip == [{k: v for k, v in m.items() if k != "wall_seconds"} for m in b["metrics"]]
     assert full["final_accuracy"] == resumed["final_accuracy"] and full["epsilon"] == resumed["epsilon"]
+    assert a["privacy"] == b["privacy"]  # the accountant continued: same composed state, same ε
     lines = (tmp_path / "split" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["round"] for line in lines] == [2, 4, 6]
+
+
+def test_resumed_pld_run_reports_the_same_epsilon(tmp_path):
+    # The PLD accountant's state is its composition history, replayed on load in the same order.
+    config = _config(eval_every=1, privacy={"accountant": "pld"})
+    full = _run(config, tmp_path / "full")
+    _run(config, tmp_path / "split", stop_after=2)
+    resumed = _run(config, tmp_path / "split", resume=True)
+    a, b = load_checkpoint(tmp_path / "full"), load_checkpoint(tmp_path / "split")
+    assert [m["epsilon"] for m in a["metrics"]] == [m["epsilon"] for m in b["metrics"]]
+    assert full["epsilon"] == resumed["epsilon"] and a["privacy"] == b["privacy"]
 
 
 def test_resume_drops_metric_lines_written_after_the_last_checkpoint(tmp_path):
@@ -247,7 +284,7 @@ def test_resume_may_extend_the_number_of_rounds(tmp_path):
     full = _run(_config(rounds=6, eval_every=1), tmp_path / "full")
     # Assert: the extended run reaches the same final state as a 6-round run.
     assert summary["rounds"] == 6 and summary["final_accuracy"] == full["final_accuracy"]
-    assert math.isclose(summary["epsilon"], 0.6)
+    assert summary["epsilon"] == full["epsilon"] == pytest.approx(_epsilon(6), rel=1e-12)
     a, b = load_checkpoint(tmp_path / "short"), load_checkpoint(tmp_path / "full")
     assert torch.equal(a["algorithm"]["weights"], b["algorithm"]["weights"])
 
@@ -271,6 +308,106 @@ def test_run_or_reuse_reuses_resumes_or_restarts(tmp_path, monkeypatch):
     assert resumed["final_accuracy"] == first["final_accuracy"] and resumed["completed"] is True
 
 
+def test_each_round_is_composed_exactly_once(tmp_path, monkeypatch):
+    # Prepare: count the accountant's compositions and ε queries.
+    calls = {"compose": 0, "epsilon": 0}
+    compose, get_epsilon = RDPAccountant.compose, RDPAccountant.get_epsilon
+
+    def counting_compose(self, event, count=1):
+        calls["compose"] += 1
+        return compose(self, event, count)
+
+    def counting_epsilon(self, delta):
+        calls["epsilon"] += 1
+        return get_epsilon(self, delta)
+
+    monkeypatch.setattr(RDPAccountant, "compose", counting_compose)
+    monkeypatch.setattr(RDPAccountant, "get_epsilon", counting_epsilon)
+    # Execute: 20 rounds, evaluated after every round.
+    summary = _run(_config(rounds=20, eval_every=1, checkpoint_every=0), tmp_path / "run")
+    # Assert: one composition per round (the history is never composed again), one ε per line + summary.
+    assert calls["compose"] == 20 and calls["epsilon"] == 21
+    state = load_checkpoint(tmp_path / "run")["privacy"]
+    assert state["rounds_composed"] == 20 and state["accountant"]["calls"] == [[0, 1]] * 20
+    assert summary["epsilon"] == pytest.approx(_epsilon(20), rel=1e-12)
+
+
+def test_budget_stops_before_the_round_that_would_exceed_it(tmp_path):
+    # Prepare: a budget between ε after 3 rounds and ε after 4.
+    budget = (_epsilon(3) + _epsilon(4)) / 2
+    config = _config(rounds=6, eval_every=2, privacy={"max_epsilon": budget})
+    # Execute
+    summary = _run(config, tmp_path / "run")
+    # Assert
+    assert summary["stopped"] == "budget" and summary["rounds_completed"] == 3 and summary["rounds"] == 6
+    assert summary["epsilon"] == pytest.approx(_epsilon(3), rel=1e-12) and summary["epsilon"] <= budget
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [line["round"] for line in lines] == [2, 3]  # the stop is evaluated too
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["stopped"] == "budget"
+    assert load_checkpoint(tmp_path / "run")["rounds_done"] == 3
+    # Resuming with the same budget stops again at once; a larger budget (a resumable change) continues.
+    again = _run(config, tmp_path / "run", resume=True)
+    assert again["rounds_completed"] == 3 and again["epsilon"] == summary["epsilon"]
+    more = _run(
+        _config(rounds=6, eval_every=2, privacy={"max_epsilon": 100.0}), tmp_path / "run", resume=True
+    )
+    full = _run(_config(rounds=6, eval_every=2), tmp_path / "full")
+    assert more["stopped"] == "rounds" and more["rounds_completed"] == 6
+    assert more["epsilon"] == full["epsilon"] and more["final_accuracy"] == full["final_accuracy"]
+
+
+def test_a_budget_below_the_first_round_runs_nothing(tmp_path):
+    summary = _run(_config(privacy={"max_epsilon": _epsilon(1) / 2}), tmp_path / "run")
+    assert summary["stopped"] == "budget" and summary["rounds_completed"] == 0 and summary["epsilon"] == 0.0
+
+
+def test_pld_accountant_and_privacy_errors(tmp_path):
+    # The PLD accountant composes the same events (tighter than RDP).
+    pld = _run(_config(rounds=4, privacy={"accountant": "pld", "delta": 1e-6}), tmp_path / "pld")
+    rdp = _run(_config(rounds=4, privacy={"delta": 1e-6}), tmp_path / "rdp")
+    assert pld["accountant"] == "pld" and pld["delta"] == 1e-6 and 0 < pld["epsilon"] < rdp["epsilon"]
+    # A budget for a run without any guarantee is refused before anything is written.
+    with pytest.raises(ValueError, match=r"^privacy\.max_epsilon: "):
+        run_experiment(
+            _fedavg_config(privacy={"max_epsilon": 1.0}), tmp_path / "fedavg", progress=False, plots=False
+        )
+    assert not (tmp_path / "fedavg" / "config.json").exists()
+    # Unknown keys and bad values of [privacy] name the dotted key.
+    with pytest.raises(ValueError, match=r"privacy\.accountant: Input should be 'rdp' or 'pld'"):
+        _config(privacy={"accountant": "moments"})
+    with pytest.raises(ValueError, match=r"privacy\.target: unknown key"):
+        _config(privacy={"target": 1.0})
+
+
+def test_unsupported_events_fail_naming_privacy_accountant(tmp_path):
+    # Fixed-size cohorts are replace-one, which the PLD accountant does not support (yet).
+    config = parse_config(
+        {
+            "rounds": 2,
+            "dataset": {"name": "synthetic"},
+            "partition": {"scheme": "iid", "num_clients": 12},
+            "algorithm": {"name": "dp_fedavg", "cohort_size": 4, "noise_multiplier": 1.0},
+            "privacy": {"accountant": "pld"},
+        }
+    )
+    with pytest.raises(
+        ValueError, match=r"^privacy\.accountant: the 'pld' accountant cannot account dp_fedavg"
+    ):
+        run_experiment(config, tmp_path / "run", progress=False, plots=False)
+    assert not (tmp_path / "run" / "config.json").exists()
+
+
+def _fedavg_config(**overrides: Any):
+    data: dict[str, Any] = {
+        "rounds": 2,
+        "dataset": {"name": "synthetic"},
+        "partition": {"scheme": "iid", "num_clients": 12},
+        "algorithm": {"name": "fedavg", "cohort_size": 4},
+    }
+    data.update(overrides)
+    return parse_config(data)
+
+
 def _registry_algorithm(config, task, *, algorithms=None):
     return NoisyAveraging(config.algorithm.params, task, seed=config.seed, engine=object())
 
@@ -278,8 +415,8 @@ def _registry_algorithm(config, task, *, algorithms=None):
 REAL_PARAMS = {
     "fedavg": {"cohort_size": 4},
     "dp_fedavg": {"cohort_size": 4, "noise_multiplier": 1.0},
-    "ms_pafl": {"checkin_probability": 0.3},
-    "dp_dsgd_rp": {"participation_probability": 0.3, "sampling_probability": 0.1, "momentum": 0.9},
+    "ms_pafl": {"participation": 0.3},
+    "dp_dsgd_rp": {"participation": 0.3, "sampling_rate": 0.1, "momentum": 0.9, "noise_multiplier": 2.0},
 }
 
 
@@ -308,6 +445,10 @@ def test_real_algorithm_resumes_bit_identically(tmp_path, name):
         {k: v for k, v in m.items() if k != "wall_seconds"} for m in b["metrics"]
     ]
     assert full["final_accuracy"] == resumed["final_accuracy"] and full["epsilon"] == resumed["epsilon"]
+    assert a["privacy"] == b["privacy"]
+    private = name != "fedavg"
+    assert (0 < full["epsilon"] < math.inf) if private else full["epsilon"] == math.inf
+    assert full["privacy_unit"] == {"fedavg": None, "dp_fedavg": "client"}.get(name, "record")
 
 
 def _assert_same_state(a: Any, b: Any) -> None:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import dp_accounting
 import numpy as np
 import pytest
 import torch
 
+from ampfl.accounting.accountants import NeighboringRelation
+from ampfl.accounting.events import (
+    BalancedIterationSubsamplingEvent,
+    GaussianEvent,
+    PoissonSampledEvent,
+    RandomCheckInEvent,
+    SampledWithoutReplacementEvent,
+)
 from ampfl.fl.sampling import (
     BalancedIterationSampler,
-    BalancedIterationSubsamplingEvent,
     FixedSizeSampler,
     PoissonSampler,
     RandomCheckInSampler,
@@ -31,8 +37,9 @@ def test_fixed_size_exact_and_uniform() -> None:
         counts[ids] += 1
     # each client is in a round w.p. 10/50: mean 400, binomial std 17.9; allow 5 std
     assert np.all(np.abs(counts - 400) < 5 * np.sqrt(2000 * 0.2 * 0.8))
-    ev = s.event(dp_accounting.GaussianDpEvent(1.0))
-    assert ev == dp_accounting.SampledWithoutReplacementDpEvent(50, 10, dp_accounting.GaussianDpEvent(1.0))
+    inner = GaussianEvent(noise_multiplier=1.0)
+    assert s.event(inner) == SampledWithoutReplacementEvent(source_size=50, sample_size=10, event=inner)
+    assert s.neighboring_relation == NeighboringRelation.REPLACE_ONE  # the inner multiplier is σ/(2C)
     with pytest.raises(ValueError, match="cohort_size"):
         FixedSizeSampler(5, 6)
 
@@ -43,7 +50,9 @@ def test_poisson_rate() -> None:
     # mean of 400 Binomial(1000, 0.05) cohort sizes: 50 +- 5 * sqrt(47.5/400)
     assert abs(sizes.mean() - 50) < 5 * np.sqrt(1000 * 0.05 * 0.95 / 400)
     assert s.expected_cohort() == pytest.approx(50.0)
-    assert s.event(dp_accounting.GaussianDpEvent(2.0)).sampling_probability == 0.05
+    inner = GaussianEvent(noise_multiplier=2.0)
+    assert s.event(inner) == PoissonSampledEvent(sampling_rate=0.05, event=inner)
+    assert s.neighboring_relation == NeighboringRelation.ADD_OR_REMOVE_ONE
 
 
 def test_random_checkin_per_client_rates() -> None:
@@ -56,8 +65,11 @@ def test_random_checkin_per_client_rates() -> None:
     freq = counts / rounds
     tol = 5 * np.sqrt(p * (1 - p) / rounds)
     assert np.all(np.abs(freq - p) < tol)
-    # the event bounds every client by the largest p_i
-    assert s.event(dp_accounting.GaussianDpEvent(1.0)).sampling_probability == 0.8
+    # the record-level event (004 Algorithm 1) bounds every client by the largest p_i
+    assert s.participation == 0.8
+    assert s.event(sampling_rate=0.1, noise_multiplier=2.0, local_dataset_size=30) == RandomCheckInEvent(
+        participation=0.8, sampling_rate=0.1, noise_multiplier=2.0, local_dataset_size=30
+    )
     # ν of 000 Eq. 13: 1 - 0.9^20 0.2^20
     assert s.probability_someone_checks_in() == pytest.approx(1 - 0.9**20 * 0.2**20)
     assert RandomCheckInSampler(3, 0.5).probability_someone_checks_in() == pytest.approx(0.875)
@@ -76,7 +88,10 @@ def test_balanced_iteration_exactly_k_of_t() -> None:
     assert sum(sizes) == 1500 and s.expected_cohort() == 75.0
     # cohort sizes are near N k / T = 75 (each Binomial(500, 0.15), std 8)
     assert max(abs(np.array(sizes) - 75)) < 5 * 8
-    assert s.event("inner") == BalancedIterationSubsamplingEvent(20, 3, "inner")
+    epoch = BalancedIterationSubsamplingEvent(iterations=20, participations=3, noise_multiplier=1.5)
+    assert s.event(1.5) == epoch
+    # the whole epoch is charged once, in its first round
+    assert s.round_events(0, 1.5) == [(epoch, 1)] and all(s.round_events(r, 1.5) == [] for r in range(1, 20))
     full = BalancedIterationSampler(4, 3, 3, _rng(0))
     assert all(full.sample(r).tolist() == [0, 1, 2, 3] for r in range(3))
     with pytest.raises(ValueError, match="round_index"):
@@ -100,13 +115,11 @@ def test_local_batches_wor_and_wr() -> None:
 
 def test_poisson_local_batches_rate_and_mask() -> None:
     clients = [np.arange(0, 1000), np.arange(1000, 1010)]
-    idx, mask = poisson_local_batches(clients, np.array([0, 1]), sampling_probability=0.2, rng=_rng(3))
+    idx, mask = poisson_local_batches(clients, np.array([0, 1]), sampling_rate=0.2, rng=_rng(3))
     assert idx.shape == mask.shape and idx.shape[:2] == (2, 1)
     n0 = int(mask[0].sum())
     assert abs(n0 - 200) < 5 * np.sqrt(1000 * 0.2 * 0.8)
     chosen = idx[0, 0][mask[0, 0] > 0]
     assert len(torch.unique(chosen)) == n0 and bool((chosen < 1000).all())
-    limited, m2 = poisson_local_batches(
-        clients, np.array([0]), sampling_probability=1.0, rng=_rng(0), limit=7
-    )
+    limited, m2 = poisson_local_batches(clients, np.array([0]), sampling_rate=1.0, rng=_rng(0), limit=7)
     assert limited[0, 0, : int(m2.sum())].tolist() == list(range(7))

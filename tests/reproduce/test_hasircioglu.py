@@ -25,6 +25,7 @@ def test_figure_writes_png_and_csv(fn, tmp_path):
     with open(paths[0]) as handle:
         rows = list(csv.reader(handle))
     assert len(rows) == 4 and len(rows[0]) == 7  # x + 3 Thm 4.1 curves + CS, WCS, OLS
+    assert rows[0][0] in ("epsilon", "noise_multiplier", "q")  # the x axis, never an absolute "sigma"
 
 
 def test_accounting_demo_writes_section6_and_fig1(tmp_path):
@@ -40,6 +41,8 @@ def test_accounting_demo_writes_section6_and_fig1(tmp_path):
     with open(tmp_path / "hasircioglu_sec6.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 8
-    wcs = {r["scenario"][:3]: float(r["sigma_ampfl"]) for r in rows if r["analysis"] == "wcs"}
-    assert wcs["6.1"] == pytest.approx(7.65, rel=0.01)  # 004 Section 6.1
+    wcs = {r["scenario"][:3]: float(r["noise_multiplier_ampfl"]) for r in rows if r["analysis"] == "wcs"}
+    assert wcs["6.1"] == pytest.approx(7.65, rel=0.01)  # 004 Section 6.1 (C = 1: σ is the noise multiplier)
     assert wcs["6.2"] == pytest.approx(0.873, rel=0.01)  # 004 Section 6.2
+    assert wcs["6.1"] == pytest.approx(7.6651, rel=1e-4) and wcs["6.2"] == pytest.approx(0.8739, rel=1e-4)
+    assert result["noise_multiplier"]["wcs@6.1"] == pytest.approx(wcs["6.1"])

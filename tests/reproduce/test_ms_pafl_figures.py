@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 import pytest
@@ -18,14 +19,17 @@ def small_grids(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(figs, "EPS_LOCAL_GRID", (0.5, 1.0))
 
 
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
 def test_names_registered() -> None:
     names = figure_names()
     for name in ("ms-pafl-fig3", "ms-pafl-fig4", "ms-pafl-fig5", "ms-pafl-fig6"):
         assert name in names
     # The training figure ms-pafl-fig2 is the simulator's, registered once by reproduce/ms_pafl_training.py.
-    from ampfl.reproduce import ms_pafl
-
-    assert "ms-pafl-fig2" not in ms_pafl.FIGURES
+    assert "ms-pafl-fig2" not in figs.FIGURES
 
 
 @pytest.mark.parametrize("name", ["ms-pafl-fig3", "ms-pafl-fig4", "ms-pafl-fig5", "ms-pafl-fig6"])
@@ -34,20 +38,26 @@ def test_figure_writes_png_and_csv(name: str, tmp_path: Path, small_grids: None)
     png, table = tmp_path / f"{name}.png", tmp_path / f"{name}.csv"
     assert str(png) in result["files"] and str(table) in result["files"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with table.open() as handle:
-        rows = list(csv.DictReader(handle))
+    rows = _rows(table)
     assert rows and len(rows) == result["rows"]
     paper_cols = [c for c in rows[0] if c.endswith("_paper")]
     assert paper_cols, "every figure records the paper's formula"
+    assert {"epsilon_amplified", "epsilon_recommended", "epsilon_first_use"} <= set(rows[0])
     for row in rows:
         for col in paper_cols:
             assert float(row[col]) >= 0.0
+        amp, rec, fu = (
+            float(row[c]) for c in ("epsilon_amplified", "epsilon_recommended", "epsilon_first_use")
+        )
+        if not math.isnan(fu):  # the sound bounds: first-use <= recommended (public-participation)
+            assert fu <= rec * (1 + 1e-3) + 1e-9
+        if not math.isnan(amp):  # the amplified analysis never claims more than the sound one
+            assert amp <= rec * (1 + 1e-3) + 1e-9
 
 
 def test_fig6_wr_is_below_wor(tmp_path: Path, small_grids: None) -> None:
     run_figure("ms-pafl-fig6", tmp_path)
-    with (tmp_path / "ms-pafl-fig6.csv").open() as handle:
-        rows = list(csv.DictReader(handle))
+    rows = _rows(tmp_path / "ms-pafl-fig6.csv")
     by = {(r["panel"], r["curve"].split()[0], r["rounds"]): float(r["epsilon_total_paper"]) for r in rows}
     for (panel, curve, rounds), value in by.items():
         if panel == "wr":

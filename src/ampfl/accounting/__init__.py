@@ -15,6 +15,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+# ``calibrate`` is both a module and its main function: bind the function (a later ``import
+# ampfl.accounting.calibrate`` finds the module already loaded and leaves this binding alone).
+from ampfl.accounting.calibrate import calibrate as calibrate
+
 #: Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
     # events
@@ -42,7 +46,6 @@ _EXPORTS: dict[str, str] = {
     "UnsupportedEventError": "accountants",
     "make_accountant": "accountants",
     # calibration and errors
-    "calibrate": "calibrate",
     "UnreachableTarget": "calibrate",
     "NumericalError": "_checks",
     "DEFAULT_ORDERS": "orders",
@@ -51,7 +54,7 @@ _EXPORTS: dict[str, str] = {
 #: The per-paper analysis modules, importable as attributes (``ampfl.accounting.random_checkin``).
 _MODULES = ("random_checkin", "ms_pafl", "partition", "groups", "pm_sfl", "gaussian", "rdp", "audit")
 
-__all__ = sorted([*_EXPORTS, *_MODULES])
+__all__ = sorted([*_EXPORTS, *_MODULES, "calibrate"])
 
 
 def __getattr__(name: str) -> Any:

@@ -104,7 +104,8 @@ def calibrate_decreasing(
         ``f(x_lo) > target`` (or ``x_hi == lower_limit``).
 
     Raises:
-        NumericalError: if even ``upper_limit`` does not meet the target.
+        UnreachableTarget: if even ``upper_limit`` does not meet the target (``smallest_epsilon`` holds the
+            smallest value of ``f`` reached, in ``f``'s units).
     """
     if math.isnan(target):
         raise ValueError("target must be a real number. Found nan.")
@@ -129,9 +130,11 @@ def calibrate_decreasing(
                 hi = cand
                 break
             if cand >= upper_limit:
-                raise NumericalError(
-                    f"{name}: no value up to {upper_limit:g} meets the target {target:g}; "
-                    "the target is unreachable for these parameters."
+                floor = f(cand)
+                raise UnreachableTarget(
+                    f"{name}: the target {target:g} is unreachable: no value up to {upper_limit:g} meets it "
+                    f"(the smallest value reached is {floor:.6g}).",
+                    smallest_epsilon=floor,
                 )
             lo = cand
     for _ in range(max_iter):

@@ -37,6 +37,8 @@ import numpy as np
 from scipy import special
 
 from ampfl.accounting._checks import NumericalError, check_choice, check_int, check_orders, check_positive
+from ampfl.accounting._numerics import EPS as _EPS
+from ampfl.accounting._numerics import log1p_of_logsum, log_expm1
 
 Bound = Literal["exact", "efficient"]
 BOUNDS: tuple[str, ...] = ("exact", "efficient")
@@ -47,7 +49,6 @@ MAX_EXACT_ORDER = 2048
 _MAX_SUBSETS = 5_000
 #: Work budget (state × subset updates) of the exact k > 1 enumeration.
 _MAX_ENUMERATION_WORK = 2_000_000
-_EPS = float(np.finfo(np.float64).eps)
 
 
 def _validate(
@@ -68,12 +69,6 @@ def _lam(z: float) -> float:
     return lam
 
 
-def _log_comb(n: float | np.ndarray, r: float | np.ndarray) -> np.ndarray:
-    return np.asarray(
-        special.gammaln(np.add(n, 1)) - special.gammaln(np.add(r, 1)) - special.gammaln(np.subtract(n, r) + 1)
-    )
-
-
 def _log_comb_small(n: float, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """log C(n, r) as Σ_{j<m} log(n − j) − log m!, m = min(r, n − r), and a bound on its absolute error / eps.
 
@@ -87,35 +82,6 @@ def _log_comb_small(n: float, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     value = logs[m] - fact
     error = (m + 2.0) * (np.abs(logs[m]) + np.abs(fact) + 1.0)
     return np.asarray(value, dtype=np.float64), np.asarray(error, dtype=np.float64)
-
-
-def log_expm1(x: np.ndarray) -> np.ndarray:
-    """log(eˣ − 1) for x ≥ 0, accurate for tiny x and without overflow for large x (−inf at 0)."""
-    x = np.asarray(x, dtype=np.float64)
-    small = x < 30.0
-    with np.errstate(divide="ignore"):
-        out = np.where(
-            small, np.log(np.expm1(np.where(small, x, 1.0))), x + np.log1p(-np.exp(-np.where(small, 30.0, x)))
-        )
-    return np.asarray(out, dtype=np.float64)
-
-
-def log1p_of_logsum(terms: np.ndarray, axis: int = -1) -> np.ndarray:
-    """``log(1 + Σ exp(terms))`` along ``axis``, rounded up by a bound on its floating-point error.
-
-    The error of a log-sum-exp is about eps · Σ wᵢ(|tᵢ| + 1) with weights wᵢ = exp(tᵢ − lse); through
-    ``log1p`` it shrinks by the factor ``exp(lse) / (1 + exp(lse))``.
-    """
-    t = np.asarray(terms, dtype=np.float64)
-    lse = np.asarray(special.logsumexp(t, axis=axis, keepdims=True), dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        w = np.where(np.isfinite(t), np.exp(t - lse), 0.0)
-    spread = np.sum(w * (np.abs(np.where(np.isfinite(t), t, 0.0)) + 1.0), axis=axis)
-    lse = np.squeeze(lse, axis=axis)
-    value = np.logaddexp(0.0, lse)
-    shrink = np.exp(np.minimum(lse, 0.0) - np.logaddexp(0.0, np.minimum(lse, 0.0)))
-    err = 8.0 * _EPS * (spread * shrink + value + 1.0 * shrink)
-    return np.asarray(value + err * (t.shape[axis] + 2.0) ** 0.5, dtype=np.float64)
 
 
 def _round_up(values: np.ndarray, magnitude: np.ndarray, ops: float) -> np.ndarray:

@@ -25,6 +25,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
@@ -42,8 +43,7 @@ from ampfl.accounting._checks import (
     check_probability,
 )
 from ampfl.accounting._numerics import EPS as _EPS
-from ampfl.accounting._numerics import log1p_of_logsum, log_comb_row, log_expm1
-from ampfl.accounting.calibrate import calibrate_decreasing
+from ampfl.accounting._numerics import log_comb_row, log_expm1
 from ampfl.accounting.orders import CHEAP_ORDERS
 
 #: Orders ≤ 256 of the one grid (:mod:`ampfl.accounting.orders`), the default of the α²-cost kernels.
@@ -85,6 +85,21 @@ def rdp_gaussian(*, orders: Iterable[object], noise_multiplier: float, steps: in
     return np.asarray(out, dtype=np.float64)
 
 
+_Ragged = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+@functools.lru_cache(maxsize=8)
+def _ragged_terms(alphas: tuple[int, ...]) -> _Ragged:
+    """(α, ℓ, segment starts, segment ids, log C(α, ℓ)) for ℓ = 2..α of every order, concatenated."""
+    sizes = [a - 1 for a in alphas]
+    a = np.repeat(np.asarray(alphas, dtype=np.float64), sizes)
+    ell = np.concatenate([np.arange(2, x + 1, dtype=np.float64) for x in alphas])
+    starts = np.concatenate([[0], np.cumsum(sizes[:-1])]).astype(np.int64)
+    seg = np.repeat(np.arange(len(alphas)), sizes)
+    log_comb = special.gammaln(a + 1.0) - special.gammaln(ell + 1.0) - special.gammaln(a - ell + 1.0)
+    return a, ell, starts, seg, np.asarray(log_comb, dtype=np.float64)
+
+
 def rdp_poisson_gaussian(
     *, orders: Iterable[object], sampling_rate: float, noise_multiplier: float, steps: int = 1
 ) -> np.ndarray:
@@ -111,16 +126,24 @@ def rdp_poisson_gaussian(
     if 2.0 * z * z == 0.0:
         raise NumericalError(f"noise_multiplier {z!r} is too small: 1/(2 z²) overflows.")
     inv2z2 = 1.0 / (2.0 * z * z)
-    out = np.empty(alphas.size)
-    for idx, alpha in enumerate(alphas.tolist()):
-        # A = E[exp(L(L−1)/(2z²))], L ~ Bin(α, γ); A − 1 = Σ_{ℓ≥2} pmf(ℓ) expm1(...) has positive terms only,
-        # so log A = log1p(A − 1) keeps full relative precision even when A − 1 is tiny.
-        ell = np.arange(2, alpha + 1, dtype=np.float64)
-        log_pmf = log_comb_row(alpha)[2:] + (alpha - ell) * log_1mg + ell * log_g
-        terms = log_pmf + log_expm1((ell * ell - ell) * inv2z2)
-        log_a = float(log1p_of_logsum(terms))
-        out[idx] = max(log_a, 0.0) / (alpha - 1.0)
-    out *= t
+    # A = E[exp(L(L−1)/(2z²))], L ~ Bin(α, γ); A − 1 = Σ_{ℓ≥2} pmf(ℓ) expm1(...) has positive terms only, so
+    # log A = log1p(A − 1) keeps full relative precision even when A − 1 is tiny. All orders in one ragged
+    # pass (segments ℓ = 2..α per order), rounded up as :func:`~ampfl.accounting._numerics.log1p_of_logsum`.
+    a, ell, starts, seg, log_comb = _ragged_terms(tuple(int(x) for x in alphas))
+    ells = np.arange(int(alphas.max()) + 1, dtype=np.float64)
+    log_growth = log_expm1((ells * ells - ells) * inv2z2)
+    terms = log_comb + (a - ell) * log_1mg + ell * log_g + log_growth[ell.astype(np.int64)]
+    top = np.maximum.reduceat(terms, starts)
+    w = np.exp(terms - top[seg])
+    total = np.add.reduceat(w, starts)
+    lse = top + np.log(total)
+    spread = np.add.reduceat(w * (np.abs(terms) + 1.0), starts) / total
+    value = np.logaddexp(0.0, lse)
+    shrink = np.exp(np.minimum(lse, 0.0) - np.logaddexp(0.0, np.minimum(lse, 0.0)))
+    err = 8.0 * _EPS * (spread * shrink + value + shrink)
+    af = alphas.astype(np.float64)
+    log_a = value + err * np.sqrt(af + 1.0)  # (number of terms α − 1) + 2
+    out = np.asarray(t * np.maximum(log_a, 0.0) / (af - 1.0), dtype=np.float64)
     if not np.all(np.isfinite(out)):
         raise NumericalError("Poisson-subsampled Gaussian RDP overflowed; noise_multiplier is too small.")
     return out
@@ -241,25 +264,3 @@ def delta_from_rdp(*, orders: Iterable[object], rdp: Iterable[object], epsilon: 
     if math.isfinite(value):
         value += 4.0 * _EPS * float(alphas[best]) * (abs(float(values[best])) + eps + 2.0)
     return DeltaAtOrder(min(1.0, math.exp(min(value, 0.0))), int(alphas[best]))
-
-
-def calibrate_poisson_gaussian(
-    *,
-    epsilon: float,
-    delta: float,
-    sampling_rate: float,
-    steps: int,
-    orders: Iterable[object] = DEFAULT_ORDERS,
-) -> float:
-    """Smallest noise multiplier z making ``steps`` Poisson-subsampled Gaussians (ε, δ)-DP (RDP route)."""
-    eps = check_positive("epsilon", epsilon)
-    dlt = check_delta("delta", delta)
-    gamma = check_probability("sampling_rate", sampling_rate)
-    t = check_int("steps", steps, minimum=1)
-    alphas = _check_sum_orders(orders)
-
-    def loss(z: float) -> float:
-        rdp = rdp_poisson_gaussian(orders=alphas, sampling_rate=gamma, noise_multiplier=z, steps=t)
-        return epsilon_from_rdp(orders=alphas, rdp=rdp, delta=dlt).epsilon
-
-    return calibrate_decreasing(loss, eps, name="noise_multiplier", lower_limit=1e-3, upper_limit=1e5)

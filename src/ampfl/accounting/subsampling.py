@@ -1,8 +1,8 @@
-"""Privacy amplification by Poisson subsampling, and thin helpers over dp-accounting.
+"""Privacy amplification by Poisson subsampling in closed form, optimal (ε₀, δ₀) composition, and the guards
+around dp-accounting calls.
 
-Symbols: ``sampling_probability`` (q) is the Poisson inclusion probability of each record; ``noise_std`` (σ)
-the absolute Gaussian noise standard deviation; ``sensitivity`` (C) the L2 sensitivity of the sum query to
-adding or removing one record, so dp-accounting's ``noise_multiplier`` is σ / C. ε is in nats.
+Symbols: ``sampling_rate`` (q) is the Poisson inclusion probability of each unit; ``noise_multiplier`` (z) the
+Gaussian noise std over the L2 sensitivity of adding or removing one unit (docs/units.md). ε is in nats.
 
 The closed form here is Theorem 2.5 of paper 004 (Hasırcıoğlu & Gündüz, arXiv:2205.01556v1), i.e. Balle,
 Barthe & Gaboardi, "Privacy amplification by subsampling", NeurIPS 2018 (arXiv:1807.01647), Theorem 8:
@@ -10,10 +10,9 @@ if M is (ε, δ)-DP then M ∘ Poisson(q) is (log(1 + q(e^ε − 1)), qδ)-DP fo
 Provenance: [V]. For the Poisson-subsampled Gaussian the bound is tight in the "remove" direction (advanced
 joint convexity, Balle et al. 2018 Thm 2, holds with equality) and dominates the "add" direction.
 
-Everything that dp-accounting already does (PLD and RDP of Poisson-subsampled Gaussians and their
-composition) is delegated to it: this module only builds the events and calls its accountants with
-pessimistic (upper-bound) settings. A generic (ε₀, δ₀) composition helper (Kairouz, Oh & Viswanath 2015,
-Thm 3.3) is also here, for analyses that only give a per-step (ε, δ) pair.
+Composition of events (PLD, RDP) is the accountants' job (:mod:`ampfl.accounting.accountants`, over
+dp-accounting). A generic (ε₀, δ₀) composition helper (Kairouz, Oh & Viswanath 2015, Thm 3.3) is here, for
+analyses that only give a per-step (ε, δ) pair.
 """
 
 from __future__ import annotations
@@ -23,26 +22,16 @@ import math
 from collections.abc import Iterator
 
 import numpy as np
-from dp_accounting import dp_event, pld, rdp
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
-from dp_accounting.privacy_accountant import NeighboringRelation
 from scipy import special
 
 from ampfl.accounting._checks import (
     NumericalError,
-    check_delta,
     check_int,
     check_nonnegative,
     check_positive,
     check_probability,
 )
 from ampfl.accounting.gaussian import gaussian_log_delta
-
-#: Default PLD discretisation (dp-accounting's); pessimistic rounding keeps every result an upper bound.
-PLD_DISCRETIZATION = 1e-4
-#: Default RDP orders for the optional RDP cross-check.
-RDP_ORDERS: tuple[float, ...] = (1.5, 1.75, *(float(a) for a in range(2, 65)), 128.0, 256.0, 512.0, 1024.0)
-
 
 _ULP = float(np.finfo(np.float64).eps)
 #: Largest PLD grid (≈ privacy-loss range / discretisation) built before refusing with NumericalError.
@@ -73,31 +62,25 @@ def check_pld_size(noise_multiplier: float, value_discretization_interval: float
         )
 
 
-def _check_interval(value: float) -> float:
-    return check_positive("value_discretization_interval", value, upper=1.0 + 1e-12)
-
-
-def amplified_epsilon(epsilon: float, *, sampling_probability: float) -> float:
+def amplified_epsilon(epsilon: float, *, sampling_rate: float) -> float:
     """ε' = log(1 + q(e^ε − 1)) of 004 Thm 2.5 (stable for all ε ≥ 0)."""
     eps = check_nonnegative("epsilon", epsilon)
-    q = check_probability("sampling_probability", sampling_probability)
+    q = check_probability("sampling_rate", sampling_rate)
     return _amplified(eps, math.log(q))
 
 
-def base_epsilon(amplified: float, *, sampling_probability: float) -> float:
+def base_epsilon(amplified: float, *, sampling_rate: float) -> float:
     """Inverse of :func:`amplified_epsilon`: ε with log(1 + q(e^ε − 1)) = ``amplified``."""
     eps = check_nonnegative("amplified", amplified)
-    q = check_probability("sampling_probability", sampling_probability)
+    q = check_probability("sampling_rate", sampling_rate)
     return _deamplified(eps, math.log(q))
 
 
-def poisson_amplification(
-    *, epsilon: float, delta: float, sampling_probability: float
-) -> tuple[float, float]:
+def poisson_amplification(*, epsilon: float, delta: float, sampling_rate: float) -> tuple[float, float]:
     """(ε', δ') = (log(1 + q(e^ε − 1)), qδ) of 004 Thm 2.5 for an (ε, δ)-DP mechanism."""
     dlt = check_probability("delta", delta, allow_zero=True, allow_one=False)
-    q = check_probability("sampling_probability", sampling_probability)
-    return amplified_epsilon(epsilon, sampling_probability=q), q * dlt
+    q = check_probability("sampling_rate", sampling_rate)
+    return amplified_epsilon(epsilon, sampling_rate=q), q * dlt
 
 
 def _amplified(eps: float, log_q: float) -> float:
@@ -114,122 +97,19 @@ def _deamplified(eps: float, log_q: float) -> float:
     return math.log1p(math.expm1(eps) * math.exp(-log_q))
 
 
-def subsampled_gaussian_log_delta(
-    *, sampling_probability: float, noise_std: float, epsilon: float, sensitivity: float = 1.0
-) -> float:
-    """log δ(ε) of the Poisson-subsampled Gaussian by 004 Thm 2.5 + Thm 2.4 (004 Thm 5.1, Eq. 8–9).
+def subsampled_gaussian_log_delta(*, sampling_rate: float, noise_multiplier: float, epsilon: float) -> float:
+    """log δ(ε) of one Poisson-subsampled Gaussian by 004 Thm 2.5 + Thm 2.4 (004 Thm 5.1, Eq. 8–9).
 
-    δ = q · δ_G(ε₀) with ε₀ = log(1 + (e^ε − 1)/q) and δ_G the exact Gaussian profile (Balle–Wang).
-    Exact for the add/remove relation (the remove direction attains it, the add direction is below).
+    δ = q · δ_G(ε₀) with ε₀ = log(1 + (e^ε − 1)/q) and δ_G the exact Gaussian profile (Balle–Wang) at noise
+    multiplier z. Exact for the add/remove relation (the remove direction attains it, the add direction is
+    below).
     """
-    q = check_probability("sampling_probability", sampling_probability)
+    q = check_probability("sampling_rate", sampling_rate)
     eps = check_nonnegative("epsilon", epsilon)
-    sig = check_positive("noise_std", noise_std)
-    s = check_positive("sensitivity", sensitivity)
+    z = check_positive("noise_multiplier", noise_multiplier)
     # ε₀ rounded down by a few ulps (a smaller ε₀ gives a larger δ); exact at q = 1 (no amplification)
     base = eps if q == 1.0 else _deamplified(eps, math.log(q)) * (1.0 - 4.0 * _ULP)
-    return math.log(q) + gaussian_log_delta(sigma=sig, epsilon=base, sensitivity=s)
-
-
-def poisson_gaussian_event(*, sampling_probability: float, noise_multiplier: float) -> dp_event.DpEvent:
-    """``PoissonSampledDpEvent(q, GaussianDpEvent(σ/C))`` (``GaussianDpEvent`` alone when q = 1)."""
-    q = check_probability("sampling_probability", sampling_probability)
-    z = check_positive("noise_multiplier", noise_multiplier)
-    gaussian = dp_event.GaussianDpEvent(noise_multiplier=z)
-    if q == 1.0:
-        return gaussian
-    return dp_event.PoissonSampledDpEvent(sampling_probability=q, event=gaussian)
-
-
-def composed_event(event: dp_event.DpEvent, *, count: int) -> dp_event.DpEvent:
-    """``SelfComposedDpEvent(event, count)`` (``event`` itself when count = 1)."""
-    n = check_int("count", count, minimum=1)
-    return event if n == 1 else dp_event.SelfComposedDpEvent(event=event, count=n)
-
-
-def _pld_accountant(discretization: float) -> pld.PLDAccountant:
-    return pld.PLDAccountant(
-        neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
-        value_discretization_interval=_check_interval(discretization),
-    )
-
-
-def pld_epsilon(
-    event: dp_event.DpEvent, *, target_delta: float, value_discretization_interval: float = PLD_DISCRETIZATION
-) -> float:
-    """ε for ``target_delta`` by dp-accounting's PLD accountant (add/remove, pessimistic rounding)."""
-    dlt = check_delta("target_delta", target_delta)
-    accountant = _pld_accountant(value_discretization_interval)
-    with dp_accounting_guard("pld_epsilon"):
-        accountant.compose(event)
-        return float(accountant.get_epsilon(dlt))
-
-
-def pld_delta(
-    event: dp_event.DpEvent,
-    *,
-    target_epsilon: float,
-    value_discretization_interval: float = PLD_DISCRETIZATION,
-) -> float:
-    """δ for ``target_epsilon`` by dp-accounting's PLD accountant (add/remove, pessimistic rounding)."""
-    eps = check_nonnegative("target_epsilon", target_epsilon)
-    accountant = _pld_accountant(value_discretization_interval)
-    with dp_accounting_guard("pld_delta"):
-        accountant.compose(event)
-        return float(accountant.get_delta(eps))
-
-
-def rdp_epsilon(event: dp_event.DpEvent, *, target_delta: float) -> float:
-    """ε for ``target_delta`` by dp-accounting's RDP accountant (add/remove; a looser cross-check)."""
-    dlt = check_delta("target_delta", target_delta)
-    accountant = rdp.RdpAccountant(
-        orders=list(RDP_ORDERS), neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE
-    )
-    with dp_accounting_guard("rdp_epsilon"):
-        accountant.compose(event)
-        return float(accountant.get_epsilon(dlt))
-
-
-def subsampled_gaussian_pld(
-    *,
-    sampling_probability: float,
-    noise_multiplier: float,
-    value_discretization_interval: float = PLD_DISCRETIZATION,
-) -> pld_lib.PrivacyLossDistribution:
-    """dp-accounting's pessimistic PLD of one Poisson-subsampled Gaussian step (add/remove, both ways)."""
-    q = check_probability("sampling_probability", sampling_probability)
-    z = check_positive("noise_multiplier", noise_multiplier)
-    interval = _check_interval(value_discretization_interval)
-    check_pld_size(z, interval)
-    with dp_accounting_guard("subsampled_gaussian_pld"):
-        return pld_lib.from_gaussian_mechanism(
-            standard_deviation=z,
-            sensitivity=1.0,
-            sampling_prob=q,
-            pessimistic_estimate=True,
-            value_discretization_interval=interval,
-        )
-
-
-def participation_mixture_pld(
-    step: pld_lib.PrivacyLossDistribution, *, participation_probability: float, count: int
-) -> pld_lib.PrivacyLossDistribution:
-    """PLD of ``count`` steps, each running ``step`` with probability p and a public no-op otherwise.
-
-    When whether the step ran is public and independent of the data, the privacy loss of one step is 0 with
-    probability 1 − p and distributed as ``step``'s with probability p; the mixture PMF composed ``count``
-    times equals Σ_m Bin(m; count, p) · PLD(step)^{*m}, so its hockey-stick divergence is exactly
-    δ(ε) = Σ_m Bin(m; count, p) δ_m(ε) in each direction (δ is linear in the PMF). dp-accounting's
-    ``compute_mixture``, ``identity`` and ``self_compose`` (pessimistic tail truncation) do the work.
-    """
-    p = check_probability("participation_probability", participation_probability)
-    n = check_int("count", count, minimum=1)
-    one = step if p == 1.0 else step.compute_mixture(pld_lib.identity(_discretization(step)), p)
-    return one if n == 1 else one.self_compose(n)
-
-
-def _discretization(distribution: pld_lib.PrivacyLossDistribution) -> float:
-    return float(distribution._pmf_remove._discretization)  # dp-accounting keeps it private
+    return math.log(q) + gaussian_log_delta(sigma=z, epsilon=base)
 
 
 def optimal_composition_log_delta(*, epsilon0: float, delta0: float, count: int, epsilon: float) -> float:

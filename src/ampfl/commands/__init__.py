@@ -1,9 +1,11 @@
 """CLI command modules: one per analysis or feature, each thin over the Python API.
 
 Every module in this package (names not starting with ``_``) defines ``register(registry)`` and adds its
-subcommands through :class:`Registry`. Modules must import heavy dependencies (torch, matplotlib, the
-simulator) inside their handlers, never at module level, so ``ampfl account ...`` starts fast and works
-without the ``train`` extra.
+subcommands through :class:`Registry`. Modules must import heavy dependencies (numpy, scipy, dp-accounting,
+``ampfl.accounting``, torch, matplotlib, the simulator ``ampfl.fl``) inside their handlers, never at module
+level or in ``register``, so ``ampfl --version`` and ``ampfl account ... --help`` start in well under a
+second and work without the ``train`` extra (``tests/cli/test_startup.py`` checks it, ``bench/startup.py``
+times it).
 
 A handler takes the parsed ``argparse.Namespace`` and returns a ``dict`` (the JSON object printed with
 ``--json``). It raises ``ValueError`` for bad input (one line, exit 2) and never prints tracebacks.

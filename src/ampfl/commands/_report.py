@@ -44,7 +44,8 @@ def privacy_report(
         out["noise_multiplier"] = float(noise_multiplier)
         if clip is not None and math.isfinite(float(noise_multiplier)):
             out["noise_std"] = float(noise_multiplier) * float(clip)
-    out["analyses"] = dict(analyses or {})
+    # "every other analysis": the recommended one is the top level, not repeated
+    out["analyses"] = {name: entry for name, entry in (analyses or {}).items() if name != analysis}
     for key, value in extra.items():
         if key in out:
             raise ValueError(f"extra key {key!r} would overwrite a common key")

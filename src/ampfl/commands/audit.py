@@ -1,9 +1,10 @@
 """``ampfl audit random-checkin``: exact δ(ε) of explicit datasets against the paper-004 analyses.
 
 The auditor (:func:`ampfl.accounting.audit.audit_random_checkin`) integrates the true output densities of
-one iteration of 004 Algorithm 1 for datasets in which client 1's other ``d`` samples all have gradient
+one iteration of 004 Algorithm 1 for datasets in which client 1's other ``--d`` samples all have gradient
 ``a·C·u`` (u the direction of x''s gradient), searches a ∈ [-1, 1] and both directions, and flags each
-analysis whose claimed δ(ε) lies below the audited lower bound. A progress bar goes to stderr.
+analysis whose claimed δ(ε) lies below the audited lower bound. Everything scales with the clip norm C, so
+the noise enters only as ``--noise-multiplier`` z = σ/C. A progress bar goes to stderr.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from typing import Any
 from ampfl.commands import Registry, flag_errors
 
 # Keyword of the Python API -> flag, so that one-line errors name the flag.
-_FLAGS = {name: f"--{name}" for name in ("p", "q", "d", "sigma", "epsilon", "clip", "grid")}
+_FLAGS = {
+    "participation": "--p",
+    "sampling_rate": "--q",
+    "local_dataset_size": "--d",
+    "noise_multiplier": "--noise-multiplier",
+    "epsilon": "--epsilon",
+    "grid": "--grid",
+}
 
 
 def register(registry: Registry) -> None:
@@ -27,9 +35,13 @@ def register(registry: Registry) -> None:
     parser.add_argument("--p", type=float, required=True, help="client participation probability in (0, 1]")
     parser.add_argument("--q", type=float, required=True, help="local sampling probability in (0, 1]")
     parser.add_argument("--d", type=int, required=True, help="samples of the client besides x' (>= 0)")
-    parser.add_argument("--sigma", type=float, required=True, help="noise std (absolute, > 0)")
+    parser.add_argument(
+        "--noise-multiplier",
+        type=float,
+        required=True,
+        help="noise std / clip norm (the paper's sigma/C, > 0)",
+    )
     parser.add_argument("--epsilon", type=float, required=True, help="epsilon >= 0 (nats)")
-    parser.add_argument("--clip", type=float, default=1.0, help="clipping norm C (> 0, default 1)")
     parser.add_argument(
         "--grid", type=int, default=41, help="equally spaced a values in [-1, 1] (default 41)"
     )
@@ -45,12 +57,11 @@ def _audit_random_checkin(args: argparse.Namespace) -> dict[str, Any]:
 
     console = Console(stderr=True)
     kwargs: dict[str, Any] = {
-        "p": args.p,
-        "q": args.q,
-        "d": args.d,
-        "sigma": args.sigma,
+        "participation": args.p,
+        "sampling_rate": args.q,
+        "local_dataset_size": args.d,
+        "noise_multiplier": args.noise_multiplier,
         "epsilon": args.epsilon,
-        "clip": args.clip,
         "grid": args.grid,
         "refine": not args.no_refine,
     }
@@ -71,6 +82,8 @@ def _audit_random_checkin(args: argparse.Namespace) -> dict[str, Any]:
 
             result = audit_random_checkin(**kwargs, progress=progress)
     return {
+        "noise_multiplier": float(args.noise_multiplier),
+        "epsilon": float(args.epsilon),
         "max_delta": result.max_delta,
         "worst_a": result.worst_a,
         "direction": result.direction,

@@ -1,4 +1,10 @@
-"""``ampfl plan groups``: GDPFed / GDPFed+ per-group sampling, noise and sparsification (paper 001)."""
+"""``ampfl plan groups``: GDPFed / GDPFed+ per-group sampling, noise and sparsification (paper 001).
+
+Keys (issue 4's contract): ``groups`` (per group: ``epsilon``, ``size``, ``q`` = the group's client sampling
+rate, ``noise_multiplier`` = noise std / C, ``noise_std`` = z·C, ``sigma`` (the same multiplier, kept for the
+issue-4 contract), ``kappa``, ``expected_noise`` = κ d z² C², ...), ``system_epsilon``, ``objective`` and
+``baseline`` (DP-FedAvg at the strictest budget). ``--participation`` is the global ratio q (Σ q_g N_g = qN).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ _FLAGS = {
     "budgets": "--budgets",
     "sizes": "--sizes",
     "participation": "--participation",
-    "num_rounds": "--rounds",
+    "rounds": "--rounds",
     "target_delta": "--delta",
     "dim": "--dim",
     "clip_norm": "--clip",
@@ -28,7 +34,7 @@ _FLAGS = {
 }
 
 _LABELS = {
-    "sound": "sound: dp-accounting RDP of the Poisson-subsampled Gaussian, add/remove clients, T rounds",
+    "sound": "sound: RDP accountant, T rounds of a Poisson-subsampled Gaussian per group, add/remove clients",
     "paper": "paper: 001 Theorem 1 as inferred ([I], RECOVERED_MATH 2.2); may under-noise (docs/planner.md)",
 }
 
@@ -53,7 +59,12 @@ def register(registry: Registry) -> None:
         "--budgets", type=parse_float_list("--budgets"), required=True, help="group budgets E1,E2,..."
     )
     parser.add_argument("--sizes", type=_sizes, required=True, help="group sizes N1,N2,...")
-    parser.add_argument("--participation", type=float, required=True, help="global participation ratio q")
+    parser.add_argument(
+        "--participation",
+        type=float,
+        required=True,
+        help="global participation ratio q: expected cohort q*N, each group sampled at its own rate q_g",
+    )
     parser.add_argument("--rounds", type=int, required=True, help="number of rounds T")
     parser.add_argument("--delta", type=float, required=True, help="delta (same for every group)")
     parser.add_argument("--dim", type=int, required=True, help="model dimension d")
@@ -84,7 +95,7 @@ def register(registry: Registry) -> None:
 
 @flag_errors(_FLAGS)
 def _plan_groups(args: argparse.Namespace) -> dict[str, Any]:
-    from ampfl.accounting.group_planner import ErrorModel, plan_groups
+    from ampfl.accounting.groups import ErrorModel, plan_groups
 
     if len(args.budgets) != len(args.sizes):
         raise ValueError(
@@ -106,7 +117,7 @@ def _plan_groups(args: argparse.Namespace) -> dict[str, Any]:
         args.budgets,
         args.sizes,
         participation=args.participation,
-        num_rounds=args.rounds,
+        rounds=args.rounds,
         target_delta=args.delta,
         model=model,
         sparsify=sparsify,
@@ -115,12 +126,15 @@ def _plan_groups(args: argparse.Namespace) -> dict[str, Any]:
         min_rate=args.min_rate,
         merge=args.merge,
     )
+    clip = float(args.clip)
     groups = [
         {
             "epsilon": float(plan.epsilons[i]),
             "size": int(plan.sizes[i]),
             "q": float(plan.q[i]),
-            "sigma": float(plan.sigma[i]),
+            "noise_multiplier": float(plan.noise_multiplier[i]),
+            "noise_std": float(plan.noise_multiplier[i]) * clip,
+            "sigma": float(plan.noise_multiplier[i]),  # issue 4's contract key (= noise_multiplier)
             "kappa": float(plan.kappa[i]),
             "expected_noise": float(plan.expected_noise[i]),
             "weight": float(plan.weights[i]),
@@ -130,19 +144,23 @@ def _plan_groups(args: argparse.Namespace) -> dict[str, Any]:
         }
         for i in range(plan.epsilons.size)
     ]
+    base = plan.baseline
     return {
         "groups": groups,
         "system_epsilon": plan.system_epsilon,
         "objective": plan.objective,
         "baseline": {
-            "sigma": plan.baseline.sigma,
-            "expected_noise": plan.baseline.expected_noise,
-            "objective": plan.baseline.objective,
+            "noise_multiplier": base.noise_multiplier,
+            "noise_std": base.noise_multiplier * clip,
+            "sigma": base.noise_multiplier,  # issue 4's contract key (= noise_multiplier)
+            "expected_noise": base.expected_noise,
+            "objective": base.objective,
         },
         "uniform_objective": plan.uniform_objective,
         "terms": plan.terms,
         "total_noise": float(plan.expected_noise.sum()),
         "delta": args.delta,
+        "accountant": "rdp" if plan.analysis == "sound" else "closed-form",
         "analysis": plan.analysis,
         "analysis_label": _LABELS[plan.analysis],
         "error_model": (

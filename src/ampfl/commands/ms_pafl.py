@@ -1,4 +1,13 @@
-"""``ampfl account ms-pafl``: paper 000 (MS-PAFL) accounting as printed, plus the tight alternative."""
+"""``ampfl account ms-pafl``: paper 000 (MS-PAFL) — the recommended sound analysis plus every other one.
+
+Top level (``privacy_report``): the ``public-participation`` analysis, sound with MS-PAFL's persistent private
+submodel (Eq. 14), against the server (it sees each upload and who sent it). ``analyses`` holds ``first-use``
+(sound, tighter), ``amplified`` (amplification by local subsampling; valid only if the private part carries
+nothing from earlier rounds) and the paper's Theorem 1, Corollary 1, Theorems 3–4 as printed (``sound:
+false``). ``noise_std`` is Lemma 1's σ = 2C·z (the upload's sensitivity is 2C). Extra keys for the CLI
+contract: ``q``, ``eps_local``, ``rounds``, ``epsilon_round``, ``delta_round`` and, with ``--rounds``,
+``epsilon_total``, ``delta_total``, ``epsilon_client_total``.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +18,9 @@ from ampfl.commands import Registry, flag_errors
 
 # Keyword of account_ms_pafl -> flag, so that one-line errors name the flag.
 _FLAGS = {
-    "p": "--p",
+    "participation": "--p",
     "eps_local": "--eps-local",
+    "noise_multiplier": "--noise-multiplier",
     "delta_local": "--delta-local",
     "num_clients": "--clients",
     "beta": "--beta",
@@ -20,7 +30,9 @@ _FLAGS = {
     "sampling": "--sampling",
     "rounds": "--rounds",
     "delta_tilde": "--delta-tilde",
+    "delta": "--delta",
     "clip": "--clip",
+    "accountant": "--accountant",
 }
 
 
@@ -29,10 +41,19 @@ def register(registry: Registry) -> None:
         "account",
         "ms-pafl",
         _account,
-        help="MS-PAFL (paper 000): Eq. 9 q, Lemma 1 sigma, Cor. 1 round CDP, Thms 3-4 totals, tight PLD",
+        help="MS-PAFL (paper 000): sound public-participation epsilon (persistent private submodel), plus "
+        "first-use, amplified and the paper's Eq. 9 / Lemma 1 / Thm 1 / Cor. 1 / Thms 3-4 as printed",
     )
     parser.add_argument("--p", type=float, required=True, help="client check-in probability p in (0, 1]")
-    parser.add_argument("--eps-local", type=float, required=True, help="per-round LDP epsilon_l in (0, 1]")
+    noise = parser.add_mutually_exclusive_group(required=True)
+    noise.add_argument(
+        "--eps-local", type=float, help="per-round LDP epsilon_l in (0, 1]; Lemma 1 sets the noise"
+    )
+    noise.add_argument(
+        "--noise-multiplier",
+        type=float,
+        help="z = sigma/(2C): Lemma 1's noise std over the upload's sensitivity 2C (instead of --eps-local)",
+    )
     parser.add_argument("--delta-local", type=float, required=True, help="per-round LDP delta_l in (0, 1)")
     parser.add_argument("--clients", type=int, required=True, help="number of clients N")
     parser.add_argument("--beta", type=float, required=True, help="Hoeffding parameter beta > 0")
@@ -43,49 +64,74 @@ def register(registry: Registry) -> None:
     parser.add_argument("--rounds", type=int, default=None, help="number of rounds T (needs --delta-tilde)")
     parser.add_argument("--delta-tilde", type=float, default=None, help="delta~ of Thm 4 (needs --rounds)")
     parser.add_argument(
-        "--clip", type=float, default=1.0, help="clipping threshold C (default 1, as the paper)"
+        "--delta",
+        type=float,
+        default=None,
+        help="delta of the reported epsilon (default: the paper's, Cor. 1 delta_c or Thm 4 T*delta_c+delta~)",
+    )
+    parser.add_argument(
+        "--clip", type=float, default=1.0, help="clipping threshold C (default 1, as the paper); sigma = 2C z"
+    )
+    parser.add_argument(
+        "--accountant",
+        choices=("pld", "rdp"),
+        default="pld",
+        help="accountant of the sound analysis (default pld)",
     )
 
 
-@flag_errors(_FLAGS)
 def _account(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting._checks import check_delta
     from ampfl.accounting.ms_pafl import account_ms_pafl
+    from ampfl.commands._report import analysis_entry, privacy_report
 
-    if (args.rounds is None) != (args.delta_tilde is None):
-        raise ValueError("--rounds and --delta-tilde must be given together (both or neither).")
-    if args.delta_tilde is not None:
-        # Thm 4's slack adds to the total delta: delta~ = 1 would make the guarantee vacuous.
-        check_delta("--delta-tilde", args.delta_tilde)
-    result = account_ms_pafl(
-        p=args.p,
-        eps_local=args.eps_local,
-        delta_local=args.delta_local,
-        num_clients=args.clients,
-        beta=args.beta,
-        local_steps=args.local_steps,
-        batch_size=args.batch,
-        dataset_size=args.dataset_size,
-        sampling=args.sampling,
-        rounds=args.rounds,
-        delta_tilde=args.delta_tilde,
-        clip=args.clip,
-    )
-    out: dict[str, Any] = {
-        "q": result.q,
-        "sigma": result.sigma,
-        "noise_multiplier": result.noise_multiplier,
-        "epsilon_round": result.epsilon_round,
-        "delta_round": result.delta_round,
-        "epsilon_round_tight": result.epsilon_round_tight,
+    with flag_errors(_FLAGS):
+        if (args.rounds is None) != (args.delta_tilde is None):
+            raise ValueError("--rounds and --delta-tilde must be given together (both or neither).")
+        if args.delta_tilde is not None:
+            # Thm 4's slack adds to the total delta: delta~ = 1 would make the guarantee vacuous.
+            check_delta("--delta-tilde", args.delta_tilde)
+        result = account_ms_pafl(
+            participation=args.p,
+            eps_local=args.eps_local,
+            noise_multiplier=args.noise_multiplier,
+            delta_local=args.delta_local,
+            num_clients=args.clients,
+            beta=args.beta,
+            local_steps=args.local_steps,
+            batch_size=args.batch,
+            dataset_size=args.dataset_size,
+            sampling=args.sampling,
+            rounds=args.rounds,
+            delta_tilde=args.delta_tilde,
+            delta=args.delta,
+            clip=args.clip,
+            accountant=args.accountant,
+        )
+    analyses = {
+        name: analysis_entry(epsilon=a.epsilon, delta=a.delta, sound=a.sound, note=a.note)
+        for name, a in result.analyses.items()
     }
-    if args.rounds is not None:
-        out.update(
+    extra: dict[str, Any] = {
+        "q": result.sampling_rate,
+        "eps_local": result.eps_local,
+        "rounds": 1 if result.rounds is None else result.rounds,
+    }
+    if result.epsilon_round is not None:
+        extra.update(epsilon_round=result.epsilon_round, delta_round=result.delta_round)
+    if result.epsilon_total is not None:
+        extra.update(
             epsilon_total=result.epsilon_total,
             delta_total=result.delta_total,
             epsilon_client_total=result.epsilon_client_total,
-            epsilon_total_tight=result.epsilon_total_tight,
-            epsilon_client_total_tight=result.epsilon_client_total_tight,
         )
-    out.update(analysis=result.analysis, tight_analysis=result.tight_analysis, recommended=result.recommended)
-    return out
+    return privacy_report(
+        epsilon=result.epsilon,
+        delta=result.delta,
+        analysis=result.analysis,
+        accountant=result.accountant,
+        noise_multiplier=result.noise_multiplier,
+        clip=2.0 * result.clip,  # the upload's sensitivity 2C, so noise_std = 2C z = Lemma 1's sigma
+        analyses=analyses,
+        **extra,
+    )

@@ -1,57 +1,127 @@
-"""``ampfl account random-checkin`` and ``ampfl calibrate random-checkin`` (paper 004, random participation).
+"""``ampfl account random-checkin`` and ``ampfl calibrate random-checkin`` (paper 004, random check-in).
 
-Flags speak the paper's notation: ``--p`` participation probability, ``--q`` local sampling probability,
-``--d`` records of the client besides x′, ``--sigma`` absolute noise std, ``--clip`` per-record gradient
-norm C.
-The default ``--analysis`` is :data:`ampfl.accounting.random_checkin.RECOMMENDED_ANALYSIS` (a sound bound).
+Flags: ``--p`` participation probability, ``--q`` local record sampling probability, ``--d`` records of the
+client besides x′, ``--noise-multiplier`` z = σ/C (the paper's σ in units of the clip norm), ``--clip`` C
+(optional: only adds ``noise_std`` = z·C to the report), ``--iterations`` T, ``--accountant rdp|pld``.
+
+Both commands print the common report (:func:`ampfl.commands._report.privacy_report`). The top level is the
+recommended analysis, ``wcs`` (004 Thm 5.2); ``analyses`` holds all four (``paper`` = Thm 4.1 and ``cs`` =
+Cor. 5.3 with ``sound: false``). Per iteration (no ``--iterations``, no ``--accountant``) every analysis is
+the paper's closed form (``accountant: "closed-form"``); with ``--iterations`` wcs/ols/cs are events composed
+on the PLD accountant (default) or the RDP one, and ``paper`` by optimal composition.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from ampfl.commands import Registry, flag_errors
 
-# Mirrors of ampfl.accounting.random_checkin.ANALYSES / RECOMMENDED_ANALYSIS, so that building the parser does
-# not import scipy.stats and dp-accounting (tests check that they agree).
-ANALYSES = ("paper", "wcs", "ols", "cs")
-RECOMMENDED_ANALYSIS = "wcs"
-
 # Keyword of the Python API -> flag, so that one-line errors name the flag.
 _FLAGS = {
-    name: f"--{name}"
-    for name in ("analysis", "p", "q", "d", "sigma", "clip", "epsilon", "delta", "iterations")
+    "participation": "--p",
+    "sampling_rate": "--q",
+    "local_dataset_size": "--d",
+    "noise_multiplier": "--noise-multiplier",
+    "clip": "--clip",
+    "epsilon": "--epsilon",
+    "delta": "--delta",
+    "iterations": "--iterations",
+    "accountant": "--accountant",
 }
+_RECOMMENDED = "wcs"  # ampfl.accounting.random_checkin.RECOMMENDED_ANALYSIS (tests check they agree)
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--analysis",
-        choices=ANALYSES,
-        default=RECOMMENDED_ANALYSIS,
-        help=f"which published analysis to use (default: {RECOMMENDED_ANALYSIS}, the sound one)",
-    )
     parser.add_argument("--p", type=float, required=True, help="client participation probability in (0, 1]")
     parser.add_argument("--q", type=float, required=True, help="local record sampling probability in (0, 1]")
     parser.add_argument("--d", type=int, required=True, help="records held by the client besides x' (>= 0)")
     parser.add_argument(
-        "--clip", type=float, default=1.0, help="per-record gradient norm bound C (default 1)"
+        "--clip", type=float, default=None, help="clip norm C (> 0): reports noise_std = noise multiplier x C"
     )
+    parser.add_argument(
+        "--accountant",
+        choices=("rdp", "pld"),
+        default=None,
+        help="accountant for wcs/ols/cs (default: pld with --iterations, else the closed forms)",
+    )
+
+
+def _mechanism(args: argparse.Namespace) -> dict[str, Any]:
+    from ampfl.accounting._checks import check_int, check_positive, check_probability
+
+    if args.clip is not None:
+        check_positive("clip", args.clip)
+    return {
+        "participation": check_probability("participation", args.p),
+        "sampling_rate": check_probability("sampling_rate", args.q),
+        "local_dataset_size": check_int("local_dataset_size", args.d, minimum=0),
+    }
+
+
+def _epsilon(
+    name: str, mech: dict[str, Any], z: float, delta: float, t: int | None, kind: str | None
+) -> float:
+    """ε(δ) of ``name``: closed form per iteration (``t``, ``kind`` None), else composed on ``kind``."""
+    from ampfl.accounting import random_checkin as rc
+
+    if t is None and (kind is None or name == "paper"):
+        return rc.epsilon_per_iteration(analysis=name, **mech, noise_multiplier=z, delta=delta)
+    return rc.epsilon_composed(
+        analysis=name, **mech, noise_multiplier=z, iterations=t or 1, delta=delta, accountant=kind or "pld"
+    )
+
+
+def _delta(name: str, mech: dict[str, Any], z: float, epsilon: float, kind: str | None) -> float:
+    """Per-iteration δ(ε) of ``name``: closed form, or one event on ``kind``."""
+    from ampfl.accounting import random_checkin as rc
+
+    if kind is None or name == "paper":
+        return rc.delta_per_iteration(analysis=name, **mech, noise_multiplier=z, epsilon=epsilon)
+    return rc.delta_composed(
+        analysis=name, **mech, noise_multiplier=z, iterations=1, epsilon=epsilon, accountant=kind
+    )
+
+
+def _entries(values: dict[str, tuple[float | None, float | None, str]]) -> dict[str, dict[str, Any]]:
+    """``analyses`` of the report from {name: (epsilon, delta, extra note)}."""
+    from ampfl.accounting import random_checkin as rc
+
+    out = {}
+    for name in rc.ANALYSES:
+        eps, dlt, extra = values[name]
+        note = rc.NOTES[name] + (f"; {extra}" if extra else "")
+        out[name] = {"epsilon": eps, "delta": dlt, "sound": rc.SOUND[name], "note": note}
+    return out
+
+
+def _each(fn: Any) -> dict[str, tuple[float | None, float | None, str]]:
+    """``fn(name) -> (epsilon, delta)`` per analysis; failures of non-recommended ones become notes."""
+    from ampfl.accounting import random_checkin as rc
+    from ampfl.accounting._checks import NumericalError
+
+    out: dict[str, tuple[float | None, float | None, str]] = {}
+    for name in rc.ANALYSES:
+        try:
+            eps, dlt = fn(name)
+            out[name] = (eps, dlt, "")
+        except NumericalError as exc:
+            if name == rc.RECOMMENDED_ANALYSIS:
+                raise
+            out[name] = (None, None, f"not computed: {exc}")
+    return out
 
 
 @flag_errors(_FLAGS)
 def _account(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting import random_checkin as rc
+    from ampfl.accounting._checks import check_delta, check_int, check_nonnegative, check_positive
+    from ampfl.commands._report import privacy_report
 
-    common = {
-        "analysis": args.analysis,
-        "p": args.p,
-        "q": args.q,
-        "d": args.d,
-        "sigma": args.sigma,
-        "clip": args.clip,
-    }
+    mech = _mechanism(args)
+    z = check_positive("noise_multiplier", args.noise_multiplier)
     if args.iterations is None:
         if args.epsilon is None:
             raise ValueError(
@@ -59,51 +129,78 @@ def _account(args: argparse.Namespace) -> dict[str, Any]:
             )
         if args.delta is not None:
             raise ValueError("--delta needs --iterations (per-iteration accounting takes --epsilon only).")
-        delta = rc.delta_per_iteration(**common, epsilon=args.epsilon)
-        return {"analysis": args.analysis, "epsilon": args.epsilon, "delta": delta, "iterations": 1}
-    if args.epsilon is not None:
-        raise ValueError("--iterations takes --delta, not --epsilon (the composed epsilon is the output).")
-    if args.delta is None:
-        raise ValueError("--delta is required with --iterations (target delta in (0, 1)).")
-    epsilon = rc.epsilon_composed(**common, iterations=args.iterations, delta=args.delta)
-    return {
-        "analysis": args.analysis,
-        "epsilon": epsilon,
-        "delta": args.delta,
-        "iterations": args.iterations,
-        "composition": rc.COMPOSITION_METHODS[args.analysis],
-    }
+        eps = check_nonnegative("epsilon", args.epsilon)
+        kind = args.accountant
+        values = _each(lambda name: (eps, _delta(name, mech, z, eps, kind)))
+        t = 1
+    else:
+        if args.epsilon is not None:
+            raise ValueError(
+                "--iterations takes --delta, not --epsilon (the composed epsilon is the output)."
+            )
+        if args.delta is None:
+            raise ValueError("--delta is required with --iterations (target delta in (0, 1)).")
+        t = check_int("iterations", args.iterations, minimum=1)
+        dlt = check_delta("delta", args.delta)
+        kind = args.accountant or "pld"
+        values = _each(lambda name: (_epsilon(name, mech, z, dlt, t, kind), dlt))
+    top_eps, top_delta, _ = values[rc.RECOMMENDED_ANALYSIS]
+    assert top_eps is not None and top_delta is not None  # the recommended analysis raises instead
+    return privacy_report(
+        epsilon=top_eps,
+        delta=top_delta,
+        analysis=rc.RECOMMENDED_ANALYSIS,
+        accountant=kind or "closed-form",
+        noise_multiplier=z,
+        clip=args.clip,
+        analyses=_entries(values),
+        iterations=t,
+    )
 
 
 @flag_errors(_FLAGS)
 def _calibrate(args: argparse.Namespace) -> dict[str, Any]:
-    import warnings
-
     from ampfl.accounting import random_checkin as rc
+    from ampfl.commands._report import privacy_report
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        sigma = rc.calibrate_sigma(
-            analysis=args.analysis,
-            p=args.p,
-            q=args.q,
-            d=args.d,
-            epsilon=args.epsilon,
-            delta=args.delta,
-            clip=args.clip,
-        )
-    out: dict[str, Any] = {
-        "analysis": args.analysis,
-        "sigma": sigma,
-        "epsilon": args.epsilon,
-        "delta": args.delta,
-    }
-    for w in caught:
-        if str(w.message) == rc.PAPER_NO_NOISE_NOTE:
-            out["note"] = rc.PAPER_NO_NOISE_NOTE
-        else:  # not ours to swallow
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return out
+    mech = _mechanism(args)
+    z = rc.calibrate_noise_multiplier(
+        analysis=rc.RECOMMENDED_ANALYSIS,
+        **mech,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        iterations=args.iterations,
+        accountant=args.accountant,
+    )
+    t, dlt = args.iterations, float(args.delta)
+    kind = args.accountant if t is None else (args.accountant or "pld")
+
+    def at_z(name: str) -> tuple[float | None, float]:
+        if z > 0.0:
+            return _epsilon(name, mech, z, dlt, t, kind), dlt
+        # No noise: (0, δ)-DP iff δ ≥ P(the record is used at all); otherwise unbounded.
+        rate = mech["sampling_rate"] * (1.0 if name == "ols" else mech["participation"])
+        used = 1.0 if rate == 1.0 else -math.expm1((t or 1) * math.log1p(-rate))
+        return (0.0 if dlt >= used else None), dlt
+
+    values = _each(at_z)
+    for name, (eps, _, note) in values.items():
+        if eps is None and not note:
+            values[name] = (None, dlt, "unbounded without noise")
+    top_eps = values[rc.RECOMMENDED_ANALYSIS][0]
+    assert top_eps is not None  # calibrated: z > 0, or no noise needed (epsilon 0)
+    return privacy_report(
+        epsilon=top_eps,
+        delta=dlt,
+        analysis=rc.RECOMMENDED_ANALYSIS,
+        accountant=kind or "closed-form",
+        noise_multiplier=z,
+        clip=args.clip,
+        analyses=_entries(values),
+        target_epsilon=float(args.epsilon),
+        target_delta=dlt,
+        iterations=t or 1,
+    )
 
 
 def register(registry: Registry) -> None:
@@ -112,10 +209,15 @@ def register(registry: Registry) -> None:
         "account",
         "random-checkin",
         _account,
-        help="per-iteration delta(epsilon) or composed epsilon of DP-DSGD with random participation (004)",
+        help="per-iteration delta(epsilon) or composed epsilon of DP-DSGD with random check-in (paper 004)",
     )
     _add_common(account)
-    account.add_argument("--sigma", type=float, required=True, help="absolute Gaussian noise std (> 0)")
+    account.add_argument(
+        "--noise-multiplier",
+        type=float,
+        required=True,
+        help="noise std / clip norm (the paper's sigma/C, > 0)",
+    )
     account.add_argument("--epsilon", type=float, default=None, help="per-iteration epsilon (>= 0)")
     account.add_argument("--iterations", type=int, default=None, help="number of iterations T to compose")
     account.add_argument("--delta", type=float, default=None, help="target total delta (with --iterations)")
@@ -124,8 +226,11 @@ def register(registry: Registry) -> None:
         "calibrate",
         "random-checkin",
         _calibrate,
-        help="smallest noise std for a per-iteration (epsilon, delta) under random participation (paper 004)",
+        help="smallest noise multiplier for a target (epsilon, delta) under random check-in (paper 004)",
     )
     _add_common(calibrate)
-    calibrate.add_argument("--epsilon", type=float, required=True, help="target per-iteration epsilon (> 0)")
-    calibrate.add_argument("--delta", type=float, required=True, help="target per-iteration delta in (0, 1)")
+    calibrate.add_argument("--epsilon", type=float, required=True, help="target epsilon (> 0)")
+    calibrate.add_argument("--delta", type=float, required=True, help="target delta in (0, 1)")
+    calibrate.add_argument(
+        "--iterations", type=int, default=None, help="number of iterations T (default: one iteration)"
+    )

@@ -1,4 +1,8 @@
-"""``ampfl reproduce NAME --out DIR``: regenerate a paper figure or table as PNG + CSV."""
+"""``ampfl reproduce NAME --out DIR``: regenerate a paper figure or table as PNG + CSV.
+
+The names and help lines come from the static table :data:`ampfl.reproduce.FIGURES`; the figure's module
+(numpy/scipy accounting, matplotlib, torch for the training figures) is imported only when it runs.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +11,21 @@ from pathlib import Path
 from typing import Any
 
 from ampfl.commands import Registry
-from ampfl.reproduce import figure_names, run_figure
+from ampfl.reproduce import figure_help, figure_names
 
 
 def register(registry: Registry) -> None:
     parser = registry.command(None, "reproduce", _reproduce, help="reproduce a paper figure (PNG + CSV)")
-    parser.add_argument(
-        "name", choices=figure_names(), metavar="NAME", help="one of: " + ", ".join(figure_names())
-    )
+    names = figure_names()
+    width = max(len(name) for name in names)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = "figures:\n" + "\n".join(f"  {name:<{width}}  {figure_help(name)}" for name in names)
+    parser.add_argument("name", choices=names, metavar="NAME", help="a figure name (listed below)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/reproduce/NAME)")
 
 
 def _reproduce(args: argparse.Namespace) -> dict[str, Any]:
+    from ampfl.reproduce import run_figure
+
     out = args.out if args.out is not None else Path("runs") / "reproduce" / args.name
     return run_figure(args.name, out)

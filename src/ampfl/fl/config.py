@@ -1,11 +1,12 @@
 """The configuration of one training run (``ampfl run CONFIG.toml``), validated with pydantic.
 
 A run config is a TOML file with top-level keys ``seed``, ``rounds``, ``eval_every``, ``checkpoint_every`` and
-the tables ``[dataset]``, ``[partition]``, ``[model]`` (with ``[model.options]``), ``[algorithm]`` and
-``[engine]``. The ``[algorithm]`` table holds ``name`` (a key of ``ampfl.fl.algorithms.ALGORITHMS``) and
-that algorithm's hyper-parameters, validated by the algorithm's own ``Params`` model; an algorithm parameter
-``num_rounds`` (the horizon a noise calibration targets) defaults to the run's ``rounds``. Every table rejects
-unknown keys. A bad key or value raises :class:`ValueError` with one line naming the dotted key path, e.g.
+the tables ``[dataset]``, ``[partition]``, ``[model]`` (with ``[model.options]``), ``[algorithm]``,
+``[engine]`` and ``[privacy]`` (the run's accountant, δ and optional ε budget). The ``[algorithm]`` table
+holds ``name`` (a key of ``ampfl.fl.algorithms.ALGORITHMS``) and that algorithm's hyper-parameters, validated
+by the algorithm's own ``Params`` model; an algorithm parameter ``num_rounds`` (the horizon a noise
+calibration targets) defaults to the run's ``rounds``. Every table rejects unknown keys. A bad key or value
+raises :class:`ValueError` with one line naming the dotted key path, e.g.
 ``algorithm.noise_multiplier: Input should be greater than 0 (found -1)``.
 
 Example (``examples/digits_dp_fedavg.toml``)::
@@ -20,6 +21,10 @@ Example (``examples/digits_dp_fedavg.toml``)::
     [algorithm]
     name = "dp_fedavg"
     noise_multiplier = 1.0
+    [privacy]
+    accountant = "rdp"
+    delta = 1e-5
+    max_epsilon = 8.0
 """
 
 from __future__ import annotations
@@ -80,6 +85,22 @@ class EngineConfig(_Section):
     model_fast_path: bool | None = None
 
 
+class PrivacyConfig(_Section):
+    """``[privacy]``: the run's accountant (``ampfl.fl.privacy``), the δ of every reported ε, and a budget.
+
+    Attributes:
+        accountant: ``"rdp"`` or ``"pld"`` (:func:`ampfl.accounting.accountants.make_accountant`); it composes
+            every round's events once and also calibrates any ``target_epsilon`` of the algorithm.
+        delta: δ of the reported ε (``metrics.jsonl``, ``summary.json``) and of noise calibrations.
+        max_epsilon: stop before a round whose events would push ε(δ) above this (``stopped = "budget"``);
+            ``None``: run all rounds.
+    """
+
+    accountant: Literal["rdp", "pld"] = "rdp"
+    delta: float = Field(1e-5, gt=0, lt=1)
+    max_epsilon: float | None = Field(None, gt=0)
+
+
 class AlgorithmConfig(_Section):
     """``[algorithm]``: the algorithm's name and its validated ``Params`` instance."""
 
@@ -98,7 +119,7 @@ class RunConfig(_Section):
         eval_every: evaluate (and write a ``metrics.jsonl`` line) every this many rounds; the last round is
             always evaluated.
         checkpoint_every: write a checkpoint every this many rounds (0: only at the end or when stopped).
-        dataset, partition, model, algorithm, engine: the sections described in the module docstring.
+        dataset, partition, model, algorithm, engine, privacy: the sections described in the module docstring.
     """
 
     seed: int = Field(0, ge=0)
@@ -110,6 +131,7 @@ class RunConfig(_Section):
     model: ModelConfig = Field(default_factory=lambda: ModelConfig.model_validate({}))
     algorithm: AlgorithmConfig
     engine: EngineConfig = Field(default_factory=lambda: EngineConfig.model_validate({}))
+    privacy: PrivacyConfig = Field(default_factory=lambda: PrivacyConfig.model_validate({}))
 
 
 def _location(prefix: tuple[str, ...], loc: tuple[int | str, ...]) -> str:

@@ -5,11 +5,18 @@ A run folder holds:
 - ``config.json`` and ``config.toml``: the resolved configuration (every default filled in; the TOML file
   can be given back to ``ampfl run``);
 - ``metrics.jsonl``: one JSON object per evaluated round: ``round`` (rounds done), the round's training
-  metrics, the test metrics (always ``accuracy``), ``epsilon`` and ``delta`` composed so far, and
-  ``wall_seconds``;
-- ``checkpoint.pt``: the latest checkpoint (``torch.save`` of the algorithm's ``state_dict()``, the number of
-  rounds done, the metrics so far, the global torch RNG state and the configuration), replaced atomically;
+  metrics, the test metrics (always ``accuracy``), ``epsilon`` (composed so far, at the run's δ), ``delta``
+  and ``wall_seconds``;
+- ``checkpoint.pt``: the latest checkpoint (``torch.save`` of the algorithm's ``state_dict()``, the run
+  accountant's ``state_dict()``, the number of rounds done, the metrics so far, the global torch RNG state and
+  the configuration), replaced atomically;
 - ``summary.json`` and the plots ``accuracy.png`` and ``epsilon.png`` at the end.
+
+Privacy (``ampfl.fl.privacy``): the run owns one accountant (``[privacy] accountant``). Before round r it asks
+the algorithm for the round's events, stops if they would push ε above ``[privacy] max_epsilon``
+(``stopped = "budget"`` in the summary), runs the round and composes its events once; ε at every evaluation is
+read from the accountant, never recomputed from the history. A non-private run (FedAvg, zero noise) reports
+ε = ∞ (``1e999`` in JSON) and ``privacy_unit = null``.
 
 Every file is written atomically (temporary file + ``os.replace``), so a run stopped at any point resumes from
 its last checkpoint; because every random draw of round r is derived from ``(seed, r, role)``, the resumed run
@@ -35,6 +42,7 @@ from ampfl.io import atomic_save_figure, atomic_write_bytes, atomic_write_json, 
 if TYPE_CHECKING:
     from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.engine import Engine
+    from ampfl.fl.privacy import RunAccountant
     from ampfl.fl.task import Task
 
 CONFIG_JSON = "config.json"
@@ -46,9 +54,9 @@ ACCURACY_PNG = "accuracy.png"
 EPSILON_PNG = "epsilon.png"
 
 #: Config keys that may change between an interrupted run and its resumption (they change no numbers).
-RESUMABLE_CHANGES = frozenset({"rounds", "eval_every", "checkpoint_every"})
+RESUMABLE_CHANGES = frozenset({"rounds", "eval_every", "checkpoint_every", "privacy.max_epsilon"})
 
-_CHECKPOINT_FORMAT = 1
+_CHECKPOINT_FORMAT = 2
 
 
 def build_task(config: RunConfig) -> Task:
@@ -92,7 +100,9 @@ def build_algorithm(
 
         algorithms = ALGORITHMS
     cls = algorithms[config.algorithm.name]
-    return cls(config.algorithm.params, task, seed=config.seed, engine=build_engine(config))
+    return cls(
+        config.algorithm.params, task, seed=config.seed, engine=build_engine(config), privacy=config.privacy
+    )
 
 
 def run_experiment(
@@ -123,10 +133,12 @@ def run_experiment(
 
     Returns:
         The summary (also written to ``summary.json``): ``algorithm``, ``dataset``, ``rounds``,
-        ``final_accuracy``, ``epsilon``, ``delta``, ``analysis``, ``wall_seconds`` and more.
+        ``rounds_completed``, ``stopped`` (``"rounds"`` or ``"budget"``), ``final_accuracy``, ``epsilon``,
+        ``delta``, ``privacy_unit``, ``accountant``, ``analysis``, ``wall_seconds`` and more.
 
     Raises:
-        ValueError: a fresh run in a used folder, a resume without checkpoint or with a different config.
+        ValueError: a fresh run in a used folder, a resume without checkpoint or with a different config, or
+            a ``[privacy]`` setting the algorithm cannot meet (one line naming the key).
     """
     if stop_after is not None and stop_after < 0:
         raise ValueError(f"stop_after must be a non-negative integer. Found {stop_after}.")
@@ -134,10 +146,14 @@ def run_experiment(
     resolved = config_to_dict(config)
     started = time.perf_counter()
     checkpoint = _open_run_folder(out, resolved, resume=resume)
-    # Data and algorithm first: a config that cannot start leaves no run behind in the folder.
+    # Data, algorithm and accountant first: a config that cannot start leaves no run folder behind.
     if task is None:
         task = build_task(config)
     algorithm = build_algorithm(config, task, algorithms=algorithms)
+    from ampfl.fl.privacy import RunAccountant
+
+    ledger = RunAccountant(config.privacy, algorithm)
+    out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / CONFIG_JSON, resolved)
     atomic_write_text(out / CONFIG_TOML, to_toml(resolved))
     metrics: list[dict[str, Any]] = []
@@ -147,6 +163,7 @@ def run_experiment(
         import torch
 
         algorithm.load_state_dict(checkpoint["algorithm"])
+        ledger.load_state_dict(checkpoint["privacy"])
         torch.set_rng_state(checkpoint["torch_rng_state"])
         rounds_done = int(checkpoint["rounds_done"])
         metrics = list(checkpoint["metrics"])
@@ -159,32 +176,47 @@ def run_experiment(
     def wall() -> float:
         return wall_before + time.perf_counter() - started
 
+    def evaluate(done: int, round_metrics: Mapping[str, Any]) -> dict[str, Any]:
+        line = _evaluation_line(algorithm, done, round_metrics, wall(), ledger)
+        metrics.append(line)
+        handle.write(dumps_json(line) + "\n")
+        handle.flush()
+        return line
+
+    def checkpoint_now(done: int) -> None:
+        save_checkpoint(
+            out, algorithm, rounds_done=done, metrics=metrics, config=resolved, wall=wall(), privacy=ledger
+        )
+
     saved_at = rounds_done if checkpoint is not None else -1
+    done, stopped = rounds_done, "rounds"
     with _progress_bar(progress, config.rounds, rounds_done, label or config.algorithm.name) as advance:
         with open(out / METRICS, "a", encoding="utf-8") as handle:
             for round_index in range(rounds_done, last):
+                events = algorithm.round_events(round_index)
+                if ledger.would_exceed(events):
+                    stopped = "budget"
+                    break
                 round_metrics = algorithm.run_round(round_index)
+                ledger.compose(events)  # once per round, never the history again
                 done = round_index + 1
                 text = ""
                 if done % config.eval_every == 0 or done == config.rounds:
-                    line = _evaluation_line(algorithm, done, round_metrics, wall())
-                    metrics.append(line)
-                    handle.write(dumps_json(line) + "\n")
-                    handle.flush()
+                    line = evaluate(done, round_metrics)
                     text = f"acc {line['accuracy']:.3f}  ε {line['epsilon']:.3g}"
                 if config.checkpoint_every and done % config.checkpoint_every == 0:
-                    save_checkpoint(
-                        out, algorithm, rounds_done=done, metrics=metrics, config=resolved, wall=wall()
-                    )
+                    checkpoint_now(done)
                     saved_at = done
                 advance(text)
-    if saved_at != last:
-        save_checkpoint(out, algorithm, rounds_done=last, metrics=metrics, config=resolved, wall=wall())
-    if last < config.rounds:
-        return {"completed": False, "rounds_done": last, "rounds": config.rounds, "out_dir": str(out)}
+            if stopped == "budget" and (not metrics or metrics[-1]["round"] != done):
+                evaluate(done, {})  # the last line states the ε the run stopped at
+                saved_at = -1
+    if saved_at != done:
+        checkpoint_now(done)
+    if stopped == "rounds" and done < config.rounds:
+        return {"completed": False, "rounds_done": done, "rounds": config.rounds, "out_dir": str(out)}
 
-    report = algorithm.privacy(config.rounds)
-    final = metrics[-1] if metrics else _evaluation_line(algorithm, config.rounds, {}, wall())
+    final = metrics[-1] if metrics else _evaluation_line(algorithm, done, {}, wall(), ledger)
     files = (
         write_plots(out, metrics, title=f"{config.algorithm.name} on {config.dataset.name}") if plots else []
     )
@@ -192,10 +224,15 @@ def run_experiment(
         "algorithm": config.algorithm.name,
         "dataset": config.dataset.name,
         "rounds": config.rounds,
+        "rounds_completed": done,
+        "stopped": stopped,
         "final_accuracy": final["accuracy"],
-        "epsilon": report.epsilon,
-        "delta": report.delta,
-        "analysis": report.analysis,
+        "epsilon": ledger.epsilon(),
+        "delta": ledger.delta,
+        "max_epsilon": config.privacy.max_epsilon,
+        "privacy_unit": algorithm.privacy_unit,
+        "accountant": config.privacy.accountant if ledger.private else None,
+        "analysis": ledger.analysis(),
         "wall_seconds": wall(),
         "best_accuracy": max((m["accuracy"] for m in metrics), default=final["accuracy"]),
         "final_metrics": final,
@@ -259,6 +296,7 @@ def save_checkpoint(
     metrics: list[dict[str, Any]],
     config: dict[str, Any],
     wall: float,
+    privacy: RunAccountant,
 ) -> Path:
     """Write ``checkpoint.pt`` atomically (the previous one stays valid until the new one is complete)."""
     import torch
@@ -267,6 +305,7 @@ def save_checkpoint(
         "format": _CHECKPOINT_FORMAT,
         "rounds_done": rounds_done,
         "algorithm": algorithm.state_dict(),
+        "privacy": privacy.state_dict(),
         "metrics": list(metrics),
         "torch_rng_state": torch.get_rng_state(),
         "config": config,
@@ -316,7 +355,6 @@ def _open_run_folder(out: Path, resolved: dict[str, Any], *, resume: bool) -> di
         raise ValueError(
             f"{out} already holds a run ({used[0]}); pass --resume to continue it or choose another --out."
         )
-    out.mkdir(parents=True, exist_ok=True)
     return None
 
 
@@ -332,8 +370,9 @@ def _changed_keys(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = 
     return changed
 
 
-#: Attributes through which an algorithm exposes the noise level it actually uses (after any calibration).
-NOISE_ATTRIBUTES = ("sigma", "noise_multiplier")
+#: Attributes through which an algorithm exposes the noise it actually uses (after any calibration):
+#: the noise multiplier z and the absolute std σ (z times the sensitivity).
+NOISE_ATTRIBUTES = ("noise_multiplier", "noise_std")
 
 
 def _noise_levels(algorithm: Algorithm) -> dict[str, float]:
@@ -349,16 +388,15 @@ def _scalar(value: Any) -> Any:
 
 
 def _evaluation_line(
-    algorithm: Algorithm, done: int, round_metrics: Mapping[str, Any], wall: float
+    algorithm: Algorithm, done: int, round_metrics: Mapping[str, Any], wall: float, ledger: RunAccountant
 ) -> dict[str, Any]:
     evaluation = algorithm.evaluate()
     if "accuracy" not in evaluation:
         raise ValueError(f"{type(algorithm).__name__}.evaluate() must return 'accuracy'.")
-    report = algorithm.privacy(done)
     line: dict[str, Any] = {"round": done}
     line.update({key: _scalar(value) for key, value in round_metrics.items()})
     line.update({key: _scalar(value) for key, value in evaluation.items()})
-    line.update({"epsilon": float(report.epsilon), "delta": float(report.delta), "wall_seconds": wall})
+    line.update({"epsilon": ledger.epsilon(), "delta": ledger.delta, "wall_seconds": wall})
     return line
 
 

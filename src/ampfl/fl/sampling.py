@@ -9,10 +9,12 @@ Client samplers (``sample(round_index, rng) -> sorted client ids``):
 * :class:`BalancedIterationSampler` — each client takes part in exactly k of the T rounds, the k rounds chosen
   uniformly at random and independently per client (Balanced Iteration Subsampling, paper 002).
 
-Each sampler's ``event(inner)`` describes the sampling as a privacy event wrapping the per-round mechanism
-``inner`` (a ``dp_accounting`` event where an exact equivalent exists). Local data samplers
-(:func:`local_batches`, :func:`poisson_local_batches`) draw the clients' mini-batches as index tensors for the
-engine.
+Each sampler's ``event(...)`` describes its sampling as an :mod:`ampfl.accounting.events` event around the
+per-round mechanism, and ``neighboring_relation`` names the relation the run's accountant must use (sampling
+without replacement: replace one unit; everything else: add/remove one unit). Event noise multipliers are
+relative to the sensitivity under that relation (docs/units.md): replace-one doubles it, so fixed-size
+cohorts pass σ/(2C). Local data samplers (:func:`local_batches`, :func:`poisson_local_batches`) draw the
+clients' mini-batches as index tensors for the engine.
 """
 
 from __future__ import annotations
@@ -20,11 +22,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import dp_accounting
 import numpy as np
 import torch
 
-from ampfl.accounting.partition import BalancedIterationSubsamplingEvent
+from ampfl.accounting.accountants.base import NeighboringRelation
+from ampfl.accounting.events import (
+    BalancedIterationSubsamplingEvent,
+    PoissonSampledEvent,
+    PrivacyEvent,
+    RandomCheckInEvent,
+    SampledWithoutReplacementEvent,
+)
 
 
 def _check_rate(name: str, value: float, *, allow_zero: bool = False) -> float:
@@ -38,29 +46,30 @@ class Sampler:
     """Base class of client samplers."""
 
     num_clients: int
+    #: The neighbouring relation of :meth:`event` (the run's accountant is built with it).
+    neighboring_relation: NeighboringRelation = NeighboringRelation.ADD_OR_REMOVE_ONE
 
     def sample(self, round_index: int, rng: np.random.Generator) -> np.ndarray:
         """Sorted ids (int64) of the clients taking part in round ``round_index``."""
         raise NotImplementedError
 
-    def event(self, inner: Any) -> Any:
-        """The privacy event of one round: this sampling applied to the mechanism ``inner``."""
+    def event(self, *args: Any, **kwargs: Any) -> PrivacyEvent:
+        """The privacy event of one round: this sampling around the round's mechanism."""
         raise NotImplementedError
 
     def expected_cohort(self) -> float:
         """Expected number of participants per round."""
         raise NotImplementedError
 
-    def describe(self) -> dict[str, Any]:
-        """Name and parameters (for run folders)."""
-        raise NotImplementedError
-
 
 class FixedSizeSampler(Sampler):
     """``cohort_size`` of ``num_clients`` clients, uniformly without replacement.
 
-    Event: ``dp_accounting.SampledWithoutReplacementDpEvent`` (replace-one neighbouring relation).
+    Event: :class:`~ampfl.accounting.events.SampledWithoutReplacementEvent`; relation: replace one client, so
+    the inner event's noise multiplier is σ/(2C) (Δ₂ = 2C).
     """
+
+    neighboring_relation = NeighboringRelation.REPLACE_ONE
 
     def __init__(self, num_clients: int, cohort_size: int) -> None:
         if not 1 <= cohort_size <= num_clients:
@@ -71,50 +80,43 @@ class FixedSizeSampler(Sampler):
     def sample(self, round_index: int, rng: np.random.Generator) -> np.ndarray:
         return np.sort(rng.choice(self.num_clients, size=self.cohort_size, replace=False)).astype(np.int64)
 
-    def event(self, inner: Any) -> Any:
-        return dp_accounting.SampledWithoutReplacementDpEvent(self.num_clients, self.cohort_size, inner)
+    def event(self, inner: PrivacyEvent) -> PrivacyEvent:
+        """``inner`` (noise multiplier relative to 2C) on a uniform ``cohort_size``-subset of the clients."""
+        return SampledWithoutReplacementEvent(
+            source_size=self.num_clients, sample_size=self.cohort_size, event=inner
+        )
 
     def expected_cohort(self) -> float:
         return float(self.cohort_size)
 
-    def describe(self) -> dict[str, Any]:
-        return {"sampler": "fixed", "num_clients": self.num_clients, "cohort_size": self.cohort_size}
-
 
 class PoissonSampler(Sampler):
-    """Each client independently with probability ``sampling_probability`` (coins drawn by the server).
+    """Each client independently with probability ``sampling_rate`` (coins drawn by the server).
 
-    Event: ``dp_accounting.PoissonSampledDpEvent`` (add/remove neighbouring relation).
+    Event: :class:`~ampfl.accounting.events.PoissonSampledEvent` (add/remove one client).
     """
 
-    def __init__(self, num_clients: int, sampling_probability: float) -> None:
+    def __init__(self, num_clients: int, sampling_rate: float) -> None:
         self.num_clients = int(num_clients)
-        self.sampling_probability = _check_rate("sampling_probability", sampling_probability)
+        self.sampling_rate = _check_rate("sampling_rate", sampling_rate)
 
     def sample(self, round_index: int, rng: np.random.Generator) -> np.ndarray:
-        return np.flatnonzero(rng.random(self.num_clients) < self.sampling_probability).astype(np.int64)
+        return np.flatnonzero(rng.random(self.num_clients) < self.sampling_rate).astype(np.int64)
 
-    def event(self, inner: Any) -> Any:
-        return dp_accounting.PoissonSampledDpEvent(self.sampling_probability, inner)
+    def event(self, inner: PrivacyEvent) -> PrivacyEvent:
+        """``inner`` (noise multiplier relative to C) on a Poisson(q) sample of the clients."""
+        return PoissonSampledEvent(sampling_rate=self.sampling_rate, event=inner)
 
     def expected_cohort(self) -> float:
-        return self.sampling_probability * self.num_clients
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "sampler": "poisson",
-            "num_clients": self.num_clients,
-            "sampling_probability": self.sampling_probability,
-        }
+        return self.sampling_rate * self.num_clients
 
 
 class RandomCheckInSampler(Sampler):
     """Random check-in: client i participates with its own probability p_i (000 Eq. 10; 004 Algorithm 1).
 
     The probabilities belong to the clients: the server-side code must not read ``_p`` (it only receives the
-    returned ids). Event: independent inclusion with probability p_i is Poisson subsampling of each client
-    with its own rate, and client i's privacy depends only on its own p_i, so ``PoissonSampledDpEvent(max_i
-    p_i, inner)`` bounds every client (exact when all p_i are equal).
+    returned ids). Client i's privacy depends only on its own p_i and grows with it, so the accounting uses
+    :attr:`participation` = max_i p_i, which bounds every client (exact when all p_i are equal).
 
     Args:
         num_clients: N.
@@ -134,12 +136,26 @@ class RandomCheckInSampler(Sampler):
             _check_rate("probabilities", float(v))
         self._p = p
 
+    @property
+    def participation(self) -> float:
+        """max_i p_i: the participation probability the accounting uses for every client."""
+        return float(self._p.max())
+
     def sample(self, round_index: int, rng: np.random.Generator) -> np.ndarray:
         # One coin per client; in a deployment each client flips its own (004 Alg. 1 "Sample B ~ Bern(p)").
         return np.flatnonzero(rng.random(self.num_clients) < self._p).astype(np.int64)
 
-    def event(self, inner: Any) -> Any:
-        return dp_accounting.PoissonSampledDpEvent(float(self._p.max()), inner)
+    def event(
+        self, *, sampling_rate: float, noise_multiplier: float, local_dataset_size: int = 0
+    ) -> PrivacyEvent:
+        """One round of 004 Algorithm 1 at record level: :class:`~ampfl.accounting.events.RandomCheckInEvent`
+        (participation hidden, local Poisson sampling at ``sampling_rate``, noise multiplier σ/C)."""
+        return RandomCheckInEvent(
+            participation=self.participation,
+            sampling_rate=sampling_rate,
+            noise_multiplier=noise_multiplier,
+            local_dataset_size=local_dataset_size,
+        )
 
     def expected_cohort(self) -> float:
         return float(self._p.sum())
@@ -150,20 +166,13 @@ class RandomCheckInSampler(Sampler):
             return 1.0
         return float(-np.expm1(np.sum(np.log1p(-self._p))))
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "sampler": "random_checkin",
-            "num_clients": self.num_clients,
-            "max_probability": float(self._p.max()),
-            "mean_probability": float(self._p.mean()),
-        }
-
 
 class BalancedIterationSampler(Sampler):
     """Balanced Iteration Subsampling: each client takes part in exactly k of the T rounds.
 
     Client i's k rounds are a uniformly random k-subset of {0, …, T−1}, independent across clients, drawn once
-    from ``schedule_rng``. Rounds beyond T−1 raise ValueError. The schedule costs 4·N·k bytes.
+    from ``schedule_rng``. Rounds beyond T−1 raise ValueError. The schedule costs 4·N·k bytes. The privacy
+    event covers the whole epoch of T rounds (002 Thm 3.8): :meth:`round_events` reports it once, in round 0.
 
     Args:
         num_clients: N.
@@ -199,19 +208,22 @@ class BalancedIterationSampler(Sampler):
         lo, hi = self._starts[round_index], self._starts[round_index + 1]
         return np.sort(self._clients_by_round[lo:hi])
 
-    def event(self, inner: Any) -> Any:
-        return BalancedIterationSubsamplingEvent(self.num_rounds, self.rounds_per_client, inner)
+    def event(self, noise_multiplier: float) -> PrivacyEvent:
+        """The whole epoch: :class:`~ampfl.accounting.events.BalancedIterationSubsamplingEvent`."""
+        return BalancedIterationSubsamplingEvent(
+            iterations=self.num_rounds,
+            participations=self.rounds_per_client,
+            noise_multiplier=noise_multiplier,
+        )
+
+    def round_events(self, round_index: int, noise_multiplier: float) -> list[tuple[PrivacyEvent, int]]:
+        """The epoch's event in round 0 (charged up front, so ε is an upper bound after every round)."""
+        if not 0 <= round_index < self.num_rounds:
+            raise ValueError(f"round_index must be in [0, {self.num_rounds - 1}]. Found {round_index}.")
+        return [(self.event(noise_multiplier), 1)] if round_index == 0 else []
 
     def expected_cohort(self) -> float:
         return self.num_clients * self.rounds_per_client / self.num_rounds
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "sampler": "balanced_iteration",
-            "num_clients": self.num_clients,
-            "num_rounds": self.num_rounds,
-            "rounds_per_client": self.rounds_per_client,
-        }
 
 
 # -- local (record-level) sampling ------------------------------------------------------------------------
@@ -253,7 +265,7 @@ def poisson_local_batches(
     client_indices: Sequence[np.ndarray],
     clients: np.ndarray,
     *,
-    sampling_probability: float,
+    sampling_rate: float,
     rng: np.random.Generator,
     limit: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -265,7 +277,7 @@ def poisson_local_batches(
     Returns:
         ``(indices [K, 1, B], mask [K, 1, B])`` with B the largest sample size; padded slots have mask 0.
     """
-    q = _check_rate("sampling_probability", sampling_probability)
+    q = _check_rate("sampling_rate", sampling_rate)
     chosen = []
     for c in clients:
         idx = client_indices[int(c)]

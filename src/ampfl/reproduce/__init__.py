@@ -1,46 +1,96 @@
-"""Paper figures and tables, one module per paper (figure functions are registered by name).
+"""Paper figures and tables, one module per paper, listed by name in a static table.
 
-Each module (names not starting with ``_``) defines ``FIGURES: dict[str, Callable[[Path], dict]]``.
-A figure function writes its PNG and CSV files into the given folder and returns a JSON-able dict with at
-least ``files`` (the paths written). Modules keep module-level imports light (stdlib, numpy, ampfl
-accounting); matplotlib and torch are imported inside the functions (see :mod:`ampfl.reproduce._plot`).
+:data:`FIGURES` maps each figure name to ``(module, attribute, help)``; the module is imported only when
+the figure runs (:func:`run_figure`), so building the ``ampfl`` parser, which lists the names and help
+lines, imports none of the figure modules (and so neither scipy, dp-accounting, matplotlib nor torch).
+
+Each figure module (names not starting with ``_``) also defines ``FIGURES: dict[str, Callable[[Path],
+dict]]`` with the same names (``tests/cli/test_startup.py`` checks that the two agree). A figure function
+writes its PNG and CSV files into the given folder and returns a JSON-able dict with at least ``files``
+(the paths written). Modules keep module-level imports light (stdlib, numpy, ampfl accounting);
+matplotlib and torch are imported inside the functions (see :mod:`ampfl.reproduce._plot`).
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 FigureFunction = Callable[[Path], dict[str, Any]]
 
 
-def _registry() -> dict[str, FigureFunction]:
-    figures: dict[str, FigureFunction] = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        for name, fn in getattr(module, "FIGURES", {}).items():
-            if name in figures:
-                raise RuntimeError(f"figure {name!r} is registered twice")
-            figures[name] = fn
-    return figures
+class FigureEntry(NamedTuple):
+    """Where a figure function lives (``ampfl.reproduce.<module>.<attribute>``) and its one-line help."""
+
+    module: str
+    attribute: str
+    help: str
+
+
+#: Figure name -> (module, attribute, help). Paper numbers: 000 MS-PAFL, 001 GDP-Fed, 002 Dong et al.
+#: (model splitting / BIS), 004 Hasircioglu & Gunduz (random check-in).
+FIGURES: dict[str, FigureEntry] = {
+    "accounting-demo": FigureEntry(
+        "accounting_demo", "run_accounting_demo", "004 Sec. 6 table and Fig. 1 curves (no training)"
+    ),
+    "dong-fig1": FigureEntry(
+        "dong", "fig1", "002 Fig. 1: epsilon over steps, model split (Thm 3.4) vs Gaussian"
+    ),
+    "dong-fig2": FigureEntry("dong", "fig2", "002 Fig. 2: RDP over alpha, BIS (both bounds) vs Poisson"),
+    "dong-fig3": FigureEntry("dong", "fig3", "002 Fig. 3: epsilon over iterations per epoch, BIS vs Poisson"),
+    "dong-table1": FigureEntry("dong", "table1", "002 Table 1: model-split sigma for d = 3, 8"),
+    "gdpfed-fig1": FigureEntry("gdpfed", "figure1", "001 Fig. 1: optimal group sampling rates vs epsilon_3"),
+    "hasircioglu-fig1": FigureEntry("hasircioglu", "fig1", "004 Fig. 1: delta vs epsilon"),
+    "hasircioglu-fig2": FigureEntry("hasircioglu", "fig2", "004 Fig. 2: epsilon vs sigma"),
+    "hasircioglu-fig3": FigureEntry("hasircioglu", "fig3", "004 Fig. 3: delta vs sigma"),
+    "hasircioglu-fig5": FigureEntry("hasircioglu", "fig5", "004 Fig. 5: epsilon vs q with p*q fixed"),
+    "hasircioglu-fig6": FigureEntry(
+        "hasircioglu_training", "fig6", "004 Fig. 6: training, many clients with small datasets (train extra)"
+    ),
+    "hasircioglu-fig7": FigureEntry(
+        "hasircioglu_training", "fig7", "004 Fig. 7: training, few clients with large datasets (train extra)"
+    ),
+    "hasircioglu-sec6": FigureEntry("hasircioglu", "section6", "004 Sec. 6 table: sigma per analysis"),
+    "ms-pafl-fig2": FigureEntry(
+        "ms_pafl_training", "fig2", "000 Fig. 2: accuracy over rounds, WOR and WR (train extra)"
+    ),
+    "ms-pafl-fig3": FigureEntry(
+        "ms_pafl", "fig3", "000 Fig. 3: single-round epsilon (Cor. 1) vs local epsilon"
+    ),
+    "ms-pafl-fig4": FigureEntry("ms_pafl", "fig4", "000 Fig. 4: total epsilon (Thm 4) vs rounds"),
+    "ms-pafl-fig5": FigureEntry(
+        "ms_pafl", "fig5", "000 Fig. 5: client total epsilon, WOR vs WR vs DP-FedAvg"
+    ),
+    "ms-pafl-fig6": FigureEntry("ms_pafl", "fig6", "000 Fig. 6: global total epsilon for b = 1, 5, 13"),
+}
 
 
 def figure_names() -> list[str]:
-    """Names accepted by ``ampfl reproduce``."""
-    return sorted(_registry())
+    """Names accepted by ``ampfl reproduce`` (no figure module is imported)."""
+    return sorted(FIGURES)
+
+
+def figure_help(name: str) -> str:
+    """The one-line help of figure ``name`` (no figure module is imported)."""
+    return FIGURES[name].help
+
+
+def figure_function(name: str) -> FigureFunction:
+    """Import the module of figure ``name`` and return its figure function."""
+    if name not in FIGURES:
+        raise ValueError(f"NAME must be one of {', '.join(figure_names())}. Found {name!r}.")
+    entry = FIGURES[name]
+    module = importlib.import_module(f"{__name__}.{entry.module}")
+    function: FigureFunction = getattr(module, entry.attribute)
+    return function
 
 
 def run_figure(name: str, out: Path) -> dict[str, Any]:
     """Produce figure ``name`` into folder ``out``; returns the figure's summary dict."""
-    figures = _registry()
-    if name not in figures:
-        raise ValueError(f"NAME must be one of {', '.join(sorted(figures))}. Found {name!r}.")
+    function = figure_function(name)
     out.mkdir(parents=True, exist_ok=True)
-    result = dict(figures[name](out))
+    result = dict(function(out))
     result.setdefault("figure", name)
     return result

@@ -1,7 +1,7 @@
 """The accounting demo of ``make demo`` (issue 2): paper 004's Section 6 table and Fig. 1 curves.
 
 :func:`run_accounting_demo` writes ``hasircioglu_sec6.{csv,png}`` and ``hasircioglu_fig1.{csv,png}`` into
-``out`` and returns a summary dict (``files``, the Section 6 σ values, the recommended analysis).
+``out`` and returns a summary dict (``files``, the Section 6 noise multipliers, the recommended analysis).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 
 def run_accounting_demo(out: Path) -> dict[str, Any]:
-    """Write the Section 6 table (σ per analysis, both scenarios) and the Fig. 1 curves into ``out``."""
+    """Write the Section 6 table (σ/C per analysis, both scenarios) and the Fig. 1 curves into ``out``."""
     from ampfl.accounting.random_checkin import RECOMMENDED_ANALYSIS
     from ampfl.reproduce.hasircioglu import fig1, section6
 
@@ -21,7 +21,7 @@ def run_accounting_demo(out: Path) -> dict[str, Any]:
     curves = fig1(out)
     return {
         "files": [*table["files"], *curves["files"]],
-        "sigma": table["sigma"],
+        "noise_multiplier": table["noise_multiplier"],
         "recommended_analysis": RECOMMENDED_ANALYSIS,
     }
 

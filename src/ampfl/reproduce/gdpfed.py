@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ampfl.accounting.group_planner import ErrorModel, plan_groups
+from ampfl.accounting.groups import ErrorModel, plan_groups
 from ampfl.io import atomic_write_csv
 
 #: name -> (ε_1, ε_2, ε_3 sweep end, group size, q, T, δ, d)
@@ -51,7 +51,7 @@ def _sweep(name: str, num_points: int) -> list[dict[str, Any]]:
             [e1, e2, float(e3)],
             [cfg["size"]] * 3,
             participation=cfg["q"],
-            num_rounds=cfg["rounds"],
+            rounds=cfg["rounds"],
             target_delta=cfg["delta"],
             model=ErrorModel(dim=cfg["dim"]),
             merge="equal",
@@ -65,9 +65,9 @@ def _sweep(name: str, num_points: int) -> list[dict[str, Any]]:
                 "q1": float(plan.q[0]),
                 "q2": float(plan.q[1]),
                 "q3": float(plan.q[2]),
-                "sigma1": float(plan.sigma[0]),
-                "sigma2": float(plan.sigma[1]),
-                "sigma3": float(plan.sigma[2]),
+                "noise_multiplier1": float(plan.noise_multiplier[0]),
+                "noise_multiplier2": float(plan.noise_multiplier[1]),
+                "noise_multiplier3": float(plan.noise_multiplier[2]),
                 "objective": plan.objective,
                 "uniform_objective": plan.uniform_objective,
                 "dpfedavg_objective": plan.baseline.objective,
@@ -114,9 +114,10 @@ def figure1(out: Path, *, num_points: int = 9) -> dict[str, Any]:
     png = save(
         fig,
         out / "gdpfed_fig1.png",
-        note="ampfl planner (sound RDP σ, ampfl error model, docs/planner.md), not the paper's unrecovered "
-        "Problem 1; all settings are ampfl's choices (001 Table I was not recovered): N_g, q, T, d as titled,"
-        " δ = 1e-5, C = 1, no sparsification, groups merged only at equal budgets; Σ q_g N_g = qN.",
+        note="ampfl planner (sound RDP noise multipliers, ampfl error model, docs/planner.md), not the "
+        "paper's unrecovered Problem 1; all settings are ampfl's choices (001 Table I was not recovered): "
+        "N_g, q, T, d as titled, δ = 1e-5, C = 1, no sparsification, groups merged only at equal budgets; "
+        "Σ q_g N_g = qN.",
     )
     return {"files": [str(png), str(csv_path)], "rows": len(rows)}
 

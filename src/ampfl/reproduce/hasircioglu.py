@@ -2,13 +2,17 @@
 
 Stated parameters (004 Section 5.2): C = 1, σ = 1, p = q = 0.1 unless varied; curves for the proposed scheme
 (``paper``, Thm 4.1) at d = 1, 10, 100 and the baselines CS (Cor. 5.3), WCS (Thm 5.2), OLS (Thm 5.1). Fig. 5
-(Section 5.4): pq = 1e-4 fixed, q varied, C = σ = 1. The text does not state the δ of Figs. 2 and 5 or the ε
-of Fig. 3; we use δ = 1e-5 and ε = 1 and say so on each figure. ``paper`` curves are Thm 4.1 evaluated exactly
-(it is not a sound bound; see docs/accounting.md), so they need not look like the published ones.
+(Section 5.4): pq = 1e-4 fixed, q varied, C = σ = 1. With C = 1 the paper's σ is ampfl's noise multiplier
+z = σ/C (``noise_multiplier``); axes and CSV columns say so. The text does not state the δ of Figs. 2 and 5
+or the ε of Fig. 3; we use δ = 1e-5 and ε = 1 and say so on each figure. ``paper`` curves are Thm 4.1
+evaluated exactly (it is not a sound bound; see docs/accounting.md), so they need not look like the
+published ones.
 """
 
 from __future__ import annotations
 
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +22,7 @@ from ampfl.accounting import random_checkin as rc
 from ampfl.io import atomic_write_csv
 from ampfl.reproduce._plot import NOT_SOUND
 
-BASE = {"p": 0.1, "q": 0.1, "sigma": 1.0}
+BASE = {"participation": 0.1, "sampling_rate": 0.1, "noise_multiplier": 1.0}
 PAPER_D = (1, 10, 100)
 BASELINES = ("cs", "wcs", "ols")
 #: Legend/CSV labels of the baselines; Cor. 5.3 is the exact δ of one dataset, hence a lower bound here.
@@ -28,12 +32,18 @@ LOG_FLOOR = 1e-16
 FIG2_DELTA = 1e-5  # not stated in 004
 FIG3_EPSILON = 1.0  # not stated in 004
 FIG5_DELTA = 1e-5  # not stated in 004
-SECTION6_TARGET = {"epsilon": 0.015, "delta": 1e-6}
+SECTION6_TARGET: dict[str, Any] = {"epsilon": 0.015, "delta": 1e-6}
 SECTION6_SCENARIOS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("6.1 many clients, small datasets", {"p": 0.001, "q": 0.1, "d": 30}),
-    ("6.2 few clients, large datasets", {"p": 0.1, "q": 0.001, "d": 1000}),
+    (
+        "6.1 many clients, small datasets",
+        {"participation": 0.001, "sampling_rate": 0.1, "local_dataset_size": 30},
+    ),
+    (
+        "6.2 few clients, large datasets",
+        {"participation": 0.1, "sampling_rate": 0.001, "local_dataset_size": 1000},
+    ),
 )
-#: σ printed in 004 Section 6 (6.1, 6.2); CS is not printed.
+#: σ printed in 004 Section 6 (6.1, 6.2; C = 1, so σ is the noise multiplier); CS is not printed.
 SECTION6_PRINTED: dict[str, tuple[float | None, float | None]] = {
     "paper": (1.065, 0.646),
     "wcs": (7.65, 0.873),
@@ -113,7 +123,9 @@ def fig1(out: Path, *, points: int = 40) -> dict[str, Any]:
     """Fig. 1: δ vs ε, C = σ = 1, p = q = 0.1."""
     eps = np.linspace(0.05, 2.0, points)
     series = {
-        label: [rc.delta_per_iteration(analysis=a, d=d, epsilon=float(e), **BASE) for e in eps]
+        label: [
+            rc.delta_per_iteration(analysis=a, local_dataset_size=d, epsilon=float(e), **BASE) for e in eps
+        ]
         for label, a, d in _curves()
     }
     csv = _write(out, "hasircioglu_fig1", "epsilon", eps, series)
@@ -135,25 +147,27 @@ def fig1(out: Path, *, points: int = 40) -> dict[str, Any]:
 
 
 def fig2(out: Path, *, points: int = 30) -> dict[str, Any]:
-    """Fig. 2: ε vs σ at δ = 1e-5 (δ not stated in 004), p = q = 0.1, C = 1."""
+    """Fig. 2: ε vs σ/C at δ = 1e-5 (δ not stated in 004), p = q = 0.1, C = 1."""
     sig = np.geomspace(0.5, 10.0, points)
-    base = {"p": BASE["p"], "q": BASE["q"]}
     series = {
         label: [
-            rc.epsilon_per_iteration(analysis=a, d=d, sigma=float(s), delta=FIG2_DELTA, **base) for s in sig
+            rc.epsilon_per_iteration(
+                analysis=a, local_dataset_size=d, delta=FIG2_DELTA, **{**BASE, "noise_multiplier": float(s)}
+            )
+            for s in sig
         ]
         for label, a, d in _curves()
     }
-    csv = _write(out, "hasircioglu_fig2", "sigma", sig, series)
+    csv = _write(out, "hasircioglu_fig2", "noise_multiplier", sig, series)
     png = _plot(
         out / "hasircioglu_fig2.png",
         sig,
         series,
-        xlabel="noise std σ (C = 1)",
+        xlabel="noise multiplier z = σ/C (C = 1)",
         ylabel="ε per iteration (nats)",
         logx=True,
         logy=True,
-        title=f"004 Fig. 2: ε vs σ at δ = {FIG2_DELTA:g} (p = q = 0.1, C = 1)",
+        title=f"004 Fig. 2: ε vs σ/C at δ = {FIG2_DELTA:g} (p = q = 0.1, C = 1)",
         note=f"δ = {FIG2_DELTA:g} per iteration (not stated in 004; chosen by ampfl). 'proposed' = Thm 4.1 "
         "as printed, NOT a sound bound (docs/accounting.md). CS = Cor. 5.3, a lower bound here.",
     )
@@ -161,26 +175,31 @@ def fig2(out: Path, *, points: int = 30) -> dict[str, Any]:
 
 
 def fig3(out: Path, *, points: int = 40) -> dict[str, Any]:
-    """Fig. 3: δ vs σ at ε = 1 (ε not stated in 004), p = q = 0.1, C = 1."""
+    """Fig. 3: δ vs σ/C at ε = 1 (ε not stated in 004), p = q = 0.1, C = 1."""
     sig = np.geomspace(0.3, 10.0, points)
-    base = {"p": BASE["p"], "q": BASE["q"]}
     series = {
         label: [
-            rc.delta_per_iteration(analysis=a, d=d, sigma=float(s), epsilon=FIG3_EPSILON, **base) for s in sig
+            rc.delta_per_iteration(
+                analysis=a,
+                local_dataset_size=d,
+                epsilon=FIG3_EPSILON,
+                **{**BASE, "noise_multiplier": float(s)},
+            )
+            for s in sig
         ]
         for label, a, d in _curves()
     }
-    csv = _write(out, "hasircioglu_fig3", "sigma", sig, series)
+    csv = _write(out, "hasircioglu_fig3", "noise_multiplier", sig, series)
     png = _plot(
         out / "hasircioglu_fig3.png",
         sig,
         series,
-        xlabel="noise std σ (C = 1)",
+        xlabel="noise multiplier z = σ/C (C = 1)",
         ylabel="δ per iteration",
         logx=True,
         logy=True,
         probability=True,
-        title=f"004 Fig. 3: δ vs σ at ε = {FIG3_EPSILON:g} (p = q = 0.1, C = 1)",
+        title=f"004 Fig. 3: δ vs σ/C at ε = {FIG3_EPSILON:g} (p = q = 0.1, C = 1)",
         note=f"ε = {FIG3_EPSILON:g} nats per iteration (not stated in 004; chosen by ampfl). 'proposed' = "
         "Thm 4.1 as printed, NOT a sound bound (docs/accounting.md). CS = Cor. 5.3, a lower bound here.",
     )
@@ -194,7 +213,12 @@ def fig5(out: Path, *, points: int = 25) -> dict[str, Any]:
     for label, a, d in _curves():
         series[label] = [
             rc.epsilon_per_iteration(
-                analysis=a, p=min(1.0, 1e-4 / float(q)), q=float(q), d=d, sigma=1.0, delta=FIG5_DELTA
+                analysis=a,
+                participation=min(1.0, 1e-4 / float(q)),
+                sampling_rate=float(q),
+                local_dataset_size=d,
+                noise_multiplier=1.0,
+                delta=FIG5_DELTA,
             )
             for q in qs
         ]
@@ -216,22 +240,23 @@ def fig5(out: Path, *, points: int = 25) -> dict[str, Any]:
 
 
 def section6_rows() -> list[dict[str, Any]]:
-    """σ per analysis for both Section 6 scenarios (ε = 0.015, δ = 1e-6, C = 1), ours vs printed."""
+    """Noise multiplier per analysis for both Section 6 scenarios (ε = 0.015, δ = 1e-6 per iteration, C = 1,
+    the paper's closed forms), ours vs printed."""
     rows = []
     for k, (scenario, params) in enumerate(SECTION6_SCENARIOS):
         for analysis in rc.ANALYSES:
-            sigma = rc.calibrate_sigma(
-                analysis=analysis, p=params["p"], q=params["q"], d=params["d"], **SECTION6_TARGET
-            )
+            with warnings.catch_warnings():  # the figure note says what z = 0 from Thm 4.1 means
+                warnings.filterwarnings("ignore", message=re.escape(rc.PAPER_NO_NOISE_NOTE))
+                z = rc.calibrate_noise_multiplier(analysis=analysis, **params, **SECTION6_TARGET)
             printed = SECTION6_PRINTED[analysis][k]
-            rel = None if printed is None else sigma / printed - 1.0
+            rel = None if printed is None else z / printed - 1.0
             rows.append(
                 {
                     "scenario": scenario,
                     **params,
                     "analysis": analysis,
-                    "sigma_ampfl": sigma,
-                    "sigma_printed": printed,
+                    "noise_multiplier_ampfl": z,
+                    "noise_multiplier_printed": printed,
                     "relative_difference": rel,
                 }
             )
@@ -239,7 +264,7 @@ def section6_rows() -> list[dict[str, Any]]:
 
 
 def section6(out: Path) -> dict[str, Any]:
-    """The Section 6 table (CSV) and a bar chart (PNG): σ per analysis, ampfl vs 004's printed values."""
+    """The Section 6 table (CSV) and a bar chart (PNG): σ/C per analysis, ampfl vs 004's printed values."""
     from ampfl.reproduce._plot import new_figure, save
 
     rows = section6_rows()
@@ -259,8 +284,8 @@ def section6(out: Path) -> dict[str, Any]:
         ax = fig.add_subplot(1, 2, k + 1)
         sub = [r for r in rows if r["scenario"] == scenario]
         x = np.arange(len(sub))
-        ours = [r["sigma_ampfl"] for r in sub]
-        printed = [r["sigma_printed"] for r in sub]
+        ours = [r["noise_multiplier_ampfl"] for r in sub]
+        printed = [r["noise_multiplier_printed"] for r in sub]
         ax.bar(x - 0.2, ours, width=0.4, label="computed by ampfl")
         ax.bar(x + 0.2, [v or 0.0 for v in printed], width=0.4, label="printed in 004 Sec. 6")
         for xi, value in zip(x, ours, strict=True):
@@ -271,13 +296,14 @@ def section6(out: Path) -> dict[str, Any]:
         ax.set_xticks(x, [names[r["analysis"]] for r in sub], fontsize=7)
         ax.set_yscale("symlog", linthresh=0.1)
         ax.set_ylim(0.0, 3.0 * max(max(ours), max(v or 0.0 for v in printed)))
-        ax.set_title(f"{scenario}: p = {params['p']:g}, q = {params['q']:g}, d = {params['d']}", fontsize=8)
-        ax.set_ylabel("noise std σ (C = 1), symlog scale")
+        p, q, d = params["participation"], params["sampling_rate"], params["local_dataset_size"]
+        ax.set_title(f"{scenario}: p = {p:g}, q = {q:g}, d = {d}", fontsize=8)
+        ax.set_ylabel("noise multiplier σ/C, symlog scale")
     fig.legend(
         *ax.get_legend_handles_labels(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=7
     )
     fig.suptitle(
-        "004 Sec. 6: σ for ε = 0.015, δ = 1e-6 per iteration, each analysis (ampfl vs printed)", fontsize=10
+        "004 Sec. 6: σ/C for ε = 0.015, δ = 1e-6 per iteration, each analysis (ampfl vs printed)", fontsize=10
     )
     fig.tight_layout()
     png = save(
@@ -287,8 +313,8 @@ def section6(out: Path) -> dict[str, Any]:
         "bound; σ = 0 means it claims no noise is needed. The printed Thm 4.1 σ (1.065 / 0.646) does not "
         "follow from Thm 4.1 and misses the target (docs/accounting.md). CS is not printed in 004.",
     )
-    summary = {f"{r['analysis']}@{r['scenario'][:3]}": r["sigma_ampfl"] for r in rows}
-    return {"files": [str(csv), str(png)], "sigma": summary}
+    summary = {f"{r['analysis']}@{r['scenario'][:3]}": r["noise_multiplier_ampfl"] for r in rows}
+    return {"files": [str(csv), str(png)], "noise_multiplier": summary}
 
 
 FIGURES = {

@@ -1,11 +1,11 @@
 """Paper 004 (Hasırcıoğlu & Gündüz, arXiv:2205.01556v1), Figs. 6 and 7: accuracy of DP-DSGD with random
-participation when σ comes from each analysis, in the two scenarios of Sec. 6.
+participation when the noise comes from each analysis, in the two scenarios of Sec. 6.
 
 The paper trains on EMNIST ByClass (62 classes, 697,932 training images), which is not available offline;
 these reproductions use **Fashion-MNIST** (10 classes, 60,000 training images) with the CNN of App. B (Fig. 8,
 output layer sized to 10 classes), and say so on the plots. Fewer training images means fewer clients, so one
-sampling rate per scenario is rescaled to keep the paper's average batch p·N·q·d = 70 (App. B.2); σ is then
-calibrated by each analysis for the rescaled rates:
+sampling rate per scenario is rescaled to keep the paper's average batch p·N·q·d = 70 (App. B.2); the noise
+multiplier z = σ/C (C = 1, so z is 004's σ) is then calibrated by each analysis for the rescaled rates:
 
 - Fig. 6 (Sec. 6.1, many clients, small datasets): d = 30, q = 0.1 as printed; N = 2000 (not 23,264), so
   p = 70 / (N·q·d) ≈ 0.0117 (not 0.001). SGD with momentum 0.9, η = 0.002 for the non-private run and the
@@ -13,10 +13,13 @@ calibrated by each analysis for the rescaled rates:
 - Fig. 7 (Sec. 6.2, few clients, large datasets): d = 1000, p = 0.1 as printed; N = 60 (not 697), so
   q = 70 / (p·N·d) ≈ 0.0117 (not 0.001). η = 0.002 for every run (App. B.2).
 
-Per-iteration guarantee ε = 0.015, δ = 1e-6 (Sec. 6), C = 1; the non-private run has σ = 0 and no clipping.
+Per-iteration guarantee ε = 0.015, δ = 1e-6 (Sec. 6), C = 1; the non-private run has z = 0 and no clipping.
 Analyses: ``paper`` (Thm 4.1 — see ``ampfl.accounting.random_checkin`` for why it is not a proven bound),
-``wcs`` (Thm 5.2) and ``ols`` (Thm 5.1). The returned dict also lists σ of each analysis at the paper's own
-(p, q, d), next to the values printed in Sec. 6, as a cross-check.
+``wcs`` (Thm 5.2; calibrated by the run's PLD accountant on the event the run composes) and ``ols``
+(Thm 5.1). Whatever chose the noise, every run's ε (at δ = ``DELTA_TOTAL``) comes from the run's accountant
+over ``RandomCheckInEvent`` (sound, 004 Thm 5.2); a run without noise reports ε = ∞. The returned dict also
+lists the noise multiplier of each analysis at the paper's own (p, q, d), next to the values printed in
+Sec. 6, as a cross-check.
 
 The number of iterations is not given in the paper (``ITERATIONS`` here). Long-running (4 runs of a CNN per
 figure); ``AMPFL_REPRODUCE_QUICK=1`` runs a few iterations only (smoke test). Running a figure again into the
@@ -34,6 +37,8 @@ QUICK_ITERATIONS = 3
 EVALUATIONS = 15
 EPSILON = 0.015
 DELTA = 1e-6
+#: δ of each run's composed ε (the ``[privacy]`` table).
+DELTA_TOTAL = 1e-5
 BATCH = 70.0
 
 #: Legend text of each run (``paper`` is 004's proposed analysis, which fails the numerical audit).
@@ -43,7 +48,7 @@ LEGEND = {
     "wcs": "WCS, Thm 5.2",
     "ols": "OLS, Thm 5.1",
 }
-#: σ printed in 004 Sec. 6 for the paper's own (p, q, d), by analysis.
+#: σ (in units of C) printed in 004 Sec. 6 for the paper's own (p, q, d), by analysis.
 PRINTED_SIGMA = {
     "fig6": {"paper": 1.065, "wcs": 7.65, "ols": 22.4},
     "fig7": {"paper": 0.646, "wcs": 0.873, "ols": 1.103},
@@ -87,17 +92,17 @@ def _config(figure: str, label: str, iterations: int) -> Any:
     s = scenario(figure)
     algorithm: dict[str, Any] = {
         "name": "dp_dsgd_rp",
-        "participation_probability": s["p"],
-        "sampling_probability": s["q"],
-        "epsilon": EPSILON,
-        "delta": DELTA,
+        "participation": s["p"],
+        "sampling_rate": s["q"],
+        "round_epsilon": EPSILON,
+        "round_delta": DELTA,
         "learning_rate": s["learning_rates"][label],
         "momentum": 0.9,
     }
     if label == "non-private":
-        algorithm.update(noise_std=0.0, clip_norm=1e12, analysis="wcs")  # σ = 0 and, in effect, no clipping
+        algorithm.update(noise_multiplier=0.0, clip=1e12, analysis="wcs")  # no noise and, in effect, no clip
     else:
-        algorithm.update(clip_norm=1.0, analysis=label)
+        algorithm.update(clip=1.0, analysis=label)
     return parse_config(
         {
             "seed": 0,
@@ -108,30 +113,41 @@ def _config(figure: str, label: str, iterations: int) -> Any:
             "partition": {"scheme": "fixed", "num_clients": s["num_clients"], "samples_per_client": s["d"]},
             "model": {"name": "cnn"},
             "algorithm": algorithm,
+            "privacy": {"accountant": "pld", "delta": DELTA_TOTAL},
         }
     )
 
 
 def sigma_cross_check(figure: str) -> list[dict[str, Any]]:
-    """σ of each analysis at the paper's own (p, q, d) and at the rescaled rates, next to 004's printed σ."""
-    from ampfl.accounting.random_checkin import calibrate_sigma
+    """z of each analysis at the paper's own (p, q, d) and at the rescaled rates, next to 004's printed σ."""
+    from ampfl.accounting.random_checkin import calibrate_noise_multiplier
 
     rates = PAPER_RATES[figure]
     s = scenario(figure)
     rows = []
     for analysis, printed in PRINTED_SIGMA[figure].items():
-        ours = calibrate_sigma(
-            analysis=analysis, p=rates["p"], q=rates["q"], d=int(rates["d"]), epsilon=EPSILON, delta=DELTA
+        ours = calibrate_noise_multiplier(
+            analysis=analysis,
+            participation=rates["p"],
+            sampling_rate=rates["q"],
+            local_dataset_size=int(rates["d"]),
+            epsilon=EPSILON,
+            delta=DELTA,
         )
-        rescaled = calibrate_sigma(
-            analysis=analysis, p=s["p"], q=s["q"], d=int(s["d"]), epsilon=EPSILON, delta=DELTA
+        rescaled = calibrate_noise_multiplier(
+            analysis=analysis,
+            participation=s["p"],
+            sampling_rate=s["q"],
+            local_dataset_size=int(s["d"]),
+            epsilon=EPSILON,
+            delta=DELTA,
         )
         rows.append(
             {
                 "analysis": analysis,
-                "sigma_printed": printed,
-                "sigma_paper_rates": ours,
-                "sigma_fmnist_rates": rescaled,
+                "noise_multiplier_printed": printed,
+                "noise_multiplier_paper_rates": ours,
+                "noise_multiplier_fmnist_rates": rescaled,
             }
         )
     return rows
@@ -160,20 +176,20 @@ def _figure(figure: str, out: Path) -> dict[str, Any]:
         config = _config(figure, label, iterations)
         summary = run_or_reuse(config, folder, task=task, label=f"{figure} {label}")
         lines = _read(folder / "metrics.jsonl")
-        sigma = float(summary["noise"]["sigma"])
+        z = float(summary["noise"]["noise_multiplier"])
         runs.append(
             {
                 "analysis": label,
-                "sigma": sigma,
+                "noise_multiplier": z,
                 "final_accuracy": summary["final_accuracy"],
-                "epsilon_total": summary["epsilon"],
-                "delta_total": summary["delta"],
+                "epsilon": summary["epsilon"],
+                "delta": summary["delta"],
             }
         )
         for m in lines:
-            rows.append([label, sigma, m["round"], m["accuracy"], m["epsilon"], m["delta"]])
-        sigma_text = f"σ = {sigma:.3g}" if sigma else "σ = 0"
-        if label != "non-private" and not sigma:
+            rows.append([label, z, m["round"], m["accuracy"], m["epsilon"], m["delta"]])
+        sigma_text = f"z = {z:.3g}" if z else "z = 0"
+        if label != "non-private" and not z:
             sigma_text += ", no noise needed by this analysis"
         ax.plot(
             [m["round"] for m in lines],
@@ -196,26 +212,28 @@ def _figure(figure: str, out: Path) -> dict[str, Any]:
         f"Fashion-MNIST instead of EMNIST (not available offline). N = {s['num_clients']}, d = {s['d']}, "
         f"p = {s['p']:.4g}, q = {s['q']:.4g} (p·N·q·d = 70 as in 004), "
         f"per-iteration ε = {EPSILON}, δ = {DELTA:g}, "
-        f"C = 1, σ = absolute noise std, CNN of 004 Fig. 8, SGD momentum 0.9, {iterations} iterations (not "
+        f"C = 1, z = σ/C, CNN of 004 Fig. 8, SGD momentum 0.9, {iterations} iterations (not "
         "given in 004)." + (" QUICK RUN (AMPFL_REPRODUCE_QUICK)." if quick else "")
     )
-    noiseless = [r["analysis"] for r in runs if r["analysis"] != "non-private" and r["sigma"] == 0.0]
+    noiseless = [
+        r["analysis"] for r in runs if r["analysis"] != "non-private" and r["noise_multiplier"] == 0.0
+    ]
     if noiseless:
         note += (
-            f" {', '.join(noiseless)}: the analysis needs no noise at these rates (σ = 0; 004 prints σ > 0 — "
-            "see docs/accounting.md), so that run adds none."
+            f" {', '.join(noiseless)}: the analysis needs no noise at these rates (z = 0; 004 prints σ > 0 — "
+            "see docs/accounting.md), so that run adds none and has no guarantee (ε = ∞)."
         )
     png = save(fig, out / f"hasircioglu_{figure}.png", note=note)
     csv_path = atomic_write_csv(
         out / f"hasircioglu_{figure}.csv",
-        ["analysis", "sigma", "iteration", "accuracy", "epsilon", "delta"],
+        ["analysis", "noise_multiplier", "iteration", "accuracy", "epsilon", "delta"],
         rows,
     )
     check = sigma_cross_check(figure)
     check_path = atomic_write_csv(
         out / f"hasircioglu_{figure}_sigma.csv",
-        ["analysis", "sigma_printed", "sigma_paper_rates", "sigma_fmnist_rates"],
-        [[c["analysis"], c["sigma_printed"], c["sigma_paper_rates"], c["sigma_fmnist_rates"]] for c in check],
+        ["analysis", *_CHECK_COLUMNS],
+        [[c["analysis"], *(c[key] for key in _CHECK_COLUMNS)] for c in check],
     )
     return {
         "files": [str(png), str(csv_path), str(check_path)],
@@ -225,6 +243,9 @@ def _figure(figure: str, out: Path) -> dict[str, Any]:
         "runs": runs,
         "sigma_check": check,
     }
+
+
+_CHECK_COLUMNS = ("noise_multiplier_printed", "noise_multiplier_paper_rates", "noise_multiplier_fmnist_rates")
 
 
 def _read(path: Path) -> list[dict[str, Any]]:

@@ -1,9 +1,12 @@
 """Privacy-side figures of paper 000 (MS-PAFL, arXiv:2509.25906v1): Figs 3–6 as PNG + CSV.
 
-Each figure draws the paper's own formulas (solid lines: Corollary 1, Theorem 4 on Corollary 1, Theorem 3 with
-the C.8 constant) and, dashed with markers, the tight record-level analysis of the same mechanism
-(:mod:`ampfl.accounting.ms_pafl`) at the same δ. Parameters the paper does not state for a figure are chosen
-here and written on the plot and into the CSV. Fixed throughout (paper, Sec. V-B): N = 100 clients, β = 0.25
+Each figure draws, per curve: the paper's own formula (solid: Corollary 1, Theorem 4 on Corollary 1, or
+Theorem 3 with the C.8 constant, labelled "as printed, not sound"); the ``amplified`` analysis (dashed:
+amplification by local subsampling, valid only if the private submodel carried nothing from earlier rounds,
+which Eq. 14 does not give); and ampfl's recommended ``public-participation`` analysis (dotted with markers:
+sound with the persistent private submodel). All at the same δ. The CSV adds the sound ``first-use`` bound
+(:mod:`ampfl.accounting.ms_pafl`). Parameters the paper does not state for a figure are chosen here and
+written on the plot and into the CSV. Fixed throughout (paper, Sec. V-B): N = 100 clients, β = 0.25
 (δ' = 2e^{−12.5} ≈ 7.5e-6), δ_ℓ = 1e-4, C = 1, Adult split evenly (|D_i| = ⌊32561/100⌋ = 325), Q = 5.
 Training-accuracy Fig. 2 belongs to the simulator and is not registered here.
 """
@@ -17,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from ampfl.accounting import ms_pafl as acc
-from ampfl.accounting.gaussian import gaussian_epsilon
 from ampfl.io import atomic_write_csv
 from ampfl.reproduce._plot import NOT_SOUND
 
@@ -29,7 +31,7 @@ CLIP = 1.0
 DATASET_SIZE = 32561 // NUM_CLIENTS
 LOCAL_STEPS = 5
 ROUNDS = (1, 2, 5, 10, 20, 30, 50, 75, 100, 150, 200)
-#: Round counts at which the (slower) tight composition is evaluated; tests shrink it.
+#: Round counts at which the (slower) accountant-based analyses are evaluated; tests shrink it.
 TIGHT_ROUNDS: tuple[int, ...] = (1, 10, 50, 100, 200)
 EPS_LOCAL_GRID = tuple(float(x) for x in np.round(np.linspace(0.05, 1.0, 20), 4))
 
@@ -38,9 +40,12 @@ _COMMON = (
     f"delta_l={DELTA_LOCAL:g}, C={CLIP:g}, |D_i|={DATASET_SIZE}, Q={LOCAL_STEPS}"
 )
 _LEGEND = (
-    "solid: paper's formula as printed (fails ampfl's check, docs/ms_pafl.md); dashed+markers: tight "
-    "record-level analysis (ampfl; client participation treated as public), same delta"
+    "solid: paper's formula as printed (fails ampfl's check, docs/ms_pafl.md); dashed: amplified by local "
+    "subsampling (not sound with Eq. 14's persistent private submodel); dotted+markers: ampfl's recommended "
+    "public-participation analysis (sound); all at the same delta"
 )
+AMPLIFIED_LABEL = "amplified, not sound with Eq. 14"
+RECOMMENDED_LABEL = "public-participation, sound"
 
 
 def _two_panels() -> tuple[Any, Any]:
@@ -49,7 +54,7 @@ def _two_panels() -> tuple[Any, Any]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.6))
+    fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.8))
     return fig, axes
 
 
@@ -63,16 +68,41 @@ def _finish(fig: Any, out: Path, name: str, note: str, title: str) -> Path:
 
 
 def _nm(eps_local: float) -> float:
-    return acc.ldp_sigma(eps_local=eps_local, delta_local=DELTA_LOCAL, clip=CLIP) / (2.0 * CLIP)
+    return acc.ldp_noise_multiplier(eps_local=eps_local, delta_local=DELTA_LOCAL)
 
 
-def _global_total(p: float, q: float, eps_local: float, rounds: int) -> tuple[float, float]:
-    eps_c, delta_c = acc.theorem2_round_cdp(
-        p=p, q=q, eps_local=eps_local, delta_local=DELTA_LOCAL, num_clients=NUM_CLIENTS, beta=BETA
+def _sound_and_amplified(p: float, q: float, eps_local: float, rounds: int, delta: float) -> list[float]:
+    """[amplified, public-participation (recommended), first-use] ε at ``delta`` after ``rounds`` rounds."""
+    z = _nm(eps_local)
+    return [
+        acc.amplified_epsilon(
+            participation=p, sampling_rate=q, noise_multiplier=z, rounds=rounds, delta=delta
+        ),
+        acc.public_participation_epsilon(participation=p, noise_multiplier=z, rounds=rounds, delta=delta),
+        acc.first_use_epsilon(
+            noise_multiplier=z, participation=p, sampling_rate=q, rounds=rounds, delta=delta
+        ),
+    ]
+
+
+def _plot_three(
+    ax: Any, label: str, xs: Any, paper: list[float], xs_sound: Any, sound: list[list[float]]
+) -> None:
+    (line,) = ax.plot(xs, paper, label=f"{label} (paper, {NOT_SOUND})")
+    color = line.get_color()
+    ax.plot(xs_sound, [s[0] for s in sound], "--", color=color, label=f"{label} ({AMPLIFIED_LABEL})")
+    ax.plot(
+        xs_sound,
+        [s[1] for s in sound],
+        ":",
+        marker="o",
+        ms=3,
+        color=color,
+        label=f"{label} ({RECOMMENDED_LABEL})",
     )
-    return acc.theorem4_strong_composition(
-        epsilon_round=eps_c, delta_round=delta_c, rounds=rounds, delta_tilde=DELTA_TILDE
-    )
+
+
+_SOUND_COLUMNS = ["epsilon_amplified", "epsilon_recommended", "epsilon_first_use"]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -84,20 +114,25 @@ def fig3(out: Path) -> dict[str, Any]:
     fig, axes = _two_panels()
     for ax, (panel, combos) in zip(axes, panels.items(), strict=True):
         for p, q in combos:
-            paper, tight = [], []
+            paper, sound = [], []
             for el in EPS_LOCAL_GRID:
                 eps_c, delta_c = acc.theorem2_round_cdp(
-                    p=p, q=q, eps_local=el, delta_local=DELTA_LOCAL, num_clients=NUM_CLIENTS, beta=BETA
+                    participation=p,
+                    sampling_rate=q,
+                    eps_local=el,
+                    delta_local=DELTA_LOCAL,
+                    num_clients=NUM_CLIENTS,
+                    beta=BETA,
                 )
-                eps_t = acc.tight_epsilon(noise_multiplier=_nm(el), q=q, p=p, rounds=1, target_delta=delta_c)
+                others = _sound_and_amplified(p, q, el, 1, delta_c)
                 paper.append(eps_c)
-                tight.append(eps_t)
-                rows.append([panel, p, q, el, eps_c, delta_c, eps_t])
+                sound.append(others)
+                rows.append([panel, p, q, el, eps_c, delta_c, *others])
             label = f"p={p:g}" if panel == "a" else f"q={q:g}"
-            (line,) = ax.plot(EPS_LOCAL_GRID, paper, label=f"{label} (Cor. 1, {NOT_SOUND})")
-            ax.plot(EPS_LOCAL_GRID, tight, "--", marker=".", color=line.get_color(), label=f"{label} (tight)")
+            _plot_three(ax, label, EPS_LOCAL_GRID, paper, EPS_LOCAL_GRID, sound)
         ax.set_xlabel("local privacy level ε_ℓ (nats)")
         ax.set_ylabel("single-round ε_c^t of the global model (nats)")
+        ax.set_yscale("log")
         ax.set_title(f"({panel}) " + ("q = 0.2, p varies" if panel == "a" else "p = 0.5, q varies"))
     note = (
         f"MS-PAFL Fig. 3 (privacy of the global model per round). {_LEGEND}. q = 0.2 in (a) and "
@@ -105,30 +140,43 @@ def fig3(out: Path) -> dict[str, Any]:
     )
     title = "000 Fig. 3: single-round ε_c^t of the global model vs ε_ℓ"
     png = _finish(fig, out, "ms-pafl-fig3", note, title)
-    csv = atomic_write_csv(
-        out / "ms-pafl-fig3.csv",
-        ["panel", "p", "q", "eps_local", "epsilon_round_paper", "delta_round_paper", "epsilon_round_tight"],
-        rows,
-    )
-    return {"files": [str(png), str(csv)], "shows": "eps_c^t vs eps_l (Cor. 1) and tight", "rows": len(rows)}
+    header = ["panel", "p", "q", "eps_local", "epsilon_round_paper", "delta_round_paper", *_SOUND_COLUMNS]
+    csv = atomic_write_csv(out / "ms-pafl-fig3.csv", header, rows)
+    return {
+        "files": [str(png), str(csv)],
+        "shows": "eps_c^t vs eps_l: Cor. 1, amplified, sound",
+        "rows": len(rows),
+    }
 
 
 # ----------------------------------------------------------------------------------------------------------
+def _global_total(p: float, q: float, eps_local: float, rounds: int) -> tuple[float, float]:
+    eps_c, delta_c = acc.theorem2_round_cdp(
+        participation=p,
+        sampling_rate=q,
+        eps_local=eps_local,
+        delta_local=DELTA_LOCAL,
+        num_clients=NUM_CLIENTS,
+        beta=BETA,
+    )
+    return acc.theorem4_strong_composition(
+        epsilon_round=eps_c, delta_round=delta_c, rounds=rounds, delta_tilde=DELTA_TILDE
+    )
+
+
 def _total_panel(
     ax: Any, rows: list[list[Any]], panel: str, label: str, p: float, q: float, eps_local: float
 ) -> None:
     paper = [_global_total(p, q, eps_local, t) for t in ROUNDS]
-    (line,) = ax.plot(ROUNDS, [e for e, _ in paper], label=f"{label} (Thm 4 on Cor. 1, {NOT_SOUND})")
-    nm = _nm(eps_local)
-    tight_t, tight_e = [], []
+    sound_t, sound = [], []
     for t, (eps_total, delta_total) in zip(ROUNDS, paper, strict=True):
-        eps_tight = math.nan
+        others = [math.nan] * 3
         if t in TIGHT_ROUNDS:
-            eps_tight = acc.tight_epsilon(noise_multiplier=nm, q=q, p=p, rounds=t, target_delta=delta_total)
-            tight_t.append(t)
-            tight_e.append(eps_tight)
-        rows.append([panel, label, p, q, eps_local, t, eps_total, delta_total, eps_tight])
-    ax.plot(tight_t, tight_e, "--", marker="o", ms=3, color=line.get_color(), label=f"{label} (tight)")
+            others = _sound_and_amplified(p, q, eps_local, t, delta_total)
+            sound_t.append(t)
+            sound.append(others)
+        rows.append([panel, label, p, q, eps_local, t, eps_total, delta_total, *others])
+    _plot_three(ax, label, ROUNDS, [e for e, _ in paper], sound_t, sound)
 
 
 _TOTAL_HEADER = [
@@ -140,7 +188,7 @@ _TOTAL_HEADER = [
     "rounds",
     "epsilon_total_paper",
     "delta_total",
-    "epsilon_total_tight",
+    *_SOUND_COLUMNS,
 ]
 
 
@@ -166,56 +214,67 @@ def fig4(out: Path) -> dict[str, Any]:
     title = "000 Fig. 4: total ε_c^T of the global model vs rounds (WOR)"
     png = _finish(fig, out, "ms-pafl-fig4", note, title)
     csv = atomic_write_csv(out / "ms-pafl-fig4.csv", _TOTAL_HEADER, rows)
-    return {"files": [str(png), str(csv)], "shows": "eps_c^T vs T (Thm 4) and tight", "rows": len(rows)}
+    return {
+        "files": [str(png), str(csv)],
+        "shows": "eps_c^T vs T: Thm 4, amplified, sound",
+        "rows": len(rows),
+    }
 
 
 # ----------------------------------------------------------------------------------------------------------
 def fig5(out: Path) -> dict[str, Any]:
     """Fig. 5: client total ε̄_i^T vs T, WOR vs WR vs DP-FedAvg (no amplification); (a) ε_ℓ = 0.1, (b) ε_ℓ = 1.
 
-    b = 5 and p = 0.5 chosen here. Paper curves: Thm 3 with the C.8 constant (δ = δ_ℓ); baseline: Thm 4 form
-    of T rounds of (ε_ℓ, δ_ℓ) with δ̃ = δ_ℓ (the paper does not print its baseline formula). Tight: ampfl's
-    analysis at δ = δ_ℓ; tight baseline: T-fold Gaussian (exact) at δ = δ_ℓ.
+    b = 5 and p = 0.5 chosen here. Paper curves: Thm 3 with the C.8 constant (δ = δ_ℓ); paper baseline: Thm 4
+    form of T rounds of (ε_ℓ, δ_ℓ) with δ̃ = δ_ℓ (the paper does not print its baseline formula). ampfl: the
+    amplified and the recommended analyses at δ = δ_ℓ; baseline: the T-fold Gaussian, i.e. the recommended
+    analysis with p = 1 (every round participated and public).
     """
     p, batch = 0.5, 5
     rows: list[list[Any]] = []
     fig, axes = _two_panels()
-    header = ["panel", "eps_local", "curve", "q", "rounds", "epsilon_paper", "epsilon_tight"]
+    header = ["panel", "eps_local", "curve", "q", "rounds", "epsilon_paper", *_SOUND_COLUMNS]
     for ax, (panel, eps_local) in zip(axes, (("a", 0.1), ("b", 1.0)), strict=True):
-        nm = _nm(eps_local)
         for scheme in acc.SAMPLING_SCHEMES:
             q = acc.sampling_rate(
                 batch_size=batch, dataset_size=DATASET_SIZE, local_steps=LOCAL_STEPS, scheme=scheme
             )
             paper = [
                 acc.theorem3_client_total(
-                    p=p, q=q, eps_local=eps_local, delta_local=DELTA_LOCAL, rounds=t, clip=CLIP
+                    participation=p,
+                    sampling_rate=q,
+                    eps_local=eps_local,
+                    delta_local=DELTA_LOCAL,
+                    rounds=t,
+                    clip=CLIP,
                 )
                 for t in ROUNDS
             ]
-            (line,) = ax.plot(
-                ROUNDS, paper, label=f"{scheme.upper()} q={q:.4f} (Thm 3 with C.8, {NOT_SOUND})"
-            )
-            tt, te = [], []
+            tt, sound = [], []
             for t, e in zip(ROUNDS, paper, strict=True):
-                et = math.nan
+                others = [math.nan] * 3
                 if t in TIGHT_ROUNDS:
-                    et = acc.tight_epsilon(noise_multiplier=nm, q=q, p=p, rounds=t, target_delta=DELTA_LOCAL)
+                    others = _sound_and_amplified(p, q, eps_local, t, DELTA_LOCAL)
                     tt.append(t)
-                    te.append(et)
-                rows.append([panel, eps_local, scheme, q, t, e, et])
-            ax.plot(tt, te, "--", marker="o", ms=3, color=line.get_color(), label=f"{scheme.upper()} (tight)")
+                    sound.append(others)
+                rows.append([panel, eps_local, scheme, q, t, e, *others])
+            _plot_three(ax, f"{scheme.upper()} q={q:.4f}", ROUNDS, paper, tt, sound)
         base = [
             acc.theorem4_strong_composition(
                 epsilon_round=eps_local, delta_round=DELTA_LOCAL, rounds=t, delta_tilde=DELTA_LOCAL
             )[0]
             for t in ROUNDS
         ]
-        base_tight = [gaussian_epsilon(sigma=nm, delta=DELTA_LOCAL, sensitivity=math.sqrt(t)) for t in ROUNDS]
+        base_sound = [
+            acc.public_participation_epsilon(
+                participation=1.0, noise_multiplier=_nm(eps_local), rounds=t, delta=DELTA_LOCAL
+            )
+            for t in ROUNDS
+        ]
         (line,) = ax.plot(ROUNDS, base, label="DP-FedAvg, no amplification (strong composition, Thm 4 form)")
-        ax.plot(ROUNDS, base_tight, "--", color=line.get_color(), label="DP-FedAvg (exact Gaussian)")
-        for t, e, et in zip(ROUNDS, base, base_tight, strict=True):
-            rows.append([panel, eps_local, "dp-fedavg", 1.0, t, e, et])
+        ax.plot(ROUNDS, base_sound, ":", color=line.get_color(), label="DP-FedAvg (T-fold Gaussian, sound)")
+        for t, e, es in zip(ROUNDS, base, base_sound, strict=True):
+            rows.append([panel, eps_local, "dp-fedavg", 1.0, t, e, math.nan, es, math.nan])
         ax.set_xlabel("rounds T")
         ax.set_ylabel("client's total ε_i^T (nats)")
         ax.set_yscale("log")
@@ -255,7 +314,7 @@ def fig6(out: Path) -> dict[str, Any]:
     csv = atomic_write_csv(out / "ms-pafl-fig6.csv", _TOTAL_HEADER, rows)
     return {
         "files": [str(png), str(csv)],
-        "shows": "eps_c^T vs T for b in {1,5,13}, WOR/WR",
+        "shows": "eps_c^T vs T for b in {1,5,13}, WOR/WR: Thm 4, amplified, sound",
         "rows": len(rows),
     }
 

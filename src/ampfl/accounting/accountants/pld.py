@@ -115,7 +115,9 @@ class PLDAccountant(Accountant):
         neighboring_relation: NeighboringRelation = NeighboringRelation.ADD_OR_REMOVE_ONE,
     ) -> None:
         super().__init__(neighboring_relation)
-        self._interval = check_positive("value_discretization_interval", value_discretization_interval)
+        self._interval = check_positive(
+            "value_discretization_interval", value_discretization_interval, upper=1.0 + 1e-12
+        )
         self._pld: pld_lib.PrivacyLossDistribution | None = None
         self._cache: dict[PrivacyEvent, pld_lib.PrivacyLossDistribution] = {}
 

@@ -1,12 +1,13 @@
 """Integral of the positive part of a signed 1-D Gaussian mixture (the auditor's quadrature engine).
 
-f(y) = Σ_k c_k N(y; μ_k, σ²) with signed coefficients; :func:`integrate_positive_part` returns ∫ f_+ dy with
-an error bound. f is evaluated as A − B (positive and negative parts), each by log-sum-exp over the
-components within 16 σ, and f = A·(−expm1(log B − log A)), so no large terms cancel. Sign changes are found
-on a scan of 16 points per σ and refined by vectorised bisection; the positive set is cut into panels of
-width ≤ σ/2 (and at every root), each integrated with 16- and 8-point Gauss–Legendre, bisecting panels where
-the two rules disagree by more than their share of the tolerance. The signed f is integrated over panels
-found positive, so a missed pair of sign changes can only lower the result.
+f(y) = Σ_k c_k N(y; μ_k, σ²) with signed coefficients and a common std σ (``std``);
+:func:`integrate_positive_part` returns ∫ f_+ dy with an error bound. f is evaluated as A − B (positive and
+negative parts), each by log-sum-exp over the components within 16 σ, and f = A·(−expm1(log B − log A)), so
+no large terms cancel. Sign changes are found on a scan of 16 points per σ and refined by vectorised
+bisection; the positive set is cut into panels of width ≤ σ/2 (and at every root), each integrated with 16-
+and 8-point Gauss–Legendre, bisecting panels where the two rules disagree by more than their share of the
+tolerance. The signed f is integrated over panels found positive, so a missed pair of sign changes can only
+lower the result.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class SignedMixture:
     pos_logc: FloatArray
     neg_mu: FloatArray
     neg_logc: FloatArray
-    sigma: float
+    std: float
     abs_sum: float
     pos_sum: float
 
@@ -64,7 +65,7 @@ def _merge(mu: FloatArray, logc: FloatArray) -> tuple[FloatArray, FloatArray]:
 
 
 def signed_mixture(
-    mus: dict[int, list[FloatArray]], logs: dict[int, list[FloatArray]], sigma: float
+    mus: dict[int, list[FloatArray]], logs: dict[int, list[FloatArray]], std: float
 ) -> SignedMixture:
     """Collect components by sign (+1/-1 → lists of means and log|c|), sort and merge equal means."""
     parts: dict[int, tuple[FloatArray, FloatArray]] = {}
@@ -76,24 +77,24 @@ def signed_mixture(
     pos_sum = float(np.exp(parts[1][1]).sum())
     neg_sum = float(np.exp(parts[-1][1]).sum())
     return SignedMixture(
-        parts[1][0], parts[1][1], parts[-1][0], parts[-1][1], sigma, pos_sum + neg_sum, pos_sum
+        parts[1][0], parts[1][1], parts[-1][0], parts[-1][1], std, pos_sum + neg_sum, pos_sum
     )
 
 
-def _log_density(mu: FloatArray, logc: FloatArray, y: FloatArray, sigma: float) -> FloatArray:
+def _log_density(mu: FloatArray, logc: FloatArray, y: FloatArray, std: float) -> FloatArray:
     """log Σ_k c_k N(y; μ_k, σ²) for sorted ``y``, using only components within 16 σ of each point."""
     out = np.full(y.shape, -np.inf)
     if mu.size == 0 or y.size == 0:
         return out
-    window = _WINDOW_SIGMAS * sigma
+    window = _WINDOW_SIGMAS * std
     n, i = y.size, 0
-    ends = np.searchsorted(y, y + 8.0 * sigma, side="right")
+    ends = np.searchsorted(y, y + 8.0 * std, side="right")
     while i < n:
         j = int(min(n, i + 512, max(int(ends[i]), i + 1)))
         lo = int(np.searchsorted(mu, y[i] - window, side="left"))
         hi = int(np.searchsorted(mu, y[j - 1] + window, side="right"))
         if hi > lo:
-            z = (y[i:j, None] - mu[None, lo:hi]) / sigma
+            z = (y[i:j, None] - mu[None, lo:hi]) / std
             e = logc[None, lo:hi] - 0.5 * z * z
             peak = e.max(axis=1)
             ok = np.isfinite(peak)
@@ -101,15 +102,15 @@ def _log_density(mu: FloatArray, logc: FloatArray, y: FloatArray, sigma: float) 
                 s = np.log(np.exp(e - peak[:, None]).sum(axis=1))
             out[i:j] = np.where(ok, peak + s, -np.inf)
         i = j
-    return out - math.log(sigma) - _LOG_SQRT_2PI
+    return out - math.log(std) - _LOG_SQRT_2PI
 
 
 def _evaluate(mix: SignedMixture, y: FloatArray) -> tuple[FloatArray, FloatArray]:
     """(f(y), A(y)) for any ``y`` (sorted internally)."""
     order = np.argsort(y, kind="stable")
     ys = y[order]
-    la = _log_density(mix.pos_mu, mix.pos_logc, ys, mix.sigma)
-    lb = _log_density(mix.neg_mu, mix.neg_logc, ys, mix.sigma)
+    la = _log_density(mix.pos_mu, mix.pos_logc, ys, mix.std)
+    lb = _log_density(mix.neg_mu, mix.neg_logc, ys, mix.std)
     with np.errstate(invalid="ignore", over="ignore"):
         pos = la >= lb
         diff = np.where(pos, lb - la, la - lb)
@@ -146,7 +147,7 @@ def _bisect_roots(mix: SignedMixture, lo: FloatArray, hi: FloatArray, f_lo: Floa
         same = (f_mid > 0.0) == sign_lo
         lo = np.where(same, mid, lo)
         hi = np.where(same, hi, mid)
-        if np.all(hi - lo <= 4e-16 * np.maximum(np.abs(lo), mix.sigma)):
+        if np.all(hi - lo <= 4e-16 * np.maximum(np.abs(lo), mix.std)):
             break
     return 0.5 * (lo + hi)
 
@@ -175,14 +176,14 @@ def _gauss_legendre(
 
 def _integrate(mix: SignedMixture, *, rtol: float = 1e-10) -> tuple[float, float, FloatArray]:
     """∫ over the positive set of f: (estimate, quadrature+rounding error, roots)."""
-    sigma = mix.sigma
-    pieces = _intervals(mix.pos_mu, _RANGE_SIGMAS * sigma)
-    panel = _PANEL_SIGMAS * sigma
+    std = mix.std
+    pieces = _intervals(mix.pos_mu, _RANGE_SIGMAS * std)
+    panel = _PANEL_SIGMAS * std
     counts = [max(1, math.ceil((b - a) / panel)) for a, b in pieces]
     if sum(counts) * _SCAN_PER_PANEL > _MAX_POINTS:
         raise NumericalError(
             f"audit integration needs {sum(counts) * _SCAN_PER_PANEL} scan points (limit {_MAX_POINTS}); "
-            "reduce d or increase sigma."
+            "reduce local_dataset_size or increase noise_multiplier."
         )
     edges_all: list[FloatArray] = []
     roots_all: list[FloatArray] = []
@@ -214,7 +215,7 @@ def _integrate(mix: SignedMixture, *, rtol: float = 1e-10) -> tuple[float, float
         estimate = total + float(g16.sum())
         target = max(rtol * abs(estimate), 1e-300)
         share = target * (hi - lo) / max(float((hi - lo).sum()), 1e-300)
-        done = (err <= share) | (hi - lo <= 1e-9 * sigma)
+        done = (err <= share) | (hi - lo <= 1e-9 * std)
         total += float(g16[done].sum())
         quad_err += float(err[done].sum())
         a_mass += float(a16[done].sum())
@@ -234,7 +235,7 @@ def _closed_form(mix: SignedMixture, roots: FloatArray, positive: list[tuple[flo
     for lo, hi in positive:
         for mu, logc, sign in ((mix.pos_mu, mix.pos_logc, 1.0), (mix.neg_mu, mix.neg_logc, -1.0)):
             # Φ(b) − Φ(a) = Φ̄(a) − Φ̄(b); use the tail that is small to keep relative accuracy.
-            za, zb = (lo - mu) / mix.sigma, (hi - mu) / mix.sigma
+            za, zb = (lo - mu) / mix.std, (hi - mu) / mix.std
             upper = np.where(
                 za > 0.0, special.ndtr(-za) - special.ndtr(-zb), special.ndtr(zb) - special.ndtr(za)
             )
@@ -250,7 +251,7 @@ def _positive_intervals(mix: SignedMixture, roots: FloatArray) -> list[tuple[flo
         probes = np.array([float(mix.pos_mu[0])])
     else:
         inner = 0.5 * (roots[:-1] + roots[1:])
-        probes = np.concatenate(([roots[0] - mix.sigma], inner, [roots[-1] + mix.sigma]))
+        probes = np.concatenate(([roots[0] - mix.std], inner, [roots[-1] + mix.std]))
     f_probe, _ = _evaluate(mix, probes)
     points = np.concatenate(([-np.inf], roots, [np.inf]))
     return [(float(points[k]), float(points[k + 1])) for k in np.flatnonzero(f_probe > 0.0)]
@@ -272,10 +273,10 @@ def integrate_positive_part(mix: SignedMixture) -> PositivePartIntegral:
     if mix.pos_mu.size == 0:
         return PositivePartIntegral(0.0, 0.0, 0.0, 0)
     total, err, roots = _integrate(mix)
-    sigma = mix.sigma
-    length = sum(b - a for a, b in _intervals(mix.pos_mu, _RANGE_SIGMAS * sigma))
+    std = mix.std
+    length = sum(b - a for a, b in _intervals(mix.pos_mu, _RANGE_SIGMAS * std))
     tail = 2.0 * mix.pos_sum * float(special.ndtr(-_RANGE_SIGMAS))
-    window = mix.abs_sum * math.exp(-0.5 * _WINDOW_SIGMAS**2 - _LOG_SQRT_2PI) / sigma * length
+    window = mix.abs_sum * math.exp(-0.5 * _WINDOW_SIGMAS**2 - _LOG_SQRT_2PI) / std * length
     positive = _positive_intervals(mix, roots)
     closed = _closed_form(mix, roots, positive)
     return PositivePartIntegral(max(0.0, total), err + tail + window, closed, len(positive))

@@ -1,14 +1,15 @@
 """Auditor for random participation with local sampling (paper 004): exact δ(ε) of explicit datasets.
 
-Mechanism (arXiv:2205.01556v1, Algorithm 1, one iteration): client 1 participates with probability ``p``;
-if it does, each of its samples is included independently with probability ``q``; the server releases the
-sum of the included clipped gradients plus N(0, σ²I) (the public scaling 1/(p N_t q d) of Eq. (4) is
-post-processing and is dropped).
+Mechanism (arXiv:2205.01556v1, Algorithm 1, one iteration): client 1 participates with probability p
+(``participation``); if it does, each of its samples is included independently with probability q
+(``sampling_rate``); the server releases the sum of the included clipped gradients plus N(0, σ²I) (the public
+scaling 1/(p N_t q d) of Eq. (4) is post-processing and is dropped). Everything scales with the clip norm C,
+so the auditor works in units of C = 1: σ is the noise multiplier z = σ/C (``noise_multiplier``).
 
-Datasets audited. Every other client contributes the zero gradient. Client 1 holds ``d`` samples whose
-gradients all equal ``a·C·u`` with ``a ∈ [-1, 1]``, where ``u`` is the unit direction of the gradient of
-the differing sample ``x'`` (norm ``C``). Along ``u`` the output is one-dimensional (the orthogonal noise
-is identical under both datasets); with M ~ Bin(d, q) and B ~ Bern(p):
+Datasets audited. Every other client contributes the zero gradient. Client 1 holds d
+(``local_dataset_size``) samples whose gradients all equal ``a·C·u`` with ``a ∈ [-1, 1]``, where ``u`` is the
+unit direction of the gradient of the differing sample ``x'`` (norm ``C``). Along ``u`` the output is
+one-dimensional (the orthogonal noise is identical under both datasets); with M ~ Bin(d, q), B ~ Bern(p):
 
     Q = law under D' (without x'):  (1-p) N(0, σ²) + p Σ_m Bin(m; d, q) N(a C m, σ²),
     P = law under D  (with x'):     (1-p) N(0, σ²)
@@ -43,11 +44,9 @@ References:
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from scipy import optimize, stats
@@ -172,19 +171,11 @@ def _binomial(d: int, q: float) -> _Binomial:
 
 
 def _mixture(
-    *,
-    a: float,
-    p: float,
-    q: float,
-    sigma: float,
-    epsilon: float,
-    clip: float,
-    direction: str,
-    binom: _Binomial,
+    *, a: float, p: float, q: float, z: float, epsilon: float, direction: str, binom: _Binomial
 ) -> SignedMixture:
     em1 = math.expm1(epsilon)
     log_p = math.log(p)
-    base = binom.m * (a * clip)
+    base = binom.m * a
     mus: dict[int, list[FloatArray]] = {1: [], -1: []}
     logs: dict[int, list[FloatArray]] = {1: [], -1: []}
 
@@ -197,40 +188,35 @@ def _mixture(
     if direction == "add":  # f = P − e^ε Q
         if q + em1 > 0.0:
             add(-1, base, log_p + binom.log_w + math.log(q + em1))
-        add(1, base + clip, log_p + binom.log_w + math.log(q))
+        add(1, base + 1.0, log_p + binom.log_w + math.log(q))
     else:  # f = Q − e^ε P
         coef = q * math.exp(epsilon) - em1  # 1 − e^ε (1 − q)
         if coef != 0.0:
             add(1 if coef > 0 else -1, base, log_p + binom.log_w + math.log(abs(coef)))
-        add(-1, base + clip, log_p + binom.log_w + math.log(q) + epsilon)
-    return signed_mixture(mus, logs, sigma)
+        add(-1, base + 1.0, log_p + binom.log_w + math.log(q) + epsilon)
+    return signed_mixture(mus, logs, z)
 
 
 def _validate(
-    p: object, q: object, d: object, sigma: object, epsilon: object, clip: object
-) -> tuple[float, float, int, float, float, float]:
+    participation: object,
+    sampling_rate: object,
+    local_dataset_size: object,
+    noise_multiplier: object,
+    epsilon: object,
+) -> tuple[float, float, int, float, float]:
     return (
-        check_probability("p", p),
-        check_probability("q", q),
-        check_int("d", d, minimum=0, maximum=1_000_000),
-        check_positive("sigma", sigma),
+        check_probability("participation", participation),
+        check_probability("sampling_rate", sampling_rate),
+        check_int("local_dataset_size", local_dataset_size, minimum=0, maximum=1_000_000),
+        check_positive("noise_multiplier", noise_multiplier),
         check_nonnegative("epsilon", epsilon),
-        check_positive("clip", clip),
     )
 
 
 def _estimate(
-    *,
-    a: float,
-    p: float,
-    q: float,
-    sigma: float,
-    epsilon: float,
-    clip: float,
-    direction: str,
-    binom: _Binomial,
+    *, a: float, p: float, q: float, z: float, epsilon: float, direction: str, binom: _Binomial
 ) -> DeltaEstimate:
-    mix = _mixture(a=a, p=p, q=q, sigma=sigma, epsilon=epsilon, clip=clip, direction=direction, binom=binom)
+    mix = _mixture(a=a, p=p, q=q, z=z, epsilon=epsilon, direction=direction, binom=binom)
     result = integrate_positive_part(mix)
     truncation = p * binom.dropped * (1.0 + math.exp(epsilon)) if mix.pos_mu.size else 0.0
     return DeltaEstimate(result.value, result.error + truncation, result.closed_form, result.num_intervals)
@@ -239,24 +225,22 @@ def _estimate(
 def true_delta_estimate(
     *,
     a: float,
-    p: float,
-    q: float,
-    d: int,
-    sigma: float,
+    participation: float,
+    sampling_rate: float,
+    local_dataset_size: int,
+    noise_multiplier: float,
     epsilon: float,
-    clip: float = 1.0,
     direction: str = "add",
 ) -> DeltaEstimate:
     """Exact per-iteration δ(ε) of Algorithm 1 on one explicit dataset, with its error bound.
 
     Args:
-        a: the other ``d`` samples of client 1 each have gradient ``a·clip·u`` (a ∈ [-1, 1]).
-        p: client participation probability, in (0, 1].
-        q: local Poisson sampling probability, in (0, 1].
-        d: number of samples of client 1 besides x' (integer in [0, 10^6]).
-        sigma: noise std (absolute, same units as ``clip``), > 0.
+        a: the other samples of client 1 each have gradient ``a·C·u`` (a ∈ [-1, 1]).
+        participation: client participation probability p, in (0, 1].
+        sampling_rate: local Poisson sampling probability q, in (0, 1].
+        local_dataset_size: number d of samples of client 1 besides x' (integer in [0, 10^6]).
+        noise_multiplier: z = noise std / clip norm, > 0.
         epsilon: ε ≥ 0 in nats.
-        clip: clipping norm C (the norm of x''s gradient), > 0.
         direction: ``"add"`` = H_{e^ε}(M(D with x') ‖ M(D' without x')); ``"remove"`` = the reverse.
 
     Returns:
@@ -266,53 +250,50 @@ def true_delta_estimate(
         ValueError: for parameters outside their ranges.
         NumericalError: if the integration would need too many points or does not converge.
     """
-    p_, q_, d_, sigma_, eps_, clip_ = _validate(p, q, d, sigma, epsilon, clip)
+    p, q, d, z, eps = _validate(participation, sampling_rate, local_dataset_size, noise_multiplier, epsilon)
     a_ = check_range("a", a, -1.0, 1.0)
     direction_ = check_choice("direction", direction, DIRECTIONS)
-    return _estimate(
-        a=a_,
-        p=p_,
-        q=q_,
-        sigma=sigma_,
-        epsilon=eps_,
-        clip=clip_,
-        direction=direction_,
-        binom=_binomial(d_, q_),
-    )
+    return _estimate(a=a_, p=p, q=q, z=z, epsilon=eps, direction=direction_, binom=_binomial(d, q))
 
 
 def true_delta(
     *,
     a: float,
-    p: float,
-    q: float,
-    d: int,
-    sigma: float,
+    participation: float,
+    sampling_rate: float,
+    local_dataset_size: int,
+    noise_multiplier: float,
     epsilon: float,
-    clip: float = 1.0,
     direction: str = "add",
 ) -> float:
     """The integrated δ(ε) of one dataset (see :func:`true_delta_estimate` for arguments and the error)."""
     return true_delta_estimate(
-        a=a, p=p, q=q, d=d, sigma=sigma, epsilon=epsilon, clip=clip, direction=direction
+        a=a,
+        participation=participation,
+        sampling_rate=sampling_rate,
+        local_dataset_size=local_dataset_size,
+        noise_multiplier=noise_multiplier,
+        epsilon=epsilon,
+        direction=direction,
     ).delta
 
 
 def _claims(
-    names: Sequence[str] | None, *, p: float, q: float, d: int, sigma: float, epsilon: float, clip: float
+    names: Sequence[str] | None, *, p: float, q: float, d: int, z: float, epsilon: float
 ) -> dict[str, float | str]:
     """Each analysis' δ(ε) from :mod:`ampfl.accounting.random_checkin` (or the error message)."""
-    try:
-        module: Any = importlib.import_module("ampfl.accounting.random_checkin")
-    except ModuleNotFoundError:
-        return {}
+    from ampfl.accounting import random_checkin
+
     out: dict[str, float | str] = {}
-    for name in names if names is not None else tuple(module.ANALYSES):
+    for name in names if names is not None else random_checkin.ANALYSES:
         try:
-            out[name] = float(
-                module.delta_per_iteration(
-                    analysis=name, p=p, q=q, d=d, sigma=sigma, epsilon=epsilon, clip=clip
-                )
+            out[name] = random_checkin.delta_per_iteration(
+                analysis=name,
+                participation=p,
+                sampling_rate=q,
+                local_dataset_size=d,
+                noise_multiplier=z,
+                epsilon=epsilon,
             )
         except (ValueError, NumericalError) as exc:
             out[name] = f"{type(exc).__name__}: {exc}"
@@ -345,12 +326,11 @@ def _local_maxima(values: FloatArray) -> list[int]:
 
 def audit_random_checkin(
     *,
-    p: float,
-    q: float,
-    d: int,
-    sigma: float,
+    participation: float,
+    sampling_rate: float,
+    local_dataset_size: int,
+    noise_multiplier: float,
     epsilon: float,
-    clip: float = 1.0,
     grid: int = 41,
     refine: bool = True,
     analyses: Sequence[str] | None = None,
@@ -365,12 +345,12 @@ def audit_random_checkin(
     family is searched).
 
     Args:
-        p, q, d, sigma, epsilon, clip: the mechanism, as in :func:`true_delta_estimate`.
+        participation, sampling_rate, local_dataset_size, noise_multiplier, epsilon: the mechanism, as in
+            :func:`true_delta_estimate`.
         grid: number of equally spaced a values in [-1, 1] (integer ≥ 1; odd values include -1, 0, 1); 32
             log-spaced values ±10^k (k = -5 … -1.25) are always added (see ``_a_grid``).
         refine: refine the three largest local maxima of each direction by a bounded scalar search.
-        analyses: names to check (default: all of ``ampfl.accounting.random_checkin.ANALYSES``, when that
-            module is installed; otherwise no analysis is checked).
+        analyses: names to check (default: all of ``ampfl.accounting.random_checkin.ANALYSES``).
         claim_rtol: an analysis is ``violated`` only if its δ < (1 − claim_rtol) · the audited lower bound
             (allows for the claimed values' own rounding).
         progress: optional callback ``(done, total)`` after each integration.
@@ -382,7 +362,9 @@ def audit_random_checkin(
         ValueError: for parameters outside their ranges.
         NumericalError: if an integration fails.
     """
-    p_, q_, d_, sigma_, eps_, clip_ = _validate(p, q, d, sigma, epsilon, clip)
+    p_, q_, d_, z_, eps_ = _validate(
+        participation, sampling_rate, local_dataset_size, noise_multiplier, epsilon
+    )
     n_grid = check_int("grid", grid, minimum=1, maximum=100_001)
     rtol = check_range("claim_rtol", claim_rtol, 0.0, 0.5)
     binom = _binomial(d_, q_)
@@ -401,9 +383,7 @@ def audit_random_checkin(
             nonlocal done
             a = min(1.0, max(-1.0, float(a)))
             if a not in cache:
-                cache[a] = _estimate(
-                    a=a, p=p_, q=q_, sigma=sigma_, epsilon=eps_, clip=clip_, direction=direction, binom=binom
-                )
+                cache[a] = _estimate(a=a, p=p_, q=q_, z=z_, epsilon=eps_, direction=direction, binom=binom)
                 done += 1
                 if progress is not None:
                     progress(done, total)
@@ -427,7 +407,7 @@ def audit_random_checkin(
     direction = max(DIRECTIONS, key=lambda name: by_direction[name].max_delta)
     worst = by_direction[direction]
     checks: dict[str, AnalysisCheck] = {}
-    for name, claim in _claims(analyses, p=p_, q=q_, d=d_, sigma=sigma_, epsilon=eps_, clip=clip_).items():
+    for name, claim in _claims(analyses, p=p_, q=q_, d=d_, z=z_, epsilon=eps_).items():
         if isinstance(claim, str):
             checks[name] = AnalysisCheck(None, False, None, claim)
             continue

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ampfl.fl.algorithms.base import Algorithm, PrivacyReport
+from ampfl.fl.algorithms.base import Algorithm
 from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
 from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
 from ampfl.fl.algorithms.fedavg import FedAvg
@@ -25,5 +25,4 @@ __all__ = [
     "DPDSGDRandomParticipation",
     "DPFedAvg",
     "FedAvg",
-    "PrivacyReport",
 ]

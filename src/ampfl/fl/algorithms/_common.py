@@ -19,6 +19,7 @@ from ampfl.fl.models import build_model
 from ampfl.fl.sampling import FixedSizeSampler, PoissonSampler, Sampler, local_batches
 
 if TYPE_CHECKING:
+    from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.task import Task
 
 
@@ -38,22 +39,30 @@ class CohortParams(LocalTrainingParams):
 
     client_sampling: Literal["fixed", "poisson"] = "fixed"
     cohort_size: int = Field(10, ge=1, description="clients per round (client_sampling = 'fixed')")
-    sampling_probability: float | None = Field(
-        None, gt=0.0, le=1.0, description="client inclusion probability (client_sampling = 'poisson')"
+    sampling_rate: float | None = Field(
+        None, gt=0.0, le=1.0, description="q, client inclusion probability (client_sampling = 'poisson')"
     )
 
     @model_validator(mode="after")
     def _sampling_complete(self) -> CohortParams:
-        if self.client_sampling == "poisson" and self.sampling_probability is None:
-            raise ValueError("sampling_probability is required when client_sampling = 'poisson'")
+        if self.client_sampling == "poisson" and self.sampling_rate is None:
+            raise ValueError("sampling_rate is required when client_sampling = 'poisson'")
         return self
 
 
 class FederatedAlgorithm(Algorithm):
     """An :class:`Algorithm` with a global flat model, a functional model and the task's data as tensors."""
 
-    def __init__(self, params: BaseModel, task: Task, *, seed: int, engine: Engine | None = None) -> None:
-        super().__init__(params, task, seed=seed, engine=engine)
+    def __init__(
+        self,
+        params: BaseModel,
+        task: Task,
+        *,
+        seed: int,
+        engine: Engine | None = None,
+        privacy: PrivacyConfig | None = None,
+    ) -> None:
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
         ds = task.dataset
         if task.num_clients < 1:
             raise ValueError("task must have at least one client.")
@@ -79,8 +88,8 @@ class FederatedAlgorithm(Algorithm):
             if p.cohort_size > n:
                 raise ValueError(f"cohort_size must be <= num_clients = {n}. Found {p.cohort_size}.")
             return FixedSizeSampler(n, p.cohort_size)
-        assert p.sampling_probability is not None  # guaranteed by the validator
-        return PoissonSampler(n, p.sampling_probability)
+        assert p.sampling_rate is not None  # guaranteed by the validator
+        return PoissonSampler(n, p.sampling_rate)
 
     def participants(self, sampler: Sampler, round_index: int) -> np.ndarray:
         """Sorted ids of round ``round_index``'s participants (seeded by the sampling role)."""

@@ -1,9 +1,10 @@
 """The algorithm interface shared by every federated method of the simulator.
 
-An :class:`Algorithm` holds one paper's math (client step, privatisation, server step) and nothing about I/O:
-``ampfl.fl.run`` calls :meth:`Algorithm.run_round` for r = 0, 1, ..., :meth:`Algorithm.evaluate` every few
-rounds, :meth:`Algorithm.privacy` for the composed guarantee, and checkpoints with
-:meth:`Algorithm.state_dict`.
+An :class:`Algorithm` holds one paper's math (client step, privatisation, server step) and nothing about I/O
+or accounting: ``ampfl.fl.run`` asks :meth:`Algorithm.round_events` for round r's privacy events, composes
+them in the run's one accountant (``ampfl.fl.privacy``), calls :meth:`Algorithm.run_round`,
+:meth:`Algorithm.evaluate` every few rounds, and checkpoints with :meth:`Algorithm.state_dict`. Algorithms
+never compute ε themselves (issue 10, part 6).
 
 Randomness rule: every random draw of round r comes from a generator seeded by
 ``np.random.SeedSequence([seed, r, role])`` (see :meth:`Algorithm.rng` and :meth:`Algorithm.torch_generator`),
@@ -13,19 +14,24 @@ round r therefore continues bit-identically to an uninterrupted one.
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel
 
+from ampfl.accounting.accountants.base import NeighboringRelation
+
 if TYPE_CHECKING:
     import torch
 
+    from ampfl.accounting.events import PrivacyEvent
+    from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
+
+#: The units a guarantee can protect (``privacy_unit`` of an algorithm, ``summary.json``).
+PRIVACY_UNITS = ("record", "client")
 
 # Role ids for the per-round seed sequences (never reorder: stored runs depend on them).
 ROLE_INIT = 0
@@ -36,45 +42,43 @@ ROLE_CHECKIN = 4
 ROLE_EVAL = 5
 
 
-@dataclass(frozen=True)
-class PrivacyReport:
-    """The composed privacy guarantee of a run after some rounds.
-
-    Attributes:
-        epsilon: ε in nats; ``math.inf`` for non-private training.
-        delta: the matching δ (0.0 for non-private training).
-        analysis: which analysis produced the numbers, e.g. ``"none"``,
-            ``"dp-accounting RDP (Poisson-subsampled Gaussian)"``, ``"wcs (004 Thm 5.2)"``.
-    """
-
-    epsilon: float
-    delta: float
-    analysis: str
-
-    @classmethod
-    def non_private(cls) -> PrivacyReport:
-        """The report of a run without any privacy mechanism."""
-        return cls(epsilon=math.inf, delta=0.0, analysis="none")
-
-
 class Algorithm(ABC):
     """A federated learning algorithm on the simulator.
 
     Subclasses set ``name`` (the key in ``ampfl.fl.algorithms.ALGORITHMS``) and ``Params`` (a pydantic model
     with ``model_config = ConfigDict(extra="forbid")`` holding the hyper-parameters), and implement
-    :meth:`run_round`, :meth:`evaluate`, :meth:`privacy`, :meth:`state_dict` and :meth:`load_state_dict`.
+    :meth:`run_round`, :meth:`evaluate`, :meth:`state_dict` and :meth:`load_state_dict`. A private algorithm
+    also sets :attr:`privacy_unit` (and :attr:`neighboring_relation` where it is not add/remove-one) and
+    overrides :meth:`round_events`.
+
+    Attributes:
+        privacy_unit: what the guarantee protects, ``"record"`` or ``"client"``; ``None`` for an algorithm
+            (or a configuration, e.g. zero noise) without any guarantee: the run reports ε = ∞.
+        neighboring_relation: the relation of :meth:`round_events`'s events; the run's accountant uses it.
 
     Args:
         params: an instance of ``type(self).Params``.
         task: dataset, client partition and model name.
         seed: root seed of every random draw of the run.
         engine: the engine running the clients' local work; a default vectorised engine when None.
+        privacy: the run's ``[privacy]`` settings (accountant, δ), used to calibrate a ``target_epsilon``;
+            the defaults when None.
     """
 
     name: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
+    privacy_unit: str | None = None
+    neighboring_relation: NeighboringRelation = NeighboringRelation.ADD_OR_REMOVE_ONE
 
-    def __init__(self, params: BaseModel, task: Task, *, seed: int, engine: Engine | None = None) -> None:
+    def __init__(
+        self,
+        params: BaseModel,
+        task: Task,
+        *,
+        seed: int,
+        engine: Engine | None = None,
+        privacy: PrivacyConfig | None = None,
+    ) -> None:
         if not isinstance(params, self.Params):
             raise ValueError(
                 f"params must be an instance of {type(self).__name__}.Params. Found {type(params).__name__}."
@@ -85,10 +89,15 @@ class Algorithm(ABC):
             from ampfl.fl.engine import Engine
 
             engine = Engine()
+        if privacy is None:
+            from ampfl.fl.config import PrivacyConfig
+
+            privacy = PrivacyConfig.model_validate({})
         self.params = params
         self.task = task
         self.seed = int(seed)
         self.engine = engine
+        self.privacy = privacy
 
     # -- randomness -----------------------------------------------------------------------------------
     def seed_sequence(self, round_index: int, role: int) -> np.random.SeedSequence:
@@ -115,9 +124,14 @@ class Algorithm(ABC):
     def evaluate(self) -> dict[str, float]:
         """Test metrics; always ``"accuracy"`` of the global (public) model on the test set."""
 
-    @abstractmethod
-    def privacy(self, rounds_done: int) -> PrivacyReport:
-        """The composed guarantee after ``rounds_done`` rounds."""
+    def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
+        """The privacy events of round ``round_index`` as ``(event, count)`` pairs (default: none).
+
+        The run composes them once, before the round runs (so a budget can stop it); they must not depend
+        on the round's random draws. Their noise multipliers are relative to the sensitivity under
+        :attr:`neighboring_relation` (docs/units.md).
+        """
+        return []
 
     @abstractmethod
     def state_dict(self) -> dict[str, Any]:

@@ -10,11 +10,18 @@ arXiv:2205.01556v1. Iteration t:
   (optionally with heavy-ball momentum μ, as in 004 App. B.2; post-processing, no privacy cost).
   The noise is added even when nobody joined.
 
-σ is either given (``noise_std``) or calibrated for a per-iteration (ε, δ) by the chosen analysis of
-``ampfl.accounting.random_checkin`` (``paper`` = Thm 4.1, ``wcs`` = Thm 5.2, ``ols`` = Thm 5.1, ``cs`` = Cor.
-5.3);
-the composed ε after T iterations at ``target_delta`` is reported by the same module. Only ``wcs`` and ``ols``
-are sound upper bounds (see that module's docstring); ``wcs`` is the default.
+Noise: z = ``noise_multiplier`` (σ/C, so σ = z·C), or, when it is not given, calibrated for a per-iteration
+(``round_epsilon``, ``round_delta``) as in 004 Sec. 6 by the analysis named ``analysis``: ``wcs`` (Thm 5.2,
+the default) calibrates with the run's ``[privacy]`` accountant on exactly the event the run composes
+(:func:`ampfl.fl.privacy.calibrate_noise`, one round); ``paper`` (Thm 4.1, not a proven bound), ``ols``
+(Thm 5.1) and ``cs`` (Cor. 5.3, a lower bound) use that analysis's own calibration
+(:func:`ampfl.accounting.random_checkin.calibrate_noise_multiplier`, closed forms), so that 004's figures
+can be reproduced.
+
+Privacy (unit: one record). Whatever chose z, each round reports
+``RandomCheckInEvent(participation=p, sampling_rate=q, noise_multiplier=z, local_dataset_size=d)`` and the
+run's accountant composes it (sound by 004 Thm 5.2's worst-case-sampling reduction; docs/accounting.md).
+z = 0 gives no guarantee (``privacy_unit`` None, ε = ∞).
 
 All clients must hold d records (004's "N clients with d samples each"); with unequal local datasets every
 client uses a fixed random subset of d = min_i |D_i| records, chosen once from the run seed.
@@ -22,28 +29,22 @@ client uses a fixed random subset of d = min_i |D_i| records, chosen once from t
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ampfl.accounting.random_checkin import ANALYSES, RECOMMENDED_ANALYSIS, calibrate_sigma, epsilon_composed
+from ampfl.accounting.events import PrivacyEvent
+from ampfl.accounting.random_checkin import ANALYSES, RECOMMENDED_ANALYSIS
 from ampfl.fl.algorithms._common import FederatedAlgorithm
-from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_DATA, ROLE_NOISE, PrivacyReport
+from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_DATA, ROLE_NOISE
 from ampfl.fl.sampling import RandomCheckInSampler, poisson_local_batches
 
 if TYPE_CHECKING:
+    from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
-
-ANALYSIS_LABELS = {
-    "paper": "paper (004 Thm 4.1, not a proven bound)",
-    "wcs": "wcs (004 Thm 5.2)",
-    "ols": "ols (004 Thm 5.1)",
-    "cs": "cs (004 Cor. 5.3, a lower bound for random check-in)",
-}
 
 
 class DPDSGDRPParams(BaseModel):
@@ -51,14 +52,15 @@ class DPDSGDRPParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    participation_probability: float = Field(0.1, gt=0.0, le=1.0, description="p")
-    sampling_probability: float = Field(0.1, gt=0.0, le=1.0, description="q, local Poisson rate")
-    clip_norm: float = Field(1.0, gt=0.0, description="C, per-example gradient bound")
-    analysis: str = Field(RECOMMENDED_ANALYSIS, description=f"one of {list(ANALYSES)}")
-    epsilon: float = Field(0.015, gt=0.0, description="per-iteration ε (004 Sec. 6: 0.015)")
-    delta: float = Field(1e-6, gt=0.0, lt=1.0, description="per-iteration δ (004 Sec. 6: 1e-6)")
-    noise_std: float | None = Field(None, ge=0.0, description="σ; when given, no calibration")
-    target_delta: float = Field(1e-5, gt=0.0, lt=1.0, description="δ of the composed guarantee")
+    participation: float = Field(0.1, gt=0.0, le=1.0, description="p, client participation probability")
+    sampling_rate: float = Field(0.1, gt=0.0, le=1.0, description="q, local Poisson rate")
+    clip: float = Field(1.0, gt=0.0, description="C, per-example gradient bound")
+    noise_multiplier: float | None = Field(None, ge=0.0, description="z = σ/C; when given, no calibration")
+    analysis: str = Field(
+        RECOMMENDED_ANALYSIS, description=f"calibrates z for the round targets; one of {list(ANALYSES)}"
+    )
+    round_epsilon: float = Field(0.015, gt=0.0, description="per-iteration ε target (004 Sec. 6: 0.015)")
+    round_delta: float = Field(1e-6, gt=0.0, lt=1.0, description="per-iteration δ target (004 Sec. 6: 1e-6)")
     learning_rate: float = Field(0.1, gt=0.0, description="η")
     momentum: float = Field(
         0.0, ge=0.0, lt=1.0, description="server heavy-ball momentum μ (004 App. B.2: 0.9)"
@@ -78,8 +80,16 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
     name: ClassVar[str] = "dp_dsgd_rp"
     Params: ClassVar[type[BaseModel]] = DPDSGDRPParams
 
-    def __init__(self, params: BaseModel, task: Task, *, seed: int, engine: Engine | None = None) -> None:
-        super().__init__(params, task, seed=seed, engine=engine)
+    def __init__(
+        self,
+        params: BaseModel,
+        task: Task,
+        *,
+        seed: int,
+        engine: Engine | None = None,
+        privacy: PrivacyConfig | None = None,
+    ) -> None:
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
         self.p: DPDSGDRPParams = params  # type: ignore[assignment]
         n = task.num_clients
         self.d = int(task.client_sizes().min())
@@ -90,25 +100,57 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
             ix if len(ix) == self.d else np.sort(pick.choice(ix, self.d, replace=False))
             for ix in self.client_indices
         ]
-        self.sampler = RandomCheckInSampler(n, self.p.participation_probability)
-        if self.p.noise_std is not None:
-            self.sigma = float(self.p.noise_std)
+        self.sampler = RandomCheckInSampler(n, self.p.participation)
+        if self.p.noise_multiplier is not None:
+            self.noise_multiplier = float(self.p.noise_multiplier)
         else:
-            self.sigma = calibrate_sigma(
-                analysis=self.p.analysis,
-                p=self.p.participation_probability,
-                q=self.p.sampling_probability,
-                d=self.d,
-                epsilon=self.p.epsilon,
-                delta=self.p.delta,
-                clip=self.p.clip_norm,
-            )
+            self.noise_multiplier = self._calibrate()
+        self.noise_std = self.noise_multiplier * self.p.clip
+        self.privacy_unit = "record" if self.noise_multiplier > 0.0 else None
         self.velocity = torch.zeros_like(self.global_params)
-        self._reports: dict[int, PrivacyReport] = {}
+
+    def _calibrate(self) -> float:
+        """z for the per-iteration (round_epsilon, round_delta) by ``analysis`` (module docstring)."""
+        p, q = self.p.participation, self.p.sampling_rate
+        if self.p.analysis != "wcs":  # the paper's closed forms (Thm 4.1, Thm 5.1, Cor. 5.3)
+            from ampfl.accounting.random_checkin import calibrate_noise_multiplier
+
+            return calibrate_noise_multiplier(
+                analysis=self.p.analysis,
+                participation=p,
+                sampling_rate=q,
+                local_dataset_size=self.d,
+                epsilon=self.p.round_epsilon,
+                delta=self.p.round_delta,
+            )
+        if self.p.round_delta >= p * q:  # 004 Thm 5.2: δ ≤ pq without any noise
+            return 0.0
+        from ampfl.fl.privacy import calibrate_noise
+
+        return calibrate_noise(
+            self.event_at,
+            target_epsilon=self.p.round_epsilon,
+            target_delta=self.p.round_delta,
+            rounds=1,
+            privacy=self.privacy,
+            relation=self.neighboring_relation,
+            who=self.name,
+        )
+
+    def event_at(self, noise_multiplier: float) -> PrivacyEvent:
+        """One iteration's event at noise multiplier z = σ/C (record level, 004 Algorithm 1)."""
+        return self.sampler.event(
+            sampling_rate=self.p.sampling_rate, noise_multiplier=noise_multiplier, local_dataset_size=self.d
+        )
+
+    def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
+        if self.privacy_unit is None:
+            return []
+        return [(self.event_at(self.noise_multiplier), 1)]
 
     def scale(self) -> float:
         """1/(p N_t q d) of Eq. (4)."""
-        p, q = self.p.participation_probability, self.p.sampling_probability
+        p, q = self.p.participation, self.p.sampling_rate
         return 1.0 / (p * self.task.num_clients * q * self.d)
 
     def run_round(self, round_index: int) -> dict[str, float]:
@@ -119,45 +161,23 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
             idx, mask = poisson_local_batches(
                 self.local_data,
                 clients,
-                sampling_probability=self.p.sampling_probability,
+                sampling_rate=self.p.sampling_rate,
                 rng=self.rng(round_index, ROLE_DATA),
             )
             result = self.engine.clipped_gradient_sum(
-                self.model, self.global_params, self.x_train, self.y_train, idx, mask, clip=self.p.clip_norm
+                self.model, self.global_params, self.x_train, self.y_train, idx, mask, clip=self.p.clip
             )
             total = result.params.sum(0)
             examples = float(mask.sum())
             metrics["examples"] = examples
             if examples > 0:
                 metrics["train_loss"] = float(result.loss.sum()) / examples
-        noise = torch.randn(total.shape, generator=self.torch_generator(round_index, ROLE_NOISE)) * self.sigma
+        noise = torch.randn(total.shape, generator=self.torch_generator(round_index, ROLE_NOISE))
+        noise = noise * self.noise_std
         g_hat = (total + noise) * self.scale()  # Eq. (4)
         self.velocity = self.p.momentum * self.velocity + g_hat
         self.global_params = self.global_params - self.p.learning_rate * self.velocity
         return metrics
-
-    def privacy(self, rounds_done: int) -> PrivacyReport:
-        if rounds_done in self._reports:
-            return self._reports[rounds_done]
-        label = ANALYSIS_LABELS[self.p.analysis]
-        if rounds_done == 0:
-            return PrivacyReport(epsilon=0.0, delta=0.0, analysis=label)
-        if self.sigma == 0.0:
-            report = PrivacyReport(epsilon=math.inf, delta=self.p.target_delta, analysis=label + ", no noise")
-        else:
-            eps = epsilon_composed(
-                analysis=self.p.analysis,
-                p=self.p.participation_probability,
-                q=self.p.sampling_probability,
-                d=self.d,
-                sigma=self.sigma,
-                iterations=rounds_done,
-                delta=self.p.target_delta,
-                clip=self.p.clip_norm,
-            )
-            report = PrivacyReport(epsilon=float(eps), delta=self.p.target_delta, analysis=label)
-        self._reports[rounds_done] = report
-        return report
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()

@@ -13,43 +13,42 @@ fixed-size sampling, because with Poisson sampling the realised cohort can be sm
 shares would sum to less noise than accounted. With Poisson sampling the noise is released even when nobody
 was sampled.
 
-Privacy (unit: one client; dp-accounting RDP): Poisson sampling with add/remove neighbours has Δ₂ = C and the
-event ``PoissonSampledDpEvent(q, GaussianDpEvent(z))``; fixed-size sampling has replace-one neighbours, Δ₂ =
-2C,
-and the event ``SampledWithoutReplacementDpEvent(N, m, GaussianDpEvent(z/2))`` (dp-accounting's noise
-multiplier is σ/Δ₂; see STYLE.md on dp-accounting #378). T rounds compose with ``SelfComposedDpEvent``.
+Privacy (unit: one client). Each round reports one event (:meth:`DPFedAvg.round_events`), composed by the
+run's accountant (``ampfl.fl.privacy``): Poisson sampling, add/remove one client (Δ₂ = C):
+``PoissonSampledEvent(q, GaussianEvent(z))``; fixed-size sampling, replace one client (Δ₂ = 2C):
+``SampledWithoutReplacementEvent(N, m, GaussianEvent(z/2))`` with the accountant's relation REPLACE_ONE (the
+event's noise multiplier is σ/Δ₂; see docs/units.md and dp-accounting #378). ``target_epsilon`` calibrates z
+for that event over ``num_rounds`` rounds with the run's ``[privacy]`` accountant and δ
+(:func:`ampfl.fl.privacy.calibrate_noise`). z = 0 gives no guarantee (``privacy_unit`` None, ε = ∞).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
-import dp_accounting
 import torch
 from pydantic import BaseModel, Field, model_validator
 
-from ampfl.accounting.calibrate import calibrate_decreasing
+from ampfl.accounting.events import GaussianEvent, PrivacyEvent
 from ampfl.fl.algorithms._common import CohortParams, FederatedAlgorithm
-from ampfl.fl.algorithms.base import ROLE_NOISE, PrivacyReport
+from ampfl.fl.algorithms.base import ROLE_NOISE
+from ampfl.fl.sampling import FixedSizeSampler
 
 if TYPE_CHECKING:
+    from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
-
-RDP_ORDERS = tuple(float(a) for a in [*range(2, 33), 40, 48, 56, 64, 80, 96, 128])
-"""Rényi orders of the accountant: integers only (dp-accounting's fractional-order series often fails to
-converge for q ≥ 0.5 and is then dropped with a warning), capped at 128 (its WOR bound costs O(α) per order).
-Fewer orders can only loosen ε, never shrink it."""
 
 
 class DPFedAvgParams(CohortParams):
     """Hyper-parameters of DP-FedAvg. Give ``noise_multiplier`` or (``target_epsilon`` and ``num_rounds``)."""
 
-    clip_norm: float = Field(1.0, gt=0.0, description="C, L2 bound of each client's update")
+    clip: float = Field(1.0, gt=0.0, description="C, L2 bound of each client's update")
     noise_multiplier: float | None = Field(None, ge=0.0, description="z = noise std / C")
-    target_epsilon: float | None = Field(None, gt=0.0, description="calibrate z for this ε after num_rounds")
-    target_delta: float = Field(1e-5, gt=0.0, lt=1.0, description="δ of the reported guarantee")
+    target_epsilon: float | None = Field(
+        None, gt=0.0, description="calibrate z for this ε after num_rounds (at [privacy] delta)"
+    )
     num_rounds: int | None = Field(None, ge=1, description="T used to calibrate z for target_epsilon")
     noise_placement: Literal["central", "distributed"] = "central"
     server_learning_rate: float = Field(1.0, gt=0.0, description="η_s")
@@ -71,65 +70,51 @@ class DPFedAvg(FederatedAlgorithm):
     name: ClassVar[str] = "dp_fedavg"
     Params: ClassVar[type[BaseModel]] = DPFedAvgParams
 
-    def __init__(self, params: BaseModel, task: Task, *, seed: int, engine: Engine | None = None) -> None:
-        super().__init__(params, task, seed=seed, engine=engine)
+    def __init__(
+        self,
+        params: BaseModel,
+        task: Task,
+        *,
+        seed: int,
+        engine: Engine | None = None,
+        privacy: PrivacyConfig | None = None,
+    ) -> None:
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
         self.p: DPFedAvgParams = params  # type: ignore[assignment]
         self.sampler = self.make_cohort_sampler(self.p)
-        self.poisson = self.p.client_sampling == "poisson"
+        self.neighboring_relation = self.sampler.neighboring_relation
         if self.p.noise_multiplier is not None:
             self.noise_multiplier = float(self.p.noise_multiplier)
         else:
+            from ampfl.fl.privacy import calibrate_noise
+
             assert self.p.target_epsilon is not None and self.p.num_rounds is not None
-            self.noise_multiplier = self.calibrate(self.p.target_epsilon, self.p.num_rounds)
+            self.noise_multiplier = calibrate_noise(
+                self.event_at,
+                target_epsilon=self.p.target_epsilon,
+                rounds=self.p.num_rounds,
+                privacy=self.privacy,
+                relation=self.neighboring_relation,
+                who=self.name,
+            )
+        self.noise_std = self.noise_multiplier * self.p.clip
+        self.privacy_unit = "client" if self.noise_multiplier > 0.0 else None
 
-    # -- accounting -----------------------------------------------------------------------------------
-    def round_event(self, noise_multiplier: float) -> Any:
-        """dp-accounting event of one round (see the module docstring for the Δ₂ of each relation)."""
-        z = noise_multiplier if self.poisson else noise_multiplier / 2.0
-        return self.sampler.event(dp_accounting.GaussianDpEvent(z))
+    # -- privacy events -------------------------------------------------------------------------------
+    def event_at(self, noise_multiplier: float) -> PrivacyEvent:
+        """One round's event at noise multiplier z = σ/C (module docstring: Δ₂ per relation)."""
+        fixed = isinstance(self.sampler, FixedSizeSampler)
+        return self.sampler.event(GaussianEvent(noise_multiplier=noise_multiplier / (2.0 if fixed else 1.0)))
 
-    def _accountant(self) -> dp_accounting.rdp.RdpAccountant:
-        rel = dp_accounting.NeighboringRelation
-        return dp_accounting.rdp.RdpAccountant(
-            RDP_ORDERS, rel.ADD_OR_REMOVE_ONE if self.poisson else rel.REPLACE_ONE
-        )
-
-    def epsilon(self, noise_multiplier: float, rounds: int) -> float:
-        """ε after ``rounds`` rounds at ``target_delta`` (dp-accounting RDP)."""
-        if rounds == 0:
-            return 0.0
-        if noise_multiplier == 0.0:
-            return math.inf
-        acc = self._accountant()
-        acc.compose(self.round_event(noise_multiplier), rounds)
-        return float(acc.get_epsilon(self.p.target_delta))
-
-    def calibrate(self, target_epsilon: float, rounds: int) -> float:
-        """Smallest noise multiplier z (relative tolerance 1e-4, rounded up) with ε(z, T) ≤ target_epsilon."""
-        return calibrate_decreasing(
-            lambda z: self.epsilon(z, rounds),
-            target_epsilon,
-            name="noise_multiplier",
-            initial=1.0,
-            lower_limit=1e-3,
-            upper_limit=1e4,
-            rtol=1e-4,
-        )
-
-    def privacy(self, rounds_done: int) -> PrivacyReport:
-        sampling = (
-            "Poisson-subsampled, add/remove" if self.poisson else "fixed-size WOR-subsampled, replace-one"
-        )
-        return PrivacyReport(
-            epsilon=self.epsilon(self.noise_multiplier, rounds_done),
-            delta=self.p.target_delta,
-            analysis=f"dp-accounting RDP ({sampling} Gaussian, client level)",
-        )
+    def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
+        if self.privacy_unit is None:
+            return []
+        return [(self.event_at(self.noise_multiplier), 1)]
 
     # -- training -------------------------------------------------------------------------------------
     def run_round(self, round_index: int) -> dict[str, float]:
         clients = self.participants(self.sampler, round_index)
-        c = self.p.clip_norm
+        c = self.p.clip
         total = torch.zeros_like(self.global_params)
         metrics = {"participants": float(len(clients))}
         if len(clients):
@@ -149,7 +134,7 @@ class DPFedAvg(FederatedAlgorithm):
             metrics["train_loss"] = float(result.loss.mean())
             metrics["clipped_fraction"] = float((norms > c).to(torch.float32).mean())
         gen = self.torch_generator(round_index, ROLE_NOISE)
-        std = self.noise_multiplier * c
+        std = self.noise_std
         if self.p.noise_placement == "central":
             noise = torch.randn(self.global_params.shape, generator=gen) * std
         else:  # shares N(0, z²C²/m) per client; they sum to N(0, z²C²) (fixed cohort of size m)

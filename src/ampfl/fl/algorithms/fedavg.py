@@ -3,7 +3,8 @@
 Round t: the server samples S^t (fixed-size or Poisson), broadcasts w̄^{t−1}; each i ∈ S^t runs Q local SGD
 steps
 w_i^{t,r} = w_i^{t,r−1} − η ∇F_i(w_i^{t,r−1}; B_i^{t,r}) from w_i^{t,0} = w̄^{t−1} (Eq. 2); the server averages
-w̄^t = (1/|S^t|) Σ_{i∈S^t} w_i^{t,Q} (Eq. 3). An empty cohort leaves the model unchanged. No privacy.
+w̄^t = (1/|S^t|) Σ_{i∈S^t} w_i^{t,Q} (Eq. 3). An empty cohort leaves the model unchanged. No privacy: no
+events, ``privacy_unit`` None, and the run reports ε = ∞.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from typing import TYPE_CHECKING, ClassVar
 from pydantic import BaseModel
 
 from ampfl.fl.algorithms._common import CohortParams, FederatedAlgorithm
-from ampfl.fl.algorithms.base import PrivacyReport
 
 if TYPE_CHECKING:
+    from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
 
@@ -30,8 +31,16 @@ class FedAvg(FederatedAlgorithm):
     name: ClassVar[str] = "fedavg"
     Params: ClassVar[type[BaseModel]] = FedAvgParams
 
-    def __init__(self, params: BaseModel, task: Task, *, seed: int, engine: Engine | None = None) -> None:
-        super().__init__(params, task, seed=seed, engine=engine)
+    def __init__(
+        self,
+        params: BaseModel,
+        task: Task,
+        *,
+        seed: int,
+        engine: Engine | None = None,
+        privacy: PrivacyConfig | None = None,
+    ) -> None:
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
         self.p: FedAvgParams = params  # type: ignore[assignment]
         self.sampler = self.make_cohort_sampler(self.p)
 
@@ -50,6 +59,3 @@ class FedAvg(FederatedAlgorithm):
         )
         self.global_params = result.params.mean(0)  # Eq. (3)
         return {"participants": float(len(clients)), "train_loss": float(result.loss.mean())}
-
-    def privacy(self, rounds_done: int) -> PrivacyReport:
-        return PrivacyReport.non_private()

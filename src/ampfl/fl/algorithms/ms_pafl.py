@@ -9,8 +9,8 @@ Client Participation", arXiv:2509.25906v1. Every round t:
 3. split w_i^t = (w_{i,α}^t, w_{i,p}^t); the private part w_{i,α}^t stays with the client (a lazily created
    :class:`~ampfl.fl.state.ClientStore` row);
 4. clip the public part, ŵ_{i,p} = w_{i,p} / max(1, ‖w_{i,p}‖/C) (Eq. 11), and add ξ_i ~ N(0, σ² I) with σ
-from
-   Lemma 1 for (ε_ℓ, δ_ℓ) and sensitivity s = 2C (Eq. 12, σ = 2C√(2 ln(1.25/δ_ℓ))/ε_ℓ);
+   from Lemma 1 for (ε_ℓ, δ_ℓ) and sensitivity s = 2C (Eq. 12, σ = 2C√(2 ln(1.25/δ_ℓ))/ε_ℓ), or
+   σ = 2C·z for a given ``noise_multiplier`` z;
 5. the server aggregates w̄_p = (1/(ν |X^t|)) Σ_{i∈X^t} w̃_{i,p} with ν = 1 − Π_i (1 − p_i) (Eq. 13);
    when nobody checked in, w̄_p is kept.
 
@@ -20,43 +20,48 @@ simulator computes ν from the clients' p_i (``nu_correction=False`` uses the pl
 ν makes the average *larger* by 1/ν given X^t ≠ ∅, so it is not unbiased as claimed (the conditional mean of
 the plain average already is); for the paper's settings ν ≈ 1 (N = 100, p = 0.1: 1 − 0.9^100 ≈ 1 − 2.7e−5).
 
-Accounting: ``ampfl.accounting.ms_pafl.account_ms_pafl`` with p = max_i p_i and the smallest local dataset
-(largest q of Eq. 9). ``accounting="tight"`` (default, recommended) reports the PLD analysis at the paper's
-δ_total = Tδ'_c + δ̃; ``accounting="paper"`` reports Theorem 4 (Eq. 19) over Corollary 1 as printed.
+Privacy (unit: one record; issue 10 part 7c). Each round reports
+``MSPAFLRoundEvent(participation=max_i p_i, noise_multiplier=σ/(2C), private_state="persistent")`` and the
+run's accountant composes it: the server sees every upload and who sent it, so participation is public to it,
+and the private submodel persists across rounds, so local subsampling does not amplify (each participated
+round is a Gaussian mechanism with sensitivity 2C). The paper's amplified analyses (Thms 1–4 and the "tight"
+one) assume otherwise and stay available through ``ampfl account ms-pafl`` as labelled alternatives.
 """
 
 from __future__ import annotations
 
-import math
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
 from pydantic import BaseModel, Field, field_validator
 
-from ampfl.accounting.ms_pafl import account_ms_pafl, ldp_sigma
+from ampfl.accounting.events import MSPAFLRoundEvent, PrivacyEvent
+from ampfl.accounting.ms_pafl import ldp_sigma
 from ampfl.fl.algorithms._common import FederatedAlgorithm, LocalTrainingParams
-from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_EVAL, ROLE_NOISE, PrivacyReport
+from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_EVAL, ROLE_NOISE
 from ampfl.fl.params import ParamPartition
 from ampfl.fl.sampling import RandomCheckInSampler
 from ampfl.fl.state import ClientStore
 
 if TYPE_CHECKING:
+    from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
 
 
 class MSPAFLParams(LocalTrainingParams):
-    """Hyper-parameters of MS-PAFL (defaults: 000 Fig. 2, Q = b = 5, ε_ℓ = 1, δ = 1e-4, C = 1, β = 0.25)."""
+    """Hyper-parameters of MS-PAFL (defaults: 000 Fig. 2, Q = b = 5, ε_ℓ = 1, δ_ℓ = 1e-4, C = 1)."""
 
-    checkin_probability: float | list[float] = Field(0.3, description="p, or one p_i per client (Eq. 10)")
+    participation: float | list[float] = Field(0.3, description="p, or one p_i per client (Eq. 10)")
     num_local_steps: int = Field(5, ge=1, description="Q")
     batch_size: int = Field(5, ge=1, description="b")
-    clip_norm: float = Field(1.0, gt=0.0, description="C of Eq. (11)")
-    epsilon_local: float = Field(1.0, gt=0.0, le=1.0, description="ε_ℓ per round (Lemma 1 needs ε_ℓ ≤ 1)")
+    clip: float = Field(1.0, gt=0.0, description="C of Eq. (11)")
+    eps_local: float = Field(1.0, gt=0.0, le=1.0, description="ε_ℓ per round (Lemma 1 needs ε_ℓ ≤ 1)")
     delta_local: float = Field(1e-4, gt=0.0, lt=1.0, description="δ_ℓ per round")
-    beta: float = Field(0.25, gt=0.0, description="Hoeffding parameter β of Thm 2 (δ' = 2 exp(−2β²N))")
-    delta_tilde: float = Field(1e-4, gt=0.0, lt=1.0, description="δ̃ of Thm 4 (strong composition)")
+    noise_multiplier: float | None = Field(
+        None, gt=0.0, description="z = σ/(2C); when given, replaces Lemma 1's σ for (eps_local, delta_local)"
+    )
     private_fraction: float = Field(
         0.5, ge=0.0, le=1.0, description="d_α/d; the first coordinates are private"
     )
@@ -64,15 +69,14 @@ class MSPAFLParams(LocalTrainingParams):
         None, description="parameter names forming w_α (overrides fraction)"
     )
     nu_correction: bool = Field(True, description="divide the average by ν (Eq. 13)")
-    accounting: Literal["tight", "paper"] = "tight"
     max_eval_clients: int = Field(1000, ge=1, description="clients whose personal model is evaluated")
 
-    @field_validator("checkin_probability")
+    @field_validator("participation")
     @classmethod
     def _probabilities(cls, v: float | list[float]) -> float | list[float]:
         values = v if isinstance(v, list) else [v]
         if not values or any(not (0.0 < float(x) <= 1.0) for x in values):
-            raise ValueError("checkin_probability must be in (0, 1]")
+            raise ValueError("participation must be in (0, 1]")
         return v
 
 
@@ -82,16 +86,25 @@ class MSPAFL(FederatedAlgorithm):
     name: ClassVar[str] = "ms_pafl"
     Params: ClassVar[type[BaseModel]] = MSPAFLParams
 
-    def __init__(self, params: BaseModel, task: Task, *, seed: int, engine: Engine | None = None) -> None:
-        super().__init__(params, task, seed=seed, engine=engine)
+    privacy_unit = "record"
+
+    def __init__(
+        self,
+        params: BaseModel,
+        task: Task,
+        *,
+        seed: int,
+        engine: Engine | None = None,
+        privacy: PrivacyConfig | None = None,
+    ) -> None:
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
         self.p: MSPAFLParams = params  # type: ignore[assignment]
         n = task.num_clients
-        if isinstance(self.p.checkin_probability, list) and len(self.p.checkin_probability) != n:
+        if isinstance(self.p.participation, list) and len(self.p.participation) != n:
             raise ValueError(
-                f"checkin_probability must have one entry per client ({n}). "
-                f"Found {len(self.p.checkin_probability)}."
+                f"participation must have one entry per client ({n}). Found {len(self.p.participation)}."
             )
-        self.sampler = RandomCheckInSampler(n, self.p.checkin_probability)
+        self.sampler = RandomCheckInSampler(n, self.p.participation)
         if self.p.private_layers is not None:
             self.partition = ParamPartition.by_layers(self.model.spec, self.p.private_layers)
         else:
@@ -101,13 +114,24 @@ class MSPAFL(FederatedAlgorithm):
         initial = self.partition.split(self.global_params)
         self.store = ClientStore(n, initial["private"])
         self.public = initial["public"].clone()
-        self.max_p = float(np.max(self.p.checkin_probability))
-        self.min_size = int(task.client_sizes().min())
-        self.sigma = ldp_sigma(
-            eps_local=self.p.epsilon_local, delta_local=self.p.delta_local, clip=self.p.clip_norm
+        if self.p.noise_multiplier is not None:
+            self.noise_multiplier = float(self.p.noise_multiplier)
+        else:  # Lemma 1: σ = 2C √(2 ln(1.25/δ_ℓ)) / ε_ℓ, so z = σ/(2C) does not depend on C
+            sigma = ldp_sigma(eps_local=self.p.eps_local, delta_local=self.p.delta_local, clip=1.0)
+            self.noise_multiplier = sigma / 2.0
+        self.noise_std = 2.0 * self.p.clip * self.noise_multiplier  # Eq. (12): sensitivity 2C
+
+    # -- privacy events -------------------------------------------------------------------------------
+    def event_at(self, noise_multiplier: float) -> PrivacyEvent:
+        """One round at noise multiplier z = σ/(2C), seen by the server (module docstring; issue 10, 7c)."""
+        return MSPAFLRoundEvent(
+            participation=self.sampler.participation,
+            noise_multiplier=noise_multiplier,
+            private_state="persistent",
         )
-        self._account(None)  # validates the accounting inputs (e.g. Q·b ≤ |D_i| for WOR) before training
-        self._reports: dict[int, PrivacyReport] = {}
+
+    def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
+        return [(self.event_at(self.noise_multiplier), 1)]
 
     # -- training -------------------------------------------------------------------------------------
     def run_round(self, round_index: int) -> dict[str, float]:
@@ -131,14 +155,14 @@ class MSPAFL(FederatedAlgorithm):
         self.store.set(clients, parts["private"])  # w_{i,α} stays on the client
         public = parts["public"]
         norms = torch.linalg.vector_norm(public, dim=1)
-        clipped = public / torch.clamp(norms / self.p.clip_norm, min=1.0)[:, None]  # Eq. (11)
+        clipped = public / torch.clamp(norms / self.p.clip, min=1.0)[:, None]  # Eq. (11)
         noise = torch.randn(clipped.shape, generator=self.torch_generator(round_index, ROLE_NOISE))
-        noisy = clipped + self.sigma * noise  # Eq. (12)
+        noisy = clipped + self.noise_std * noise  # Eq. (12)
         nu = self.sampler.probability_someone_checks_in() if self.p.nu_correction else 1.0
         self.public = noisy.sum(0) / (nu * len(clients))  # Eq. (13)
         metrics.update(
             train_loss=float(result.loss.mean()),
-            clipped_fraction=float((norms > self.p.clip_norm).to(torch.float32).mean()),
+            clipped_fraction=float((norms > self.p.clip).to(torch.float32).mean()),
             nu=float(nu),
         )
         return metrics
@@ -178,55 +202,6 @@ class MSPAFL(FederatedAlgorithm):
             "personal_accuracy_std": float(personal.std(unbiased=False)),
             "personal_local_accuracy_mean": float(local.mean()),
             "personal_local_accuracy_std": float(local.std(unbiased=False)),
-        }
-
-    # -- accounting -----------------------------------------------------------------------------------
-    def _account(self, rounds: int | None) -> Any:
-        return account_ms_pafl(
-            p=self.max_p,
-            eps_local=self.p.epsilon_local,
-            delta_local=self.p.delta_local,
-            num_clients=self.task.num_clients,
-            beta=self.p.beta,
-            local_steps=self.p.num_local_steps,
-            batch_size=self.p.batch_size,
-            dataset_size=self.min_size,
-            sampling=self.p.local_sampling,
-            rounds=rounds,
-            delta_tilde=None if rounds is None else self.p.delta_tilde,
-            clip=self.p.clip_norm,
-        )
-
-    def privacy(self, rounds_done: int) -> PrivacyReport:
-        if rounds_done in self._reports:
-            return self._reports[rounds_done]
-        if rounds_done == 0:
-            return PrivacyReport(epsilon=0.0, delta=0.0, analysis="no round run")
-        acc = self._account(rounds_done)
-        if self.p.accounting == "tight":
-            report = PrivacyReport(
-                epsilon=float(acc.epsilon_total_tight),
-                delta=float(acc.delta_total),
-                analysis=acc.tight_analysis,
-            )
-        else:
-            report = PrivacyReport(
-                epsilon=float(acc.epsilon_total), delta=float(acc.delta_total), analysis=acc.analysis
-            )
-        if math.isnan(report.epsilon):
-            raise ValueError("MS-PAFL accounting returned NaN")
-        self._reports[rounds_done] = report
-        return report
-
-    def round_account(self) -> dict[str, float]:
-        """Single-round numbers: q (Eq. 9), σ (Lemma 1), ε_c/δ_c (Cor. 1) and the tight single-round ε."""
-        acc = self._account(None)
-        return {
-            "q": acc.q,
-            "sigma": acc.sigma,
-            "epsilon_round": acc.epsilon_round,
-            "delta_round": acc.delta_round,
-            "epsilon_round_tight": acc.epsilon_round_tight,
         }
 
     # -- state ----------------------------------------------------------------------------------------

@@ -1,18 +1,19 @@
-"""004 Theorem 4.1 as printed (the ``paper`` analysis of random participation): Eq. 5–7, Eq. 28, σ → 0 limit.
+"""004 Theorem 4.1 as printed (the ``paper`` analysis of random check-in): Eq. 5–7, Eq. 28, σ → 0 limit.
 
 Paper 004: B. Hasırcıoğlu & D. Gündüz, "Privacy Amplification via Random Participation in Federated
 Learning", arXiv:2205.01556v1. ε′ = log(1 + (e^ε − 1)/(pq)), c̄₁ = (1 − e^{ε−ε′})(1 − p)/(1 − pq),
 c̄₂ = p(1 − q)/(1 − pq)·(1 − e^{ε−ε′}) + e^{ε−ε′}, z* the root of Eq. 7 and δ by Eq. 6, which equals the
 Eq. 28 integral pq∫[ξ₂ − α′c̄₁ξ₀ − α′c̄₂ξ₁]₊: the exact δ of ONE explicit dataset ("a = 1"). Provenance: [V]
-for the formula, [X] as a DP bound (docs/audit.md). The four analyses, their dispatch, calibration and
-composition live in :mod:`ampfl.accounting.random_checkin`, which re-exports the public names here.
-Symbols as there: p, q, d, σ = ``sigma`` (absolute), C = ``clip``; kernels work with C = 1, s = σ/C.
+for the formula, [X] as a DP bound (docs/audit.md). Symbols: p = ``participation``, q = ``sampling_rate``,
+d = ``local_dataset_size``, s = ``noise_multiplier`` (σ/C; every quantity here depends on σ only through σ/C,
+so the kernels work with C = 1 and z* is in units of C).
 
 Numerics: δ is computed from survival functions in log space (``log_ndtr``), never from the printed
 1 − α′c̄₂ + … form, which cancels catastrophically. z* is found by bracket expansion on the monotone
 log-likelihood ratio h(z) (single crossing holds: the posterior over the binomial index is monotone in z).
 The binomial weights are truncated where they fall below e^{−230} of the mode; the neglected mass of ξ₂ is
-added to δ, so δ stays an upper bound of Eq. 28.
+added to δ, so δ stays an upper bound of Eq. 28. Kernels (:func:`coefficients`, :func:`paper_log_delta`,
+:func:`paper_noiseless_log_delta`, :func:`binomial_weights`) take validated inputs.
 """
 
 from __future__ import annotations
@@ -24,21 +25,28 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import integrate, optimize, special, stats
 
-from ampfl.accounting._checks import (
-    NumericalError,
-    check_int,
-    check_nonnegative,
-    check_positive,
-    check_probability,
-)
-from ampfl.accounting.subsampling import _deamplified
+from ampfl.accounting._checks import NumericalError, check_nonnegative, check_positive
+from ampfl.accounting._numerics import log_sub_exp
+from ampfl.accounting.random_checkin.analyses import check_mechanism
+from ampfl.accounting.subsampling import base_epsilon
+
+__all__ = [
+    "PaperTerms",
+    "binomial_weights",
+    "coefficients",
+    "eq28_delta",
+    "paper_log_delta",
+    "paper_noiseless_delta",
+    "paper_noiseless_log_delta",
+    "paper_terms",
+]
 
 _LOG_WEIGHT_CUT = 230.0  # binomial weights below e^-230 of the mode are dropped (their ξ₂ mass is added to δ)
 
 
 @dataclass(frozen=True, slots=True)
 class PaperTerms:
-    """The pieces of 004 Thm 4.1 for one (p, q, d, σ, C, ε); ``z_star`` is in absolute units (× C)."""
+    """The pieces of 004 Thm 4.1 for one (p, q, d, z, ε); ``z_star`` is in units of the clip norm C."""
 
     epsilon: float
     epsilon_prime: float  # ε′ with ε = log(1 + pq(e^{ε′} − 1)), Eq. 5
@@ -50,33 +58,10 @@ class PaperTerms:
     delta: float  # Eq. 6 (= Eq. 28), from survival functions, truncated mass added
 
 
-# ----------------------------------------------------------------------------------------------- validation
-def _validate(p: float, q: float, d: int, sigma: float, clip: float) -> tuple[float, float, int, float]:
-    p = check_probability("p", p)
-    q = check_probability("q", q)
-    d = check_int("d", d, minimum=0)
-    sigma = check_positive("sigma", sigma)
-    clip = check_positive("clip", clip)
-    return p, q, d, sigma / clip
-
-
-def _log1mexp(x: float) -> float:
-    """log(1 − e^x) for x ≤ 0 (−inf at 0)."""
-    if x >= 0.0:
-        return -math.inf
-    return math.log(-math.expm1(x)) if x > -0.693 else math.log1p(-math.exp(x))
-
-
-def _log_inverse_amp(eps: float, log_rate: float) -> float:
-    """log(1 + (e^ε − 1)/r) for rate r = e^{log_rate} (the base ε whose amplification by r is ε)."""
-    return _deamplified(eps, log_rate)
-
-
-def _coefficients(p: float, q: float, eps: float) -> tuple[float, float, float]:
-    """(ε′, log α′c̄₁, log α′c̄₂) of Thm 4.1 in log space; α′ = e^{ε′}."""
-    log_pq = math.log(p) + math.log(q)
-    eps_prime = _log_inverse_amp(eps, log_pq)
-    log_gap = eps_prime + _log1mexp(eps - eps_prime)  # log(e^{ε′} − e^{ε})
+def coefficients(p: float, q: float, eps: float) -> tuple[float, float, float]:
+    """(ε′, log α′c̄₁, log α′c̄₂) of Thm 4.1 (Eq. 5) in log space; α′ = e^{ε′}; log α′c̄₂ is Thm 5.2's ε″."""
+    eps_prime = base_epsilon(eps, sampling_rate=p * q)
+    log_gap = eps_prime + log_sub_exp(0.0, eps - eps_prime)  # log(e^{ε′} − e^{ε})
     if p == 1.0:
         log_a1 = -math.inf
     else:
@@ -90,7 +75,7 @@ def _coefficients(p: float, q: float, eps: float) -> tuple[float, float, float]:
 
 
 @functools.lru_cache(maxsize=64)
-def _binomial(d: int, q: float) -> tuple[np.ndarray, np.ndarray, float]:
+def binomial_weights(d: int, q: float) -> tuple[np.ndarray, np.ndarray, float]:
     """Indices i, log Bin(i; d, q) kept after truncation, and log of the dropped mass."""
     if q == 1.0:
         return np.array([float(d)]), np.array([0.0]), -math.inf
@@ -144,9 +129,10 @@ def _z_star(i: np.ndarray, logw: np.ndarray, s: float, log_a1: float, log_a2: fl
     raise NumericalError("z*: no sign change of Eq. 7 found by bracket expansion.")
 
 
-def _paper_log_delta(p: float, q: float, d: int, s: float, eps: float) -> tuple[float, PaperTerms]:
-    eps_prime, log_a1, log_a2 = _coefficients(p, q, eps)
-    i, logw, log_tail = _binomial(d, q)
+def paper_log_delta(p: float, q: float, d: int, s: float, eps: float) -> tuple[float, PaperTerms]:
+    """(log δ, terms) of Thm 4.1 (Eq. 6 at the root z* of Eq. 7) for validated p, q, d, z = s, ε."""
+    eps_prime, log_a1, log_a2 = coefficients(p, q, eps)
+    i, logw, log_tail = binomial_weights(d, q)
     z = _z_star(i, logw, s, log_a1, log_a2)
     log_a = _lse(logw + special.log_ndtr(-(z - i - 1.0) / s))
     log_b = np.logaddexp(
@@ -156,7 +142,7 @@ def _paper_log_delta(p: float, q: float, d: int, s: float, eps: float) -> tuple[
         raise NumericalError(
             f"Thm 4.1: survival terms do not separate at z* = {z:g} (log A = {log_a}, log B = {log_b})."
         )
-    log_diff = float(log_a + _log1mexp(float(log_b - log_a)))
+    log_diff = log_sub_exp(float(log_a), float(log_b))
     log_delta = math.log(p) + math.log(q) + float(np.logaddexp(log_diff, log_tail))
     beta = math.exp(eps - eps_prime)
     terms = PaperTerms(
@@ -172,10 +158,10 @@ def _paper_log_delta(p: float, q: float, d: int, s: float, eps: float) -> tuple[
     return log_delta, terms
 
 
-def _paper_noiseless_log_delta(p: float, q: float, d: int, eps: float) -> float:
+def paper_noiseless_log_delta(p: float, q: float, d: int, eps: float) -> float:
     """log of the σ → 0 limit of Eq. 28, pq Σ_i [w_i − α′c̄₂ w_{i+1}]₊ (+ dropped mass) = sup_σ Eq. 6."""
-    _, _, log_a2 = _coefficients(p, q, eps)
-    _, logw, log_tail = _binomial(d, q)
+    _, _, log_a2 = coefficients(p, q, eps)
+    _, logw, log_tail = binomial_weights(d, q)
     log_next = np.append(logw[1:], -math.inf) + log_a2
     pos = logw > log_next
     if not pos.any():
@@ -184,7 +170,9 @@ def _paper_noiseless_log_delta(p: float, q: float, d: int, eps: float) -> float:
     return math.log(p) + math.log(q) + float(np.logaddexp(_lse(log_terms), log_tail))
 
 
-def paper_noiseless_delta(*, p: float, q: float, d: int, epsilon: float) -> float:
+def paper_noiseless_delta(
+    *, participation: float, sampling_rate: float, local_dataset_size: int, epsilon: float
+) -> float:
     """The σ → 0 limit of Thm 4.1's δ, which is also its supremum over σ (δ of Eq. 28 falls as σ grows,
     by data processing: more noise is a common Markov kernel on all three mixtures).
 
@@ -192,34 +180,42 @@ def paper_noiseless_delta(*, p: float, q: float, d: int, epsilon: float) -> floa
     w = Bin(d, q). When this is below a target δ, Thm 4.1 certifies (ε, δ) with NO noise at all, which
     exposes that its reduction to the dataset a = 1 is not a worst case (e.g. 004 Section 6.2).
     """
-    p = check_probability("p", p)
-    q = check_probability("q", q)
-    d = check_int("d", d, minimum=0)
-    return math.exp(_paper_noiseless_log_delta(p, q, d, check_nonnegative("epsilon", epsilon)))
+    p, q, d = check_mechanism(participation, sampling_rate, local_dataset_size)
+    return math.exp(paper_noiseless_log_delta(p, q, d, check_nonnegative("epsilon", epsilon)))
 
 
-def paper_terms(*, p: float, q: float, d: int, sigma: float, epsilon: float, clip: float = 1.0) -> PaperTerms:
-    """ε′, c̄₁, c̄₂, ε″, z* and δ of 004 Thm 4.1 (Eq. 5–7) as printed; ``z_star`` in absolute units."""
-    p, q, d, s = _validate(p, q, d, sigma, clip)
-    eps = check_nonnegative("epsilon", epsilon)
-    terms = _paper_log_delta(p, q, d, s, eps)[1]
-    return PaperTerms(**{**_asdict(terms), "z_star": terms.z_star * float(clip)})
+def paper_terms(
+    *,
+    participation: float,
+    sampling_rate: float,
+    local_dataset_size: int,
+    noise_multiplier: float,
+    epsilon: float,
+) -> PaperTerms:
+    """ε′, c̄₁, c̄₂, ε″, z* and δ of 004 Thm 4.1 (Eq. 5–7) as printed; ``z_star`` in units of C."""
+    p, q, d = check_mechanism(participation, sampling_rate, local_dataset_size)
+    s = check_positive("noise_multiplier", noise_multiplier)
+    return paper_log_delta(p, q, d, s, check_nonnegative("epsilon", epsilon))[1]
 
 
-def _asdict(terms: PaperTerms) -> dict[str, float]:
-    return {name: getattr(terms, name) for name in PaperTerms.__dataclass_fields__}
-
-
-def eq28_delta(*, p: float, q: float, d: int, sigma: float, epsilon: float, clip: float = 1.0) -> float:
+def eq28_delta(
+    *,
+    participation: float,
+    sampling_rate: float,
+    local_dataset_size: int,
+    noise_multiplier: float,
+    epsilon: float,
+) -> float:
     """δ of 004 Eq. 28 by adaptive quadrature of pq∫ξ₂(z)[1 − e^{−h(z)}]₊dz (no closed form, no z* formula).
 
     This is the exact δ ("with x′ vs without") of the explicit dataset in which every record of client 1 has
     the gradient of x′ (norm C, "a = 1") and all other clients contribute 0. Slow; a cross-check of Eq. 6.
     """
-    p, q, d, s = _validate(p, q, d, sigma, clip)
+    p, q, d = check_mechanism(participation, sampling_rate, local_dataset_size)
+    s = check_positive("noise_multiplier", noise_multiplier)
     eps = check_nonnegative("epsilon", epsilon)
-    _, log_a1, log_a2 = _coefficients(p, q, eps)
-    i, logw, log_tail = _binomial(d, q)
+    _, log_a1, log_a2 = coefficients(p, q, eps)
+    i, logw, log_tail = binomial_weights(d, q)
     z_split = _z_star(i, logw, s, log_a1, log_a2)
     log_norm = -0.5 * math.log(2.0 * math.pi) - math.log(s)
 

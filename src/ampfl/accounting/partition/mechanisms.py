@@ -1,9 +1,4 @@
-"""Privacy amplification by model and data partitioning: paper 002 (Dong, Chen, Özgür), Sections 3.2–3.3.
-
-Every mechanism reduces to Theorem 3.1 (:mod:`ampfl.accounting.mixture_rdp`): the RDP between a uniform
-mixture of N(c·v, σ²I) over binary v with k ones among d and N(0, σ²I), bounded by the maximum of a forward
-term (exact Lemma 3.12, Eq. (2), or efficient Eq. (5), Eq. (3)) and the reverse term R_α with the (d − 1)
-prefactor (RECOVERED_MATH.md §1.3, §1.10). Mechanisms here (all per-order RDP arrays, integer α ≥ 2):
+"""Paper 002 mechanisms (Dong, Chen, Özgür, §3.2–3.3) as per-order RDP, and their noise calibration.
 
 - :func:`rdp_model_split` — Theorems 3.4 / 3.5 (disjoint model splitting, also a random mixture of disjoint
   partitionings): d = number of sub-models, k = 1, per iteration, composed additively over ``steps`` [D].
@@ -13,24 +8,31 @@ prefactor (RECOVERED_MATH.md §1.3, §1.10). Mechanisms here (all per-order RDP 
   (Remark 3.6: no other rate is covered); optional non-split part as in §3.2.2 [D].
 - :func:`rdp_bis` — Theorem 3.8, Balanced Iteration Subsampling: one bound for a whole run of T iterations
   in which every sample takes part in exactly k (d = T); Remark 3.10: E runs (epochs) compose, E·ε(α) [D].
+- ``calibrate_*`` — the one :func:`ampfl.accounting.calibrate.calibrate` over the matching events
+  (:class:`~ampfl.accounting.events.ModelSplitEvent`, :class:`~ampfl.accounting.events.DropoutEvent`,
+  :class:`~ampfl.accounting.events.BalancedIterationSubsamplingEvent`: one whole epoch per event).
 
-Noise is given as a noise multiplier z = σ/C (σ the noise standard deviation, C the clipping norm).
-``bound="auto"`` picks the exact forward term where it is affordable and Eq. (5) otherwise; both are
-upper bounds on the true divergence.
+Noise is a noise multiplier z = σ/C. ``bound="auto"`` picks the exact forward term of Theorem 3.1 where it
+is affordable and Eq. (5) otherwise; both are upper bounds on the true divergence.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+import math
+from collections.abc import Iterable
 
 import numpy as np
 
-from ampfl.accounting._checks import check_choice, check_delta, check_int, check_orders, check_positive
-from ampfl.accounting.calibrate import calibrate_decreasing
+from ampfl.accounting._checks import check_choice, check_int, check_orders, check_positive
+from ampfl.accounting.calibrate import CALIBRATION_RTOL, calibrate
+from ampfl.accounting.events import BalancedIterationSubsamplingEvent, DropoutEvent, ModelSplitEvent
 from ampfl.accounting.mixture_rdp import exact_forward_affordable, theorem_3_1_rdp
-from ampfl.accounting.rdp import DEFAULT_ORDERS, epsilon_from_rdp, rdp_gaussian
+from ampfl.accounting.orders import CHEAP_ORDERS
+from ampfl.accounting.rdp import rdp_gaussian
+
+#: Default orders of the Theorem 3.1 kernels: the orders ≤ 256 of the one grid (their cost grows like α²;
+#: the RDP accountant evaluates these events on the same orders and treats larger ones as unbounded).
+PARTITION_ORDERS: tuple[int, ...] = CHEAP_ORDERS
 
 BOUND_CHOICES: tuple[str, ...] = ("auto", "exact", "efficient")
 
@@ -45,7 +47,7 @@ def resolve_bound(bound: str, *, d: int, k: int, max_order: int) -> str:
 
 def rdp_model_split(
     *,
-    orders: Iterable[object] = DEFAULT_ORDERS,
+    orders: Iterable[object] = PARTITION_ORDERS,
     num_submodels: int,
     noise_multiplier: float,
     steps: int = 1,
@@ -74,7 +76,7 @@ def rdp_model_split(
 
 def rdp_partial_split(
     *,
-    orders: Iterable[object] = DEFAULT_ORDERS,
+    orders: Iterable[object] = PARTITION_ORDERS,
     num_submodels: int,
     split_noise_multiplier: float,
     nonsplit_noise_multiplier: float | None,
@@ -109,7 +111,7 @@ def rdp_partial_split(
 
 def rdp_dropout(
     *,
-    orders: Iterable[object] = DEFAULT_ORDERS,
+    orders: Iterable[object] = PARTITION_ORDERS,
     noise_multiplier: float,
     steps: int = 1,
     nonsplit_noise_multiplier: float | None = None,
@@ -133,7 +135,7 @@ def rdp_dropout(
 
 def rdp_bis(
     *,
-    orders: Iterable[object] = DEFAULT_ORDERS,
+    orders: Iterable[object] = PARTITION_ORDERS,
     iterations: int,
     participations: int,
     noise_multiplier: float,
@@ -164,118 +166,101 @@ def rdp_bis(
     return e * theorem_3_1_rdp(orders=alphas, d=t, k=k, noise_multiplier=z, bound=which)
 
 
-@dataclass(frozen=True)
-class BalancedIterationSubsamplingEvent:
-    """Balanced Iteration Subsampling (paper 002, Thm 3.8) as an event (composable in a Ledger).
-
-    Each unit (record or client) takes part in exactly ``num_selected`` (k) of ``num_slots`` (T) iterations,
-    chosen uniformly at random and kept secret, independently across units; ``event`` runs in every
-    iteration. The event covers the WHOLE run of T iterations: compose it once per run, not once per
-    iteration. Neighbouring relation: add/remove one unit (the bound covers both directions, Thm 3.1).
-    No dp-accounting equivalent exists. Emitted by ``ampfl.fl.sampling.BalancedIterationSampler.event``.
-
-    Attributes:
-        num_slots: T, iterations per run.
-        num_selected: k, iterations each unit joins.
-        event: the per-iteration mechanism; :meth:`rdp` supports ``dp_accounting.GaussianDpEvent``
-            (noise multiplier σ / C with sensitivity C).
-    """
-
-    num_slots: int
-    num_selected: int
-    event: Any
-
-    def rdp(self, orders: Iterable[object]) -> np.ndarray:
-        """Whole-run RDP at integer ``orders`` (002 Thm 3.8 via :func:`rdp_bis`, exact where affordable)."""
-        from dp_accounting import GaussianDpEvent
-
-        if not isinstance(self.event, GaussianDpEvent):
-            raise ValueError(
-                "event must be a dp_accounting GaussianDpEvent for Balanced Iteration Subsampling. "
-                f"Found {type(self.event).__name__}."
-            )
-        return rdp_bis(
-            orders=orders,
-            iterations=self.num_slots,
-            participations=self.num_selected,
-            noise_multiplier=float(self.event.noise_multiplier),
-        )
-
-
-# ---------------------------------------------------------------------------------------------------------
-# calibration
-# ---------------------------------------------------------------------------------------------------------
-
-
-def _calibrate(
-    rdp_of: Callable[[float], np.ndarray], alphas: np.ndarray, epsilon: float, delta: float
+def unsplit_noise_multiplier(
+    noise_multiplier: float, nonsplit_noise_multiplier: float | None = None
 ) -> float:
-    eps = check_positive("epsilon", epsilon)
-    dlt = check_delta("delta", delta)
+    """The noise multiplier of the plain Gaussian mechanism that dominates a (partial) split step.
 
-    def loss(z: float) -> float:
-        return epsilon_from_rdp(orders=alphas, rdp=rdp_of(z), delta=dlt).epsilon
+    Ignoring the secret block choice (joint convexity of the Rényi divergence over the data-independent
+    choice), one step is a Gaussian mechanism whose split part has sensitivity C_s and noise z_s C_s and whose
+    non-split part has C_ns and z_ns C_ns: together 1/z² = 1/z_s² + 1/z_ns² (002 §3.2.2 without the credit).
+    """
+    z = check_positive("noise_multiplier", noise_multiplier)
+    if nonsplit_noise_multiplier is None:
+        return z
+    z_ns = check_positive("nonsplit_noise_multiplier", nonsplit_noise_multiplier)
+    return 1.0 / math.sqrt(1.0 / (z * z) + 1.0 / (z_ns * z_ns))
 
-    return calibrate_decreasing(loss, eps, name="noise_multiplier", lower_limit=1e-3, upper_limit=1e5)
+
+# ---------------------------------------------------------------------------------------------------------
+# calibration: the one calibrate() over the events, on this module's order grid
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _orders_kwargs(orders: Iterable[object]) -> dict[str, object]:
+    return {"orders": _orders(orders)}
+
+
+def _orders(orders: Iterable[object]) -> tuple[int, ...]:
+    return tuple(int(a) for a in check_orders("orders", orders))
 
 
 def calibrate_model_split(
     *,
-    epsilon: float,
-    delta: float,
+    target_epsilon: float,
+    target_delta: float,
     num_submodels: int,
     steps: int,
-    orders: Iterable[object] = DEFAULT_ORDERS,
-    bound: str = "exact",
+    orders: Iterable[object] = PARTITION_ORDERS,
+    rtol: float = CALIBRATION_RTOL,
 ) -> float:
-    """Smallest noise multiplier z = σ/C making Theorem 3.4 model splitting over ``steps`` (ε, δ)-DP."""
-    alphas = check_orders("orders", orders)
+    """Smallest noise multiplier z = σ/C making ``steps`` Theorem 3.4 split steps (ε, δ)-DP.
+
+    ``steps`` × :class:`~ampfl.accounting.events.ModelSplitEvent` through the RDP accountant (exact forward
+    term). Raises :class:`~ampfl.accounting.calibrate.UnreachableTarget` when no z ≤ 1e4 meets the target.
+    """
     d = check_int("num_submodels", num_submodels, minimum=1)
-    t = check_int("steps", steps, minimum=1)
-    which = resolve_bound(bound, d=d, k=1, max_order=int(alphas.max()))
-    return _calibrate(
-        lambda z: rdp_model_split(orders=alphas, num_submodels=d, noise_multiplier=z, steps=t, bound=which),
-        alphas,
-        epsilon,
-        delta,
+    return calibrate(
+        lambda z: ModelSplitEvent(num_submodels=d, noise_multiplier=z),
+        target_epsilon=target_epsilon,
+        target_delta=target_delta,
+        count=check_int("steps", steps, minimum=1),
+        rtol=rtol,
+        accountant_kwargs=_orders_kwargs(orders),
     )
 
 
 def calibrate_dropout(
     *,
-    epsilon: float,
-    delta: float,
+    target_epsilon: float,
+    target_delta: float,
     steps: int,
-    orders: Iterable[object] = DEFAULT_ORDERS,
-    bound: str = "exact",
+    orders: Iterable[object] = PARTITION_ORDERS,
+    rtol: float = CALIBRATION_RTOL,
 ) -> float:
-    """Smallest noise multiplier for Theorem 3.7 (dropout rate 1/2, split part only) over ``steps``."""
-    return calibrate_model_split(
-        epsilon=epsilon, delta=delta, num_submodels=2, steps=steps, orders=orders, bound=bound
+    """Smallest noise multiplier for ``steps`` Theorem 3.7 dropout steps (rate 1/2, split part only)."""
+    return calibrate(
+        lambda z: DropoutEvent(noise_multiplier=z),
+        target_epsilon=target_epsilon,
+        target_delta=target_delta,
+        count=check_int("steps", steps, minimum=1),
+        rtol=rtol,
+        accountant_kwargs=_orders_kwargs(orders),
     )
 
 
 def calibrate_bis(
     *,
-    epsilon: float,
-    delta: float,
+    target_epsilon: float,
+    target_delta: float,
     iterations: int,
     participations: int,
     epochs: int = 1,
-    orders: Iterable[object] = DEFAULT_ORDERS,
-    bound: str = "auto",
+    orders: Iterable[object] = PARTITION_ORDERS,
+    rtol: float = CALIBRATION_RTOL,
 ) -> float:
-    """Smallest noise multiplier making Balanced Iteration Subsampling (Thm 3.8, E epochs) (ε, δ)-DP."""
-    alphas = check_orders("orders", orders)
+    """Smallest noise multiplier making ``epochs`` Balanced Iteration Subsampling epochs (Thm 3.8) (ε, δ)-DP.
+
+    One :class:`~ampfl.accounting.events.BalancedIterationSubsamplingEvent` is a whole epoch of T
+    ``iterations``, so it is composed ``epochs`` times (Remark 3.10); exact forward term where affordable.
+    """
     t = check_int("iterations", iterations, minimum=1)
     k = check_int("participations", participations, minimum=1, maximum=t)
-    e = check_int("epochs", epochs, minimum=1)
-    which = resolve_bound(bound, d=t, k=k, max_order=int(alphas.max()))
-    return _calibrate(
-        lambda z: rdp_bis(
-            orders=alphas, iterations=t, participations=k, noise_multiplier=z, epochs=e, bound=which
-        ),
-        alphas,
-        epsilon,
-        delta,
+    return calibrate(
+        lambda z: BalancedIterationSubsamplingEvent(iterations=t, participations=k, noise_multiplier=z),
+        target_epsilon=target_epsilon,
+        target_delta=target_delta,
+        count=check_int("epochs", epochs, minimum=1),
+        rtol=rtol,
+        accountant_kwargs=_orders_kwargs(orders),
     )

@@ -5,14 +5,15 @@ formula was not recoverable (RECOVERED_MATH.md §2.8, [X]). ampfl instead scores
 error of one aggregated update against the full-participation mean update,
 
     J(q, κ) = Σ_a [ q_a N_a (1 − q_a) u² / M²            (client-sampling variance, Poisson)
-                  + κ_a d σ_a(q_a)² C² / M²              (DP noise energy after top-κ)
+                  + κ_a d z_a(q_a)² C² / M²              (DP noise energy after top-κ)
                   + ω(κ_a) λ_a² m² ]                      (sparsification error, ω from Lemma 3)
               + A ζ² Σ_a (λ_a − π_a)²                      (reweighting bias between aggregates)
 
 with M = qN the expected cohort, λ_a = q_a N_a / M the inferred reweighting, π_a = N_a / N, u = update
 norm bound, m = group mean-update norm, ζ = bound on ‖μ_a − μ‖, A the number of aggregates. With one
-aggregate, κ = 1 and q_a = q, J is exactly DP-FedAvg's MSE. The search over plans is
-:func:`ampfl.accounting.group_planner.plan_groups`, which re-exports :class:`ErrorModel`.
+aggregate, κ = 1 and q_a = q, J is exactly DP-FedAvg's MSE. The noise energy κ d z² C² is
+:func:`ampfl.accounting.groups.calibration.noise_energy`. The search over plans is
+:func:`ampfl.accounting.groups.planner.plan_groups`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ampfl.accounting._checks import check_choice, check_int, check_nonnegative, check_positive, check_range
+from ampfl.accounting.groups.calibration import noise_energy
+
+__all__ = ["OMEGA_MODELS", "ErrorModel", "PlanProblem", "objective", "omega"]
 
 OMEGA_MODELS: tuple[str, ...] = ("squared", "worst-case")
 
@@ -59,8 +63,15 @@ class ErrorModel:
         check_range("kappa_min", self.kappa_min, 1e-9, 1.0)
 
 
-def _omega(kappa: np.ndarray, model: str) -> np.ndarray:
-    return (1.0 - kappa) ** 2 if model == "squared" else 1.0 - kappa
+def omega(kappa: np.ndarray | float, model: str) -> np.ndarray:
+    """ω(κ) of Lemma 3 of paper 001 (‖top_κ(x) − x‖² ≤ ω ‖x‖²), elementwise, unvalidated.
+
+    ``"worst-case"``: 1 − κ, valid for every x [V]; ``"squared"``: (1 − κ)², the tighter model after Shi et
+    al. 2019 that paper 001 most likely adopts [I] — an empirical model for bell-shaped updates, not a bound
+    for every x. :func:`ampfl.sparsify.sparsification_error_bound` is the validated scalar form.
+    """
+    k = np.asarray(kappa, dtype=np.float64)
+    return np.asarray((1.0 - k) ** 2 if model == "squared" else 1.0 - k)
 
 
 def _auto_kappa(noise: np.ndarray, signal: np.ndarray, model: ErrorModel) -> np.ndarray:
@@ -74,28 +85,40 @@ def _auto_kappa(noise: np.ndarray, signal: np.ndarray, model: ErrorModel) -> np.
     return np.where(lo_val < noise, lo, 1.0)
 
 
-@dataclass(frozen=True, slots=True)
-class _Problem:
-    sizes: np.ndarray  # [A] aggregate sizes
-    budgets: np.ndarray  # [A]
-    kappa: np.ndarray | None  # [A] given, or None
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanProblem:
+    """One partition of the budget groups into aggregates, as the objective sees it.
+
+    Attributes:
+        sizes: aggregate sizes N_a, shape ``[A]``.
+        budgets: aggregate budgets (smallest member budget), shape ``[A]``.
+        kappa: given κ_a (``sparsify="given"``), shape ``[A]``, or None.
+        sparsify: ``"none"``, ``"auto"`` or ``"given"``.
+        total: N, all clients.
+        rate: q, the global participation ratio (M = qN).
+        model: the error model's constants.
+    """
+
+    sizes: np.ndarray
+    budgets: np.ndarray
+    kappa: np.ndarray | None
     sparsify: str
     total: int
     rate: float
     model: ErrorModel
 
 
-def _objective(
-    q: np.ndarray, sig: np.ndarray, prob: _Problem
+def objective(
+    q: np.ndarray, noise_multiplier: np.ndarray, prob: PlanProblem
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """J for a batch of plans: ``q``, ``sig`` of shape ``[..., A]``; returns J ``[...]``, κ, the terms."""
+    """J for a batch of plans: ``q``, ``noise_multiplier`` of shape ``[..., A]``; returns J, κ, the terms."""
     m = prob.model
     cohort = prob.rate * prob.total
     c2 = m.clip_norm**2
     lam = q * prob.sizes / cohort
     pi = prob.sizes / prob.total
     sampling = np.sum(q * prob.sizes * (1.0 - q), axis=-1) * (m.update_norm**2) * c2 / cohort**2
-    noise = m.dim * sig**2 * c2 / cohort**2
+    noise = noise_energy(noise_multiplier, dim=m.dim, clip_norm=m.clip_norm) / cohort**2
     signal = lam**2 * (m.signal_norm**2) * c2
     if prob.sparsify == "none":
         kappa = np.ones_like(q)
@@ -105,7 +128,7 @@ def _objective(
     else:
         kappa = _auto_kappa(noise, signal, m)
     dp = np.sum(kappa * noise, axis=-1)
-    sparse = np.sum(_omega(kappa, m.omega) * signal, axis=-1)
+    sparse = np.sum(omega(kappa, m.omega) * signal, axis=-1)
     bias = q.shape[-1] * (m.heterogeneity**2) * c2 * np.sum((lam - pi) ** 2, axis=-1)
     terms = {"sampling": sampling, "dp_noise": dp, "sparsification": sparse, "reweighting_bias": bias}
     return sampling + dp + sparse + bias, kappa, terms

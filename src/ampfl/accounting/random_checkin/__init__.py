@@ -1,0 +1,80 @@
+"""Random check-in with local sampling (paper 004): per-iteration δ(ε), composition, noise calibration.
+
+Paper 004: B. Hasırcıoğlu & D. Gündüz, "Privacy Amplification via Random Participation in Federated
+Learning", arXiv:2205.01556v1. Mechanism (Algorithm 1, Eq. 4): in each iteration every client joins with
+probability p; a joining client includes each of its records with probability q (both Poisson, independent);
+each record's gradient is clipped to L2 norm C; the server releases Σ (clipped gradients) + N(0, σ² I_m).
+Unit of privacy: one record. Neighbouring relation: add/remove one record x′ at one client (client 1 holds d
+other records). Both directions are needed for add/remove DP; the paper's proof treats only "with x′ vs
+without" (A.1, "without loss of generality").
+
+Names (docs/units.md): p = ``participation``, q = ``sampling_rate``, d = ``local_dataset_size``,
+σ/C = ``noise_multiplier`` (the paper's σ in units of the clip norm; nothing here depends on C otherwise),
+T = ``iterations``; ε in nats. One iteration as an event:
+:class:`~ampfl.accounting.events.RandomCheckInEvent`.
+
+The four analyses (:data:`ANALYSES`; :data:`SOUND` says which are upper bounds, :data:`NOTES` labels them):
+
+* ``paper`` — Thm 4.1 as printed (Eq. 5–7, :mod:`.theorem41`). Eq. 6 is the exact δ of ONE explicit
+  dataset (every other record of client 1 has x′'s gradient, "a = 1"); the reduction to it (A.1, Eq. 27) is
+  unproven and false (docs/audit.md), so it is reported, labelled ``sound: false``, never recommended.
+  Composed by optimal composition (Kairouz–Oh–Viswanath 2015). Provenance: [V] formula, [X] as a bound.
+* ``wcs`` — Thm 5.2, :data:`RECOMMENDED_ANALYSIS`. Per iteration δ = pq·δ_G(ε″) as printed; composed as
+  T × ``RandomCheckInEvent``, dominated by PublicParticipation(p, PoissonSampled(q, Gaussian(z))), on the
+  PLD (default) or RDP accountant. Sound (participation revealed: post-processing in reverse). [V]
+* ``ols`` — Thm 5.1: a q-subsampled Gaussian, participation ignored; sound, looser than wcs. [V]
+* ``cs`` — Cor. 5.3: a pq-subsampled Gaussian. It describes central sampling, another mechanism; here it is
+  the exact δ of the dataset a = 0, a LOWER bound for random check-in (``sound: false``).
+
+Modules: :mod:`.analyses` (catalogue, events), :mod:`.theorem41`, :mod:`.per_iteration` (closed forms),
+:mod:`.composition` (T iterations), :mod:`.calibration`.
+"""
+
+from ampfl.accounting.events import RandomCheckInEvent
+from ampfl.accounting.random_checkin.analyses import (
+    ANALYSES,
+    COMPOSITION_METHODS,
+    EVENT_ANALYSES,
+    NOTES,
+    PAPER_NO_NOISE_NOTE,
+    RECOMMENDED_ANALYSIS,
+    SOUND,
+    analysis_event,
+)
+from ampfl.accounting.random_checkin.calibration import NOISE_LIMITS, calibrate_noise_multiplier
+from ampfl.accounting.random_checkin.composition import composed_accountant, delta_composed, epsilon_composed
+from ampfl.accounting.random_checkin.per_iteration import (
+    delta_per_iteration,
+    epsilon_per_iteration,
+    log_delta_per_iteration,
+)
+from ampfl.accounting.random_checkin.theorem41 import (
+    PaperTerms,
+    eq28_delta,
+    paper_noiseless_delta,
+    paper_terms,
+)
+
+__all__ = [
+    "ANALYSES",
+    "COMPOSITION_METHODS",
+    "EVENT_ANALYSES",
+    "NOISE_LIMITS",
+    "NOTES",
+    "PAPER_NO_NOISE_NOTE",
+    "RECOMMENDED_ANALYSIS",
+    "SOUND",
+    "PaperTerms",
+    "RandomCheckInEvent",
+    "analysis_event",
+    "calibrate_noise_multiplier",
+    "composed_accountant",
+    "delta_composed",
+    "delta_per_iteration",
+    "epsilon_composed",
+    "epsilon_per_iteration",
+    "eq28_delta",
+    "log_delta_per_iteration",
+    "paper_noiseless_delta",
+    "paper_terms",
+]
