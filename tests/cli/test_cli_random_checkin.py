@@ -14,7 +14,7 @@ TOP_KEYS = ["epsilon", "delta", "analysis", "accountant", "noise_multiplier", "a
 
 
 def _check_shape(out):
-    """The common report (issue 10 part 5): top-level keys first, wcs on top, every other analysis labelled."""
+    """The common report (issue 10 part 5): top-level keys first, wcs on top, the others labelled."""
     keys = [key for key in out if key != "noise_std"]  # noise_std (with --clip) follows noise_multiplier
     assert keys[: len(TOP_KEYS)] == TOP_KEYS
     assert out["analysis"] == rc.RECOMMENDED_ANALYSIS == "wcs"
