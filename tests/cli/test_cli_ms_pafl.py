@@ -202,6 +202,7 @@ def test_help_documents_the_2c(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_pm_sfl_smashed_contract(cli_json: CliJson) -> None:
     got = cli_json(["account", "pm-sfl-smashed", "--epsilon", "1", "--c", "0.1", "--dim", "2"])
+    assert got["epsilon"] == 1.0 and got["analysis"] == "no-amplification"  # issue 10 7b
     assert got["epsilon_amplified"] == pytest.approx(amplified_epsilon_smashed(epsilon=1.0, c=0.1, dim=2))
     assert got["epsilon_amplified"] == pytest.approx(math.log(0.99 * math.e + 0.01))  # hand
 

@@ -94,6 +94,29 @@ def smashed_epsilon_proof_corrected(*, epsilon: float, c: float, dim: int) -> fl
     return _log1p_scaled_expm1(eps, one_minus / (one_minus + p0 * math.exp(-eps)))
 
 
+#: Analyses of the smashed-data release reported by ``account pm-sfl-smashed`` (recommended first).
+SMASHED_ANALYSES: tuple[str, ...] = ("no-amplification", "proof-corrected", "theorem-2-as-printed")
+
+
+def smashed_recommended(
+    *, epsilon: float, c: float, dim: int, domain_includes_zero: bool = False
+) -> tuple[str, float]:
+    """The analysis ampfl recommends for the masked smashed-data release, and its ε (δ = 0).
+
+    The mask amplification of Theorem 2 needs the zero input in the domain (Δ ≥ |(w ⊙ M)·x| for every
+    input x and mask M); without it the exact ε can equal the Laplace mechanism's own ε
+    (:func:`ampfl.accounting.audit.pm_sfl.audit_smashed_counterexample`). So the recommendation is the
+    un-amplified ε unless the caller asserts that condition, in which case it is the proof-corrected bound
+    (:func:`smashed_epsilon_proof_corrected`; the printed one drops a factor e^{−ε}). Provenance: [D].
+    """
+    eps = check_positive("epsilon", epsilon)
+    if domain_includes_zero:
+        return "proof-corrected", smashed_epsilon_proof_corrected(epsilon=eps, c=c, dim=dim)
+    _check_c(c)
+    check_int("dim", dim)
+    return "no-amplification", eps
+
+
 def smashed_exact_epsilon(
     *,
     weights: Sequence[float],
