@@ -11,7 +11,7 @@ import math
 import numpy as np
 from scipy import special
 
-__all__ = ["EPS", "log1p_of_logsum", "log_comb_row", "log_expm1", "log_sub_exp", "log_sub_exp_upper"]
+__all__ = ["EPS", "log1p_of_logsum", "log_comb_row", "log_expm1", "log_sub_exp"]
 
 EPS = float(np.finfo(np.float64).eps)
 
@@ -23,19 +23,6 @@ def log_sub_exp(a: float, b: float) -> float:
     if b >= a:
         return -math.inf
     return a + math.log(-math.expm1(b - a))
-
-
-def log_sub_exp_upper(a: float, b: float) -> float:
-    """:func:`log_sub_exp` rounded up by a bound on the error that the cancellation amplifies.
-
-    ``a`` and ``b`` carry an absolute error of a few ulps of their magnitude (``log_ndtr``); the difference
-    e^a − e^b magnifies it by 1/(1 − e^{b−a}).
-    """
-    value = log_sub_exp(a, b)
-    if value == -math.inf or not math.isfinite(a):
-        return value
-    gap = -math.expm1(b - a) if b > -math.inf else 1.0
-    return value + 32.0 * EPS * (abs(a) + abs(b if math.isfinite(b) else 0.0) + 1.0) / gap
 
 
 def log_expm1(x: np.ndarray) -> np.ndarray:

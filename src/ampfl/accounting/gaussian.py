@@ -20,7 +20,7 @@ import numpy as np
 from scipy import special
 
 from ampfl.accounting._checks import check_delta, check_nonnegative, check_positive
-from ampfl.accounting._numerics import log_sub_exp_upper
+from ampfl.accounting._numerics import EPS as _EPS
 from ampfl.accounting.calibrate import calibrate_decreasing
 
 
@@ -47,6 +47,23 @@ def classic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float =
     return s * math.sqrt(2.0 * math.log(1.25 / dlt)) / eps
 
 
+def gaussian_log_delta_array(mu: np.ndarray, epsilon: np.ndarray) -> np.ndarray:
+    """log δ(ε) of the Gaussian mechanism, μ = sensitivity / σ, elementwise (004 Thm 2.4, Balle–Wang Thm 8).
+
+    log(Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)) in log space, rounded up by a bound on the error the cancellation
+    amplifies (1/(1 − e^{b−a}) times a few ulps of |a| + |b|); where the difference cancels
+    completely the first term alone (an upper bound) is returned.
+    """
+    mu = np.asarray(mu, dtype=np.float64)
+    eps = np.asarray(epsilon, dtype=np.float64)
+    la = special.log_ndtr(mu / 2.0 - eps / mu)
+    lb = eps + special.log_ndtr(-mu / 2.0 - eps / mu)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        gap = -np.expm1(np.minimum(lb - la, 0.0))
+        margin = 32.0 * _EPS * (np.abs(la) + np.where(np.isfinite(lb), np.abs(lb), 0.0) + 1.0) / gap
+        value = la + np.log(gap) + margin
+    out = np.where((gap > 0.0) & np.isfinite(value), value, la)
+    return np.asarray(np.minimum(out, 0.0), dtype=np.float64)
 
 
 def gaussian_log_delta(*, sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:
@@ -57,10 +74,7 @@ def gaussian_log_delta(*, sigma: float, epsilon: float, sensitivity: float = 1.0
     s = check_positive("sensitivity", sensitivity)
     sig = check_positive("sigma", sigma)
     eps = check_nonnegative("epsilon", epsilon)
-    a = s / (2.0 * sig) - eps * sig / s
-    b = -s / (2.0 * sig) - eps * sig / s
-    value = log_sub_exp_upper(float(special.log_ndtr(a)), eps + float(special.log_ndtr(b)))
-    return min(value, 0.0)
+    return float(gaussian_log_delta_array(np.asarray(s / sig), np.asarray(eps)))
 
 
 def gaussian_delta(*, sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:

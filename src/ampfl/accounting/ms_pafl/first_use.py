@@ -40,6 +40,7 @@ from ampfl.accounting._checks import (
     check_probability,
 )
 from ampfl.accounting._numerics import EPS
+from ampfl.accounting.gaussian import gaussian_log_delta_array
 
 __all__ = [
     "ANALYSIS_FIRST_USE",
@@ -83,22 +84,6 @@ def first_use_weights(*, participation: float, sampling_rate: float, rounds: int
     return weights
 
 
-def _log_gaussian_delta(mu: FloatArray, eps: FloatArray) -> FloatArray:
-    """log δ_G(ε; μ) = log(Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)), elementwise, rounded up.
-
-    The vectorised form of :func:`ampfl.accounting.gaussian.gaussian_log_delta` (same rounding: the
-    cancellation margin of :func:`ampfl.accounting._numerics.log_sub_exp_upper`; Φ(a) where it cancels
-    completely); the tests compare the two.
-    """
-    la = special.log_ndtr(mu / 2.0 - eps / mu)
-    lb = eps + special.log_ndtr(-mu / 2.0 - eps / mu)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gap = -np.expm1(np.minimum(lb - la, 0.0))
-        value = la + np.log(gap) + 32.0 * EPS * (np.abs(la) + np.abs(lb) + 1.0) / gap
-    out = np.where((gap > 0.0) & np.isfinite(value), value, la)
-    return np.asarray(np.minimum(out, 0.0), dtype=np.float64)
-
-
 def first_use_log_delta(
     *, noise_multiplier: float, participation: float, sampling_rate: float, rounds: int, epsilon: float
 ) -> float:
@@ -127,7 +112,7 @@ def first_use_log_delta(
     log_w = log_pmf[row] + math.log(q) + (k_of - m_of) * (math.log1p(-q) if q < 1.0 else 0.0)
     if q >= 1.0:
         log_w = np.where(m_of == k_of, log_pmf[row], -np.inf)
-    terms = log_w + _log_gaussian_delta(np.sqrt(m_of) / z, eps_k[row])
+    terms = log_w + gaussian_log_delta_array(np.sqrt(m_of) / z, eps_k[row])
     total = float(special.logsumexp(terms)) if terms.size else -math.inf
     total = float(np.logaddexp(total, math.log(dropped))) if dropped > 0.0 else total
     # Round-off of the log-sum-exp over many terms: a relative margin of (number of terms) · ulp.
