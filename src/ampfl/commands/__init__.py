@@ -118,8 +118,8 @@ def _flag_pattern(name: str) -> re.Pattern[str]:
 def rename_parameters(message: str, flags: dict[str, str]) -> str:
     """Rewrite Python parameter names in an error message as the command's flag names.
 
-    ``flags`` maps a keyword of the Python API (``noise_multiplier``) to its flag (``--sigma``). Names with
-    an underscore are rewritten wherever they occur as a whole word; short names (``p``, ``delta``) only
+    ``flags`` maps a keyword of the Python API (``noise_multiplier``) to its flag (``--noise-multiplier``).
+    Names with an underscore are rewritten wherever they occur as a whole word; short names (``p``, ``delta``) only
     where the message starts with them, so ordinary words in the rest of the sentence are left alone.
     """
     for name, flag in flags.items():
@@ -136,7 +136,7 @@ def flag_errors(flags: dict[str, str]) -> Iterator[None]:
     """Re-raise a ``ValueError`` from the Python API with its parameter names replaced by flag names.
 
     With ``flags`` mapping every keyword the command passes to the flag that sets it, the one-line error the
-    user sees names the flag (``--sigma must be in (0, inf). Found 0.0.``), not the keyword
+    user sees names the flag (``--noise-multiplier must be in (0, inf). Found 0.0.``), not the keyword
     (``noise_multiplier``).
     """
     try:
