@@ -119,8 +119,9 @@ def rename_parameters(message: str, flags: dict[str, str]) -> str:
     """Rewrite Python parameter names in an error message as the command's flag names.
 
     ``flags`` maps a keyword of the Python API (``noise_multiplier``) to its flag (``--noise-multiplier``).
-    Names with an underscore are rewritten wherever they occur as a whole word; short names (``p``, ``delta``) only
-    where the message starts with them, so ordinary words in the rest of the sentence are left alone.
+    Names with an underscore are rewritten wherever they occur as a whole word; short names (``p``,
+    ``delta``) only where the message starts with them, so ordinary words in the rest of the sentence are left
+    alone.
     """
     for name, flag in flags.items():
         pattern = _flag_pattern(name)
