@@ -136,7 +136,12 @@ def _bis_args(p: argparse.ArgumentParser) -> None:
 def _poisson_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=float, required=True, help="sampling rate q in (0, 1]")
     _steps(p)
-    p.add_argument("--accountant", choices=("rdp", "pld"), default="rdp", help="accountant (default rdp)")
+    p.add_argument(
+        "--accountant",
+        choices=("rdp", "pld"),
+        default=None,
+        help="accountant (default: pld, the tightest sound one; rdp when --orders is given)",
+    )
 
 
 # ----------------------------------------------------------------------------------------------- helpers
@@ -344,6 +349,8 @@ def _poisson_setup(args: argparse.Namespace) -> tuple[float, float, int, dict[st
     delta = check_delta("--delta", args.delta)
     rate = check_probability("--rate", args.rate)
     steps = check_int("--steps", args.steps, minimum=1)
+    if args.accountant is None:  # issue 11: the tightest sound accountant by default
+        args.accountant = "rdp" if args.orders is not None else "pld"
     if args.accountant == "pld":
         if args.orders is not None:
             raise ValueError("--orders applies to --accountant rdp only.")
