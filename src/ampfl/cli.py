@@ -120,6 +120,11 @@ def _main(argv: Sequence[str] | None) -> int:
         message = " ".join(str(exc).split()) or type(exc).__name__
         print(f"ampfl: numerical error: {type(exc).__name__}: {message}", file=sys.stderr)
         return 1
+    except OSError as exc:  # a path the user gave cannot be read or written (e.g. --out in a read-only place)
+        where = f": {exc.filename}" if exc.filename else ""
+        reason = exc.strerror or type(exc).__name__
+        print(f"ampfl: error: cannot use the path{where} ({reason})", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("ampfl: interrupted", file=sys.stderr)
         return 130

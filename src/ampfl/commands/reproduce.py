@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ampfl.commands import Registry
+from ampfl.commands._out import check_out_dir
 from ampfl.reproduce import figure_help, figure_names
 
 
@@ -27,5 +28,5 @@ def register(registry: Registry) -> None:
 def _reproduce(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.reproduce import run_figure
 
-    out = args.out if args.out is not None else Path("runs") / "reproduce" / args.name
+    out = check_out_dir(args.out if args.out is not None else Path("runs") / "reproduce" / args.name)
     return run_figure(args.name, out)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ampfl.commands import Registry
+from ampfl.commands._out import check_out_dir
 
 _NEEDS_TRAIN = "needs the 'train' extra (torch, scikit-learn): pip install 'ampfl[train]'"
 
@@ -50,7 +51,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.fl.run import run_experiment
 
     config = load_config(args.config)
-    out = args.out if args.out is not None else Path("runs") / args.config.stem
+    out = check_out_dir(args.out if args.out is not None else Path("runs") / args.config.stem)
     progress = not args.no_progress
     try:
         summary = run_experiment(config, out, resume=args.resume, progress=progress)
@@ -79,7 +80,7 @@ def _demo(args: argparse.Namespace) -> dict[str, Any]:
     _require_train_extra("demo", ("torch", "sklearn"))
     from ampfl.fl.demo import render_table, run_demo
 
-    result = run_demo(args.out, reduced=args.quick, progress=not args.no_progress)
+    result = run_demo(check_out_dir(args.out), reduced=args.quick, progress=not args.no_progress)
     if not args.json:
         render_table(result)
         return {"out_dir": result["out_dir"], "wall_seconds": result["wall_seconds"]}

@@ -114,6 +114,9 @@ class FederatedAlgorithm(Algorithm):
     def evaluate(self) -> dict[str, float]:
         return {"accuracy": self.global_accuracy()}
 
+    def parameters_finite(self) -> bool:
+        return bool(torch.isfinite(self.global_params).all())
+
     def state_dict(self) -> dict[str, Any]:
         return {"algorithm": self.name, "global_params": self.global_params.clone()}
 

@@ -124,6 +124,10 @@ class Algorithm(ABC):
     def evaluate(self) -> dict[str, float]:
         """Test metrics; always ``"accuracy"`` of the global (public) model on the test set."""
 
+    def parameters_finite(self) -> bool:
+        """Whether the model's parameters are all finite (the run stops with a one-line error otherwise)."""
+        return True
+
     def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
         """The privacy events of round ``round_index`` as ``(event, count)`` pairs (default: none).
 
