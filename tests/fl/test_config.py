@@ -177,3 +177,29 @@ def test_engine_section_accepts_every_engine_option():
 
     fields = {f.name for f in dataclasses.fields(EngineOptions)}
     assert fields <= set(EngineConfig.model_fields)
+
+
+def test_engine_threads_default_and_range():
+    from ampfl.fl.config import DEFAULT_THREADS, parse_config
+
+    base = {"rounds": 1, "algorithm": {"name": "fedavg"}}
+    assert parse_config(base).engine.threads is None and DEFAULT_THREADS == 1
+    assert parse_config({**base, "engine": {"threads": 2}}).engine.threads == 2
+    with pytest.raises(ValueError, match=r"engine\.threads"):
+        parse_config({**base, "engine": {"threads": 0}})
+
+
+def test_run_uses_the_configured_threads_and_restores_the_callers(tmp_path, monkeypatch):
+    import torch
+
+    from ampfl.fl import run as run_module
+    from ampfl.fl.config import parse_config
+
+    seen = []
+    monkeypatch.setattr(
+        run_module, "_run_experiment", lambda config, out, **kw: seen.append(torch.get_num_threads()) or {}
+    )
+    before = torch.get_num_threads()
+    config = parse_config({"rounds": 1, "algorithm": {"name": "fedavg"}, "engine": {"threads": 1}})
+    run_module.run_experiment(config, tmp_path / "run")
+    assert seen == [1] and torch.get_num_threads() == before

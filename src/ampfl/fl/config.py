@@ -73,6 +73,10 @@ class ModelConfig(_Section):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+#: The default of ``[engine] threads``.
+DEFAULT_THREADS = 1
+
+
 class EngineConfig(_Section):
     """``[engine]``: how the clients' local work is executed (see :class:`ampfl.fl.engine.EngineOptions`).
 
@@ -83,6 +87,10 @@ class EngineConfig(_Section):
     chunk_size: int | None = Field(None, ge=1)
     memory_cap_mb: float | None = Field(None, gt=0)
     model_fast_path: bool | None = None
+    #: torch intra-op threads during the run; ``None`` = :data:`DEFAULT_THREADS` (docs/performance.md: one
+    #: thread gives the same bits whatever the machine's cores and load, and 2 threads were at most 1.35×
+    #: faster on a quiet 2-core machine and slower on a loaded one).
+    threads: int | None = Field(None, ge=1, le=256)
 
 
 class PrivacyConfig(_Section):

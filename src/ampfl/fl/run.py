@@ -88,7 +88,8 @@ def build_engine(config: RunConfig) -> Engine:
     """The engine described by ``[engine]`` (engine defaults for unset options)."""
     from ampfl.fl.engine import Engine, EngineOptions
 
-    options = {key: value for key, value in config.engine.model_dump().items() if value is not None}
+    settings = config.engine.model_dump(exclude={"threads"})  # threads: set around the run, not the engine
+    options = {key: value for key, value in settings.items() if value is not None}
     return Engine(EngineOptions(**options))
 
 
@@ -106,7 +107,7 @@ def build_algorithm(
     )
 
 
-def run_experiment(
+def _run_experiment(
     config: RunConfig,
     out_dir: str | Path,
     *,
@@ -258,6 +259,21 @@ def run_experiment(
     }
     atomic_write_json(out / SUMMARY, summary)
     return summary
+
+
+def run_experiment(config: RunConfig, out_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
+    """Run (or resume) ``config`` in ``out_dir`` with ``[engine] threads`` torch threads (see
+    :func:`_run_experiment` for the arguments); the caller's thread setting is restored afterwards."""
+    import torch
+
+    from ampfl.fl.config import DEFAULT_THREADS
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(config.engine.threads or DEFAULT_THREADS)
+    try:
+        return _run_experiment(config, out_dir, **kwargs)
+    finally:
+        torch.set_num_threads(previous)
 
 
 class TrainingDiverged(NumericalError):
