@@ -270,3 +270,12 @@ def test_make_accountant_names_the_parameter():
 
 def test_calibration_rtol_keeps_half_a_percent():
     assert CALIBRATION_RTOL < 0.005
+
+
+def test_pld_calibration_coarse_to_fine_is_the_fine_answer():
+    # The coarse PLD only seeds the search: the result meets the target under the default (fine) PLD and
+    # is within 0.5% of its smallest noise multiplier.
+    make = lambda s: poisson(0.02, s)  # noqa: E731
+    z = calibrate(make, target_epsilon=1.0, target_delta=1e-6, count=200, accountant="pld")
+    assert PLDAccountant().compose(make(z), 200).get_epsilon(1e-6) <= 1.0
+    assert PLDAccountant().compose(make(z / 1.005), 200).get_epsilon(1e-6) > 1.0

@@ -53,16 +53,21 @@ def calibrate(
             names the smallest ε the accountant certifies in the range (``.smallest_epsilon``).
     """
     from ampfl.accounting.accountants import make_accountant
+    from ampfl.accounting.accountants.pld import PLD_DISCRETIZATION
 
     eps = check_positive("target_epsilon", target_epsilon)
     dlt = check_delta("target_delta", target_delta)
     n = check_int("count", count, minimum=1)
     kwargs = dict(accountant_kwargs or {})
 
+    memo: dict[float, float] = {}
+
     def loss(z: float) -> float:
-        acc = make_accountant(accountant, **kwargs)
-        acc.compose(make_event(z), n)
-        return float(acc.get_epsilon(dlt))
+        if z not in memo:
+            acc = make_accountant(accountant, **kwargs)
+            acc.compose(make_event(z), n)
+            memo[z] = float(acc.get_epsilon(dlt))
+        return memo[z]
 
     floor = loss(upper)
     if not floor <= eps:
@@ -71,7 +76,28 @@ def calibrate(
             f"accountant certifies (noise multiplier up to {upper:g}) is {floor:.6g}.",
             smallest_epsilon=floor,
         )
-    z = calibrate_decreasing(loss, eps, initial=initial, lower_limit=lower, upper_limit=upper, rtol=rtol)
+    step = 2.0
+    if accountant == "pld" and "value_discretization_interval" not in kwargs:
+        # Coarse to fine: a 10× coarser (still pessimistic) PLD finds the noise to 2%, then the fine
+        # accountant brackets it within 5% and bisects; the answer is the fine accountant's (sound, within
+        # rtol).
+        coarse = {**kwargs, "value_discretization_interval": 10 * PLD_DISCRETIZATION}
+
+        def coarse_loss(z: float) -> float:
+            acc = make_accountant(accountant, **coarse)
+            acc.compose(make_event(z), n)
+            return float(acc.get_epsilon(dlt))
+
+        try:
+            initial = calibrate_decreasing(
+                coarse_loss, eps, initial=initial, lower_limit=lower, upper_limit=upper, rtol=0.02
+            )
+            step = 1.05
+        except NumericalError:  # the coarse grid could not answer: search with the fine one alone
+            pass
+    z = calibrate_decreasing(
+        loss, eps, initial=initial, lower_limit=lower, upper_limit=upper, rtol=rtol, step=step
+    )
     if not loss(z) <= eps:  # pragma: no cover - calibrate_decreasing re-checks already
         raise NumericalError("calibration re-check failed: the accountant is not monotone in the noise.")
     return z
@@ -87,6 +113,7 @@ def calibrate_decreasing(
     upper_limit: float = 1e6,
     rtol: float = 1e-6,
     max_iter: int = 200,
+    step: float = 2.0,
 ) -> float:
     """Smallest ``x`` in ``[lower_limit, upper_limit]`` with ``f(x) <= target``, for ``f`` non-increasing.
 
@@ -98,6 +125,8 @@ def calibrate_decreasing(
         lower_limit, upper_limit: search limits; reaching ``upper_limit`` without meeting the target raises.
         rtol: relative width of the final bracket.
         max_iter: cap on bisection steps.
+        step: factor of the geometric bracket search around ``initial`` (> 1; small when ``initial`` is a
+            good guess).
 
     Returns:
         ``x_hi`` with ``f(x_hi) <= target`` and ``x_hi / x_lo - 1 <= rtol`` for some ``x_lo`` with
@@ -114,7 +143,7 @@ def calibrate_decreasing(
     if f(x) <= target:
         hi = x
         while True:
-            cand = max(hi / 2.0, lower_limit)
+            cand = max(hi / step, lower_limit)
             if cand == hi:
                 return hi
             if f(cand) <= target:
@@ -125,7 +154,7 @@ def calibrate_decreasing(
     else:
         lo = x
         while True:
-            cand = min(lo * 2.0, upper_limit)
+            cand = min(lo * step, upper_limit)
             if f(cand) <= target:
                 hi = cand
                 break
