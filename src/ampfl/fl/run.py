@@ -36,8 +36,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ampfl.accounting._checks import NumericalError
 from ampfl.fl.config import RunConfig, config_to_dict, to_toml
+from ampfl.fl.divergence import TrainingDiverged, diverged_message, numerical_failure
 from ampfl.io import atomic_save_figure, atomic_write_bytes, atomic_write_json, atomic_write_text, dumps_json
 
 if TYPE_CHECKING:
@@ -202,11 +202,13 @@ def _run_experiment(
                 try:
                     round_metrics = algorithm.run_round(round_index)
                 except (RuntimeError, ArithmeticError) as exc:
-                    if not _numerical_failure(exc):
+                    if not numerical_failure(exc):
                         raise
-                    raise TrainingDiverged(_diverged(config, round_index + 1, saved_at, out, exc)) from None
+                    raise TrainingDiverged(
+                        diverged_message(config, round_index + 1, saved_at, out, exc)
+                    ) from None
                 if not algorithm.parameters_finite():
-                    raise TrainingDiverged(_diverged(config, round_index + 1, saved_at, out, None))
+                    raise TrainingDiverged(diverged_message(config, round_index + 1, saved_at, out, None))
                 ledger.compose(events)  # once per round, never the history again
                 done = round_index + 1
                 text = ""
@@ -274,32 +276,6 @@ def run_experiment(config: RunConfig, out_dir: str | Path, **kwargs: Any) -> dic
         return _run_experiment(config, out_dir, **kwargs)
     finally:
         torch.set_num_threads(previous)
-
-
-class TrainingDiverged(NumericalError):
-    """The model's parameters stopped being finite numbers; the run folder keeps its last good checkpoint."""
-
-
-def _numerical_failure(exc: BaseException) -> bool:
-    """Whether an exception raised inside a round is arithmetic trouble (overflow, inf, nan), not a bug."""
-    if isinstance(exc, ArithmeticError):
-        return True
-    text = str(exc).lower()
-    return any(word in text for word in ("overflow", "nan", "inf", "non-finite"))
-
-
-def _diverged(
-    config: RunConfig, round_number: int, saved_at: int, out: Path, exc: BaseException | None
-) -> str:
-    lr = getattr(config.algorithm.params, "learning_rate", None)
-    cause = "non-finite model parameters" if exc is None else f"{type(exc).__name__}: {exc}"
-    kept = f"the last good checkpoint (round {saved_at})" if saved_at >= 0 else "no checkpoint yet"
-    return (
-        f"round {round_number}: training diverged ({cause}); the likely cause is a learning rate too large "
-        f"for this model (algorithm.learning_rate = {lr:g}); {out} keeps {kept}."
-        if isinstance(lr, int | float)
-        else f"round {round_number}: training diverged ({cause}); {out} keeps {kept}."
-    )
 
 
 def run_or_reuse(
