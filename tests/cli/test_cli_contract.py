@@ -92,6 +92,7 @@ CONTRACT = [
     ),
 ]
 
+
 def _run_json(argv, capsys):
     code = main([*argv, "--json"])
     captured = capsys.readouterr()

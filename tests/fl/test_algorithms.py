@@ -59,7 +59,7 @@ def _full_batch_grad(task: Task, w: torch.Tensor, idx: np.ndarray) -> torch.Tens
 
 
 def test_registry() -> None:
-    assert set(ALGORITHMS) == {"fedavg", "dp_fedavg", "ms_pafl", "dp_dsgd_rp"}
+    assert {"fedavg", "local_only", "dp_fedavg", "ms_pafl", "dp_dsgd_rp"} <= set(ALGORITHMS)
     for cls in ALGORITHMS.values():
         with pytest.raises(ValueError):
             cls.Params(unknown_key=1)
@@ -230,8 +230,8 @@ def test_ms_pafl_round_by_hand_with_nu_correction() -> None:
         "accuracy",
         "personal_accuracy_mean",
         "personal_accuracy_std",
-        "personal_local_accuracy_mean",
-        "personal_local_accuracy_std",
+        "local_accuracy_mean",
+        "local_accuracy_std",
     }
 
 
@@ -383,3 +383,37 @@ def _roundtrip(state: dict) -> object:
     torch.save(state, buf)
     buf.seek(0)
     return buf
+
+
+def test_local_only_clients_train_alone_and_release_nothing() -> None:
+    # Prepare: two clients; local-only keeps one model per client and never averages.
+    task = _task()
+    alg = _make("local_only", task, num_local_steps=1, batch_size=8, learning_rate=0.5)
+    # Execute
+    alg.run_round(0)
+    # Assert: each client's model is one full-batch step from w = 0 on its own data only.
+    for i in range(2):
+        expected = -0.5 * _full_batch_grad(task, torch.zeros(3), np.arange(i * 8, i * 8 + 8))
+        torch.testing.assert_close(alg.store.get(np.array([i]))[0], expected)
+    assert alg.round_events(0) == [] and alg.privacy_unit is None
+    metrics = alg.evaluate()
+    assert 0.0 <= metrics["local_accuracy_mean"] <= 1.0
+
+
+def test_local_accuracy_weights_each_label_by_the_clients_share() -> None:
+    # Prepare: client 0 holds labels 0/1 as 6:2, client 1 as 2:6 (independent computation below).
+    ds = _dataset(n_per_client=8, clients=2)
+    y = np.array([0] * 6 + [1] * 2 + [0] * 2 + [1] * 6, dtype=np.int64)
+    ds = Dataset("tiny", ds.x_train, y, ds.x_test, ds.y_test, 2)
+    task = Task(ds, [np.arange(8), np.arange(8, 16)], model="logreg")
+    alg = _make("fedavg", task, cohort_size=2)
+    w = torch.tensor([1.0, -0.5, 0.25])
+    # Execute
+    local = alg.model_metrics(w)["local"]
+    # Assert: per-label accuracy of w on the test set, mixed 0.75/0.25 and 0.25/0.75.
+    pred = alg.model.module.predict(alg.model.outputs(w, alg.x_test))
+    acc = [float((pred[alg.y_test == c] == c).float().mean()) for c in (0, 1)]
+    torch.testing.assert_close(
+        local,
+        torch.tensor([0.75 * acc[0] + 0.25 * acc[1], 0.25 * acc[0] + 0.75 * acc[1]], dtype=torch.float64),
+    )

@@ -191,6 +191,7 @@ def test_run_folder_contents_metrics_and_summary(tmp_path):
     }
     assert json.loads((folder / "config.json").read_text())["privacy"] == {
         "accountant": "rdp",
+        "accounting": "amplified",
         "delta": 1e-5,
         "max_epsilon": None,
     }
@@ -414,6 +415,7 @@ def _registry_algorithm(config, task, *, algorithms=None):
 
 REAL_PARAMS = {
     "fedavg": {"cohort_size": 4},
+    "local_only": {"participation": 0.5},
     "dp_fedavg": {"cohort_size": 4, "noise_multiplier": 1.0},
     "ms_pafl": {"participation": 0.3},
     "dp_dsgd_rp": {"participation": 0.3, "sampling_rate": 0.1, "momentum": 0.9, "noise_multiplier": 2.0},
@@ -446,9 +448,10 @@ def test_real_algorithm_resumes_bit_identically(tmp_path, name):
     ]
     assert full["final_accuracy"] == resumed["final_accuracy"] and full["epsilon"] == resumed["epsilon"]
     assert a["privacy"] == b["privacy"]
-    private = name != "fedavg"
+    private = name not in ("fedavg", "local_only")
     assert (0 < full["epsilon"] < math.inf) if private else full["epsilon"] == math.inf
-    assert full["privacy_unit"] == {"fedavg": None, "dp_fedavg": "client"}.get(name, "record")
+    units = {"fedavg": None, "local_only": None, "dp_fedavg": "client"}
+    assert full["privacy_unit"] == units.get(name, "record")
 
 
 def _assert_same_state(a: Any, b: Any) -> None:
@@ -466,3 +469,28 @@ def _assert_same_state(a: Any, b: Any) -> None:
             _assert_same_state(x, y)
     else:
         assert a == b
+
+
+def test_real_no_amplification_accounting_composes_the_plain_gaussian(tmp_path):
+    # Prepare: DP-DSGD-RP accounted without amplification: each round a Gaussian at the same z.
+    z, rounds = 3.0, 3
+    data = {
+        "rounds": rounds,
+        "dataset": {"name": "synthetic"},
+        "partition": {"scheme": "iid", "num_clients": 12},
+        "algorithm": {
+            "name": "dp_dsgd_rp",
+            "participation": 0.3,
+            "sampling_rate": 0.1,
+            "noise_multiplier": z,
+        },
+    }
+    amplified = run_experiment(parse_config(data), tmp_path / "a", progress=False, plots=False)
+    data["privacy"] = {"accounting": "no-amplification"}
+    plain = run_experiment(parse_config(data), tmp_path / "b", progress=False, plots=False)
+    # Assert: same training, independently composed Gaussian ε, and amplification is worth something.
+    expected = RDPAccountant().compose(GaussianEvent(noise_multiplier=z), rounds).get_epsilon(1e-5)
+    assert plain["epsilon"] == pytest.approx(expected, rel=1e-12)
+    assert plain["accounting"] == "no-amplification" and amplified["accounting"] == "amplified"
+    assert amplified["epsilon"] < plain["epsilon"]
+    assert plain["final_accuracy"] == amplified["final_accuracy"]

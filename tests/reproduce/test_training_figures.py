@@ -27,7 +27,7 @@ MS_PAFL_COLUMNS = [
     "accuracy",
     "personal_accuracy_mean",
     "personal_accuracy_std",
-    "personal_local_accuracy_mean",
+    "local_accuracy_mean",
     "epsilon",
     "delta",
 ]

@@ -23,7 +23,7 @@ def register(registry: Registry) -> None:
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
     demo = registry.command(
-        None, "demo", _demo, help="FedAvg, DP-FedAvg, MS-PAFL and DP-DSGD on digits at one target epsilon"
+        None, "demo", _demo, help="what amplification buys: amplified vs unamplified noise at one epsilon"
     )
     demo.add_argument(
         "--out", type=Path, default=Path("runs") / "demo", help="output folder (default runs/demo)"

@@ -102,9 +102,14 @@ class PrivacyConfig(_Section):
         delta: δ of the reported ε (``metrics.jsonl``, ``summary.json``) and of noise calibrations.
         max_epsilon: stop before a round whose events would push ε(δ) above this (``stopped = "budget"``);
             ``None``: run all rounds.
+        accounting: ``"amplified"`` (the algorithm's events as they are: sampling, participation and split
+            amplification used) or ``"no-amplification"`` (each event mapped by
+            :func:`ampfl.accounting.unamplified.without_amplification`: the baseline amplification is measured
+            against). Also applies to calibrating a ``target_epsilon``.
     """
 
     accountant: Literal["rdp", "pld"] = "rdp"
+    accounting: Literal["amplified", "no-amplification"] = "amplified"
     delta: float = Field(1e-5, gt=0, lt=1)
     max_epsilon: float | None = Field(None, gt=0)
 

@@ -1,29 +1,33 @@
-"""``ampfl demo``: FedAvg, DP-FedAvg, MS-PAFL and DP-DSGD with random participation on digits at one target ε.
+"""``ampfl demo``: at one record-level (ε, δ), how much accuracy does amplification buy?
 
-The embedded default task: scikit-learn's digits (offline), 100 label-skewed clients (two labels each),
-logistic regression. Every private algorithm is tuned to the same target ε = 2 (nats) at δ = 1e-5 after the
-same number of rounds, by :func:`ampfl.fl.privacy.calibrate_noise` on the event the run then composes (the
-run's ``[privacy]`` accountant, RDP by default):
+The embedded default task (offline): scikit-learn's digits split over 100 clients with two labels each (~14
+training examples per client, equal sizes so that 004's "N clients with d records" holds without dropping
+data). A client alone learns its own two labels and nothing else (local-only training: ~0.2 on the test set
+against FedAvg's ~0.92): collaboration matters, and so does how much noise privacy costs it. Every private
+run is calibrated to the same record-level target ε = 2 at δ = 1e-5 after the same number of rounds, by
+:func:`ampfl.fl.privacy.calibrate_noise` on the event the run then composes (one accountant, the run's
+``[privacy]``), twice:
 
-- DP-FedAvg calibrates its noise multiplier natively (``target_epsilon``): Poisson-subsampled Gaussian,
-  client level;
-- MS-PAFL (000 Algorithm 1): its noise multiplier z = σ/(2C) for ``MSPAFLRoundEvent`` (participation public
-  to the server, persistent private state: no amplification by local sampling, issue 10 part 7c);
-- DP-DSGD with random participation (004 Algorithm 1): its noise multiplier σ/C for ``RandomCheckInEvent``.
+- ``accounting = "amplified"``: the algorithm's recommended sound analysis, which uses the randomness of who
+  takes part and which records a step uses (004: random check-in with local Poisson sampling; 000: the server
+  sees who uploads and the private submodel persists, so only participation helps, issue 10 part 7c);
+- ``accounting = "no-amplification"``: the same algorithm, clipping and learning rate, accounted as if the
+  record were used and seen in every round (:func:`ampfl.accounting.unamplified.without_amplification`).
 
-The unit of privacy differs: DP-FedAvg protects a whole client, MS-PAFL and DP-DSGD one record; the table
-says so. MS-PAFL's ``final_accuracy`` is its public (global) model's; the mean accuracy of the clients'
-recombined models (private part kept locally) is given as ``personal_accuracy_mean`` (whole test set) and
-``personal_local_accuracy_mean`` (test examples of the client's own labels). With N = 100 clients MS-PAFL's
-per-client noise (σ = 2Cz per coordinate and client; z ≈ 10 for ε = 2 after 40 rounds, already 4.3 at
-Lemma 1's ε_ℓ = 1) swamps the clipped public part (norm ≤ C), so the public model stays near chance: this is
-what 000's design gives at this scale, not a tuning accident. The demo therefore keeps 90% of the parameters
-private (``private_fraction = 0.9``; 000 uses 0.5), which lets the personal models learn their clients'
-labels.
+So the noise multiplier each twin needs, and the accuracy it reaches, show what the amplification is worth.
+FedAvg (no privacy) and local-only training (no communication, nothing released) are the two ends; they
+carry ε = ∞ and ``accounting = "none"``. DP-FedAvg is left out on purpose: its guarantee is client-level and
+cannot be compared with these record-level ones.
+
+``final_accuracy`` is the released model's accuracy on the whole test set (MS-PAFL: its public model; the
+noise it carries is reported per round as ``noise_to_signal`` in its metrics.jsonl); ``local_accuracy`` is the
+mean accuracy of the model each client actually uses (global, personal or local) on its own data
+distribution, 000's personal metric.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable
@@ -42,20 +46,21 @@ ROUNDS = 40
 EVAL_EVERY = 4
 REDUCED_ROUNDS = 3
 NUM_CLIENTS = 100
+LABELS = 2
 SEED = 0
-#: The algorithms of the demo in table order, with the unit of privacy each one protects.
-UNITS = {"fedavg": "-", "dp_fedavg": "client", "ms_pafl": "record", "dp_dsgd_rp": "record"}
 
-#: Metrics of personalised models (MS-PAFL) copied into the results: mean and spread over clients of the
-#: recombined models' accuracy on the whole test set and on the test examples of each client's own labels.
-PERSONAL_KEYS = (
-    "personal_accuracy_mean",
-    "personal_accuracy_std",
-    "personal_local_accuracy_mean",
-    "personal_local_accuracy_std",
+#: The runs of the demo in table order: (algorithm, accounting).
+RUNS: tuple[tuple[str, str], ...] = (
+    ("fedavg", "none"),
+    ("local_only", "none"),
+    ("dp_dsgd_rp", "amplified"),
+    ("dp_dsgd_rp", "no-amplification"),
+    ("ms_pafl", "amplified"),
+    ("ms_pafl", "no-amplification"),
 )
 
-#: Hyper-parameters (tuned once on digits; the noise knobs are set by calibration to TARGET_EPSILON).
+#: Hyper-parameters, one set per algorithm shared by both of its accountings (the noise multiplier is set by
+#: calibration). Chosen once on digits for the non-private setting; never tuned per accounting.
 ALGORITHM_PARAMS: dict[str, dict[str, Any]] = {
     "fedavg": {
         "client_sampling": "poisson",
@@ -64,21 +69,13 @@ ALGORITHM_PARAMS: dict[str, dict[str, Any]] = {
         "batch_size": 5,
         "learning_rate": 0.5,
     },
-    "dp_fedavg": {
-        "client_sampling": "poisson",
-        "sampling_rate": 0.5,
-        "num_local_steps": 5,
-        "batch_size": 5,
-        "learning_rate": 0.5,
-        "clip": 1.0,
-        "target_epsilon": TARGET_EPSILON,
-    },
+    "local_only": {"num_local_steps": 5, "batch_size": 5, "learning_rate": 0.5},
     "ms_pafl": {
         "participation": 0.5,
         "num_local_steps": 5,
         "batch_size": 2,
         "local_sampling": "wor",
-        "private_fraction": 0.9,
+        "private_fraction": 0.5,
         "learning_rate": 0.5,
         "clip": 1.0,
         "noise_multiplier": 5.0,
@@ -93,8 +90,26 @@ ALGORITHM_PARAMS: dict[str, dict[str, Any]] = {
     },
 }
 
+RESULT_KEYS = (
+    "algorithm",
+    "accounting",
+    "final_accuracy",
+    "local_accuracy",
+    "epsilon",
+    "delta",
+    "privacy_unit",
+    "noise_multiplier",
+)
 
-def base_config(name: str, *, rounds: int, params: dict[str, Any] | None = None) -> RunConfig:
+
+def run_name(algorithm: str, accounting: str) -> str:
+    """The run's folder name and label: ``dp_dsgd_rp-amplified``, ``fedavg``."""
+    return algorithm if accounting == "none" else f"{algorithm}-{accounting}"
+
+
+def base_config(
+    name: str, *, rounds: int, accounting: str = "amplified", params: dict[str, Any] | None = None
+) -> RunConfig:
     """The demo's run config for algorithm ``name`` (``params`` override the demo's hyper-parameters)."""
     return parse_config(
         {
@@ -103,30 +118,33 @@ def base_config(name: str, *, rounds: int, params: dict[str, Any] | None = None)
             "eval_every": min(EVAL_EVERY, rounds),
             "checkpoint_every": 0,
             "dataset": {"name": "digits"},
-            "partition": {"scheme": "label_skew", "num_clients": NUM_CLIENTS, "labels_per_client": 2},
+            "partition": {"scheme": "label_skew", "num_clients": NUM_CLIENTS, "labels_per_client": LABELS},
             "model": {"name": "logreg"},
             "algorithm": {"name": name, **ALGORITHM_PARAMS[name], **(params or {})},
-            "privacy": {"accountant": "rdp", "delta": TARGET_DELTA},
+            "privacy": {
+                "accountant": "rdp",
+                "delta": TARGET_DELTA,
+                "accounting": "amplified" if accounting == "none" else accounting,
+            },
         }
     )
 
 
-def calibrated_config(name: str, *, rounds: int, task: Task) -> tuple[RunConfig, dict[str, float]]:
-    """The config of ``name`` with its noise multiplier set so that the composed ε after ``rounds`` meets it.
+def calibrated_config(
+    name: str, accounting: str, *, rounds: int, task: Task
+) -> tuple[RunConfig, float | None]:
+    """The config of ``name`` with its noise multiplier z calibrated to the target under ``accounting``.
 
-    Returns the config and ``{"noise_multiplier": z}`` (empty for FedAvg; DP-FedAvg calibrates itself from
-    ``target_epsilon``, the value it chose is returned). The calibration composes the algorithm's own
-    per-round event (``event_at``) with the run's accountant and δ.
+    Returns the config and z (None for a run without noise). The calibration composes the algorithm's own
+    per-round event (``event_at``), mapped as the run maps it, with the run's accountant and δ.
     """
     from ampfl.fl.privacy import calibrate_noise
     from ampfl.fl.run import build_algorithm
 
-    config = base_config(name, rounds=rounds)
-    if name == "fedavg":
-        return config, {}
+    config = base_config(name, rounds=rounds, accounting=accounting)
+    if accounting == "none":
+        return config, None
     algorithm: Any = build_algorithm(config, task)
-    if name == "dp_fedavg":
-        return config, {"noise_multiplier": float(algorithm.noise_multiplier)}
     z = calibrate_noise(
         algorithm.event_at,
         target_epsilon=TARGET_EPSILON,
@@ -135,8 +153,7 @@ def calibrated_config(name: str, *, rounds: int, task: Task) -> tuple[RunConfig,
         relation=algorithm.neighboring_relation,
         who=name,
     )
-    knob = {"noise_multiplier": z}
-    return base_config(name, rounds=rounds, params=knob), knob
+    return base_config(name, rounds=rounds, accounting=accounting, params={"noise_multiplier": z}), z
 
 
 def run_demo(
@@ -144,66 +161,58 @@ def run_demo(
     *,
     reduced: bool = False,
     progress: bool = True,
-    algorithms: tuple[str, ...] = tuple(UNITS),
+    runs: tuple[tuple[str, str], ...] = RUNS,
 ) -> dict[str, Any]:
-    """Train the demo's algorithms into ``out/<algorithm>/`` and compare them.
+    """Train the demo's runs into ``out/<run name>/`` and compare them.
 
     Args:
-        out: output folder (one run folder per algorithm, plus ``results.json``, ``results.csv`` and
-            ``accuracy.png``).
-        reduced: a few rounds only (for tests); the privacy targets are recalibrated for that length.
+        out: output folder (one run folder per run, plus ``results.json``, ``results.csv`` and
+            ``accuracy.png``, a bar chart of the table).
+        reduced: a few rounds only (for tests); the privacy target is recalibrated for that length.
         progress: rich progress bars on stderr.
-        algorithms: which of the demo's algorithms to run.
+        runs: which of the demo's (algorithm, accounting) runs to train.
 
     Returns:
-        ``{"results": [{"algorithm", "epsilon", "delta", "final_accuracy", ...}, ...], ...}``.
+        ``{"results": [{"algorithm", "accounting", "final_accuracy", "epsilon", "delta", "privacy_unit",
+        "noise_multiplier", ...}, ...], ...}``.
     """
     from ampfl.fl.run import build_task, clear_run_folder, run_experiment
 
-    unknown = [name for name in algorithms if name not in UNITS]
+    unknown = [run for run in runs if run not in RUNS]
     if unknown:
-        raise ValueError(f"algorithms must be among {', '.join(UNITS)}. Found {unknown[0]!r}.")
+        raise ValueError(f"runs must be among {RUNS}. Found {unknown[0]!r}.")
     started = time.perf_counter()
     folder = Path(out)
     rounds = REDUCED_ROUNDS if reduced else ROUNDS
     task = build_task(base_config("fedavg", rounds=rounds))
     results = []
-    curves: dict[str, list[dict[str, Any]]] = {}
-    for name in algorithms:
-        config, knob = calibrated_config(name, rounds=rounds, task=task)
-        clear_run_folder(folder / name)
-        summary = run_experiment(config, folder / name, progress=progress, task=task, plots=not reduced)
+    for name, accounting in runs:
+        config, z = calibrated_config(name, accounting, rounds=rounds, task=task)
+        label = run_name(name, accounting)
+        clear_run_folder(folder / label)
+        summary = run_experiment(config, folder / label, progress=progress, task=task, plots=not reduced)
         final = summary["final_metrics"]
-        entry: dict[str, Any] = {
-            "algorithm": name,
-            "epsilon": summary["epsilon"],
-            "delta": summary["delta"],
-            "final_accuracy": summary["final_accuracy"],
-            "unit": UNITS[name],
-            "analysis": summary["analysis"],
-            "noise": knob,
-            "wall_seconds": summary["wall_seconds"],
-        }
-        entry.update({key: final[key] for key in PERSONAL_KEYS if key in final})
-        results.append(entry)
-        curves[name] = _read_metrics(folder / name / "metrics.jsonl")
+        results.append(
+            {
+                "algorithm": name,
+                "accounting": accounting,
+                "final_accuracy": summary["final_accuracy"],
+                "local_accuracy": final.get("local_accuracy_mean"),
+                "epsilon": summary["epsilon"],
+                "delta": summary["delta"],
+                "privacy_unit": summary["privacy_unit"],
+                "noise_multiplier": z,
+                "analysis": summary["analysis"],
+                "run": label,
+                "wall_seconds": summary["wall_seconds"],
+            }
+        )
     files = [
-        _plot(folder / "accuracy.png", curves, rounds=rounds),
+        _plot(folder / "accuracy.png", results, rounds=rounds),
         atomic_write_csv(
             folder / "results.csv",
-            ["algorithm", "unit", "epsilon", "delta", "final_accuracy", *PERSONAL_KEYS, "analysis"],
-            [
-                [
-                    r["algorithm"],
-                    r["unit"],
-                    r["epsilon"],
-                    r["delta"],
-                    r["final_accuracy"],
-                    *(r.get(key, "") for key in PERSONAL_KEYS),
-                    r["analysis"],
-                ]
-                for r in results
-            ],
+            [*RESULT_KEYS, "analysis"],
+            [[_csv(r[key]) for key in (*RESULT_KEYS, "analysis")] for r in results],
         ),
     ]
     result = {
@@ -213,7 +222,7 @@ def run_demo(
         "rounds": rounds,
         "dataset": "digits",
         "num_clients": NUM_CLIENTS,
-        "partition": "label_skew (2 labels per client)",
+        "partition": f"label_skew ({LABELS} labels per client)",
         "out_dir": str(folder),
         "wall_seconds": time.perf_counter() - started,
     }
@@ -222,85 +231,85 @@ def run_demo(
     return result
 
 
-def _read_metrics(path: Path) -> list[dict[str, Any]]:
-    import json
-
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+def _csv(value: Any) -> Any:
+    return "" if value is None else value
 
 
-def _plot(path: Path, curves: dict[str, list[dict[str, Any]]], *, rounds: int) -> Path:
+def _plot(path: Path, results: list[dict[str, Any]], *, rounds: int) -> Path:
+    """Grouped bars: test-set and own-distribution accuracy of each run, its z and ε written under it."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, lines in curves.items():
-        (handle,) = ax.plot(
-            [m["round"] for m in lines],
-            [m["accuracy"] for m in lines],
-            marker=".",
-            label=f"{name} (public model)" if name == "ms_pafl" else name,
-        )
-        for key, style, text in (
-            ("personal_accuracy_mean", "--", "personal models, test set"),
-            ("personal_local_accuracy_mean", ":", "personal models, own labels"),
-        ):
-            if lines and key in lines[0]:
-                ax.plot(
-                    [m["round"] for m in lines],
-                    [m[key] for m in lines],
-                    linestyle=style,
-                    color=handle.get_color(),
-                    label=f"{name} ({text}, mean)",
-                )
-    ax.set_xlabel("round")
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    xs = range(len(results))
+    width = 0.38
+    test = [r["final_accuracy"] for r in results]
+    local = [r["local_accuracy"] or 0.0 for r in results]
+    ax.bar([x - width / 2 for x in xs], test, width, label="released model, whole test set")
+    ax.bar([x + width / 2 for x in xs], local, width, label="model each client uses, own distribution")
+    for x, (a, b) in enumerate(zip(test, local, strict=True)):
+        ax.text(x - width / 2, a + 0.01, f"{a:.2f}", ha="center", fontsize=7)
+        ax.text(x + width / 2, b + 0.01, f"{b:.2f}", ha="center", fontsize=7)
+    ax.set_xticks(list(xs), [_bar_label(r) for r in results], fontsize=7)
     ax.set_ylabel("test accuracy")
-    ax.set_ylim(0.0, 1.0)
+    ax.set_ylim(0.0, 1.08)
     ax.set_title(
-        f"digits, {NUM_CLIENTS} label-skewed clients, target ε = {TARGET_EPSILON:g} after {rounds} rounds"
+        f"digits, {NUM_CLIENTS} clients ({LABELS} labels each), {rounds} rounds; "
+        f"private runs at record-level ε = {TARGET_EPSILON:g}, δ = {TARGET_DELTA:g}",
+        fontsize=9,
     )
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
-    fig.text(
-        0.01,
-        -0.02,
-        "DP-FedAvg: client-level DP; MS-PAFL and DP-DSGD: record-level DP; all at δ = 1e-5 by the run's "
-        "accountant; FedAvg: no privacy.",
-        fontsize=7,
-        ha="left",
-        va="top",
-    )
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(loc="upper right", fontsize=7)
+    fig.tight_layout()
     written = atomic_save_figure(fig, path)
     plt.close(fig)
     return written
 
 
-_SYMBOLS = {"noise_multiplier": "z"}
+def _bar_label(r: dict[str, Any]) -> str:
+    if r["accounting"] == "none":
+        return f"{r['algorithm']}\nno privacy"
+    return f"{r['algorithm']}\n{r['accounting']}\nz = {r['noise_multiplier']:.3g}, ε = {r['epsilon']:.3g}"
 
 
 def render_table(result: dict[str, Any], *, print_fn: Callable[..., None] | None = None) -> None:
-    """Print the demo's table (algorithm, unit, ε, δ, accuracy) with rich."""
+    """Print the demo's table (the same numbers as the bar chart) with rich."""
     from rich.console import Console
     from rich.table import Table
 
     table = Table(
-        title=f"ampfl demo: digits, {result['num_clients']} label-skewed clients, {result['rounds']} rounds, "
-        f"target ε = {result['target_epsilon']:g}"
+        title=f"ampfl demo: digits, {result['num_clients']} clients ({result['partition']}), "
+        f"{result['rounds']} rounds, record-level target ε = {result['target_epsilon']:g}, "
+        f"δ = {result['target_delta']:g}"
     )
-    for column in ("algorithm", "unit", "ε", "δ", "accuracy", "personal¹", "noise"):
-        table.add_column(column, no_wrap=True, min_width=len(column))
+    for column in ("algorithm", "accounting", "z", "ε", "unit", "acc.", "own acc."):
+        table.add_column(column, no_wrap=True)
     for r in result["results"]:
         eps = "∞" if not math.isfinite(r["epsilon"]) else f"{r['epsilon']:.3g}"
-        personal = "/".join(
-            f"{r[key]:.3f}" for key in ("personal_accuracy_mean", "personal_local_accuracy_mean") if key in r
-        )
-        noise = ", ".join(f"{_SYMBOLS.get(key, key)}={value:.3g}" for key, value in r["noise"].items())
+        z = "-" if r["noise_multiplier"] is None else f"{r['noise_multiplier']:.3g}"
+        local = "-" if r["local_accuracy"] is None else f"{r['local_accuracy']:.3f}"
         table.add_row(
-            r["algorithm"], r["unit"], eps, f"{r['delta']:.2g}", f"{r['final_accuracy']:.3f}", personal, noise
+            r["algorithm"],
+            r["accounting"],
+            z,
+            eps,
+            r["privacy_unit"] or "-",
+            f"{r['final_accuracy']:.3f}",
+            local,
         )
     show = print_fn or Console().print
     show(table)
-    show("¹ personal models (MS-PAFL): mean accuracy on the whole test set / on the client's own labels.")
-    for r in result["results"]:
-        show(f"{r['algorithm']}: {r['analysis']}", soft_wrap=True)
+    show(
+        "z: noise multiplier calibrated to the target under each accounting; acc.: the released model "
+        "(MS-PAFL: its public model) on the whole test set; own acc.: the model each client uses, on its own "
+        "data distribution (mean over clients).",
+        soft_wrap=True,
+    )
+    show(f"Figures and run folders: {result['out_dir']}", soft_wrap=True)
+
+
+def read_results(out: str | Path) -> dict[str, Any]:
+    """The ``results.json`` of a demo folder."""
+    return dict(json.loads((Path(out) / "results.json").read_text(encoding="utf-8")))

@@ -374,8 +374,39 @@ class Engine:
         """
         single = params.dim() == 1
         stacked = params[None] if single else params
-        correct = torch.zeros(stacked.shape[0], dtype=torch.float64)
-        counted = torch.zeros(stacked.shape[0], dtype=torch.float64)
+        num_classes = int(label_mask.shape[1]) if label_mask is not None else int(y.max()) + 1
+        correct, counted = self._class_counts(model, stacked, x, y, num_classes, batch_size)
+        if label_mask is not None:
+            keep = label_mask.to(torch.float64)
+            hits, total = (correct * keep).sum(1), (counted[None] * keep).sum(1)
+        else:
+            hits, total = correct.sum(1), counted.sum().expand(stacked.shape[0])
+        acc = (hits / total.clamp(min=1.0)).to(torch.float32)
+        return acc[0] if single else acc
+
+    def class_accuracy(
+        self, model: FunctionalModel, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, num_classes: int
+    ) -> torch.Tensor:
+        """Accuracy of each model in ``params`` (``[K, d]``) on the test examples of each label: ``[K, C]``.
+
+        A label without test examples scores 0. Weighting the columns by a client's label proportions gives
+        the model's accuracy on that client's own data distribution (``local_accuracy`` of the algorithms).
+        """
+        correct, counted = self._class_counts(model, params, x, y, num_classes, 4096)
+        return (correct / counted.clamp(min=1.0)[None]).to(torch.float32)
+
+    def _class_counts(
+        self,
+        model: FunctionalModel,
+        stacked: torch.Tensor,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        num_classes: int,
+        batch_size: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Correct predictions per model and label ``[K, C]`` and test examples per label ``[C]``."""
+        correct = torch.zeros((stacked.shape[0], num_classes), dtype=torch.float64)
+        counted = torch.bincount(y, minlength=num_classes)[:num_classes].to(torch.float64)
         per_model = max(
             1, int(self.options.memory_cap_mb * 2**20 // (4 * 4 * model.activation_numel * batch_size))
         )
@@ -385,16 +416,9 @@ class Engine:
                 for s in range(0, x.shape[0], batch_size):
                     xb, yb = x[s : s + batch_size], y[s : s + batch_size]
                     out = vmap(model.outputs, in_dims=(0, None))(chunk, xb)
-                    hit = torch.stack([model.module.predict(o) for o in out]) == yb
-                    if label_mask is None:
-                        correct[lo : lo + per_model] += hit.sum(1).to(torch.float64)
-                        counted[lo : lo + per_model] += float(yb.shape[0])
-                    else:
-                        keep = label_mask[lo : lo + per_model][:, yb]
-                        correct[lo : lo + per_model] += (hit & keep).sum(1).to(torch.float64)
-                        counted[lo : lo + per_model] += keep.sum(1).to(torch.float64)
-        acc = (correct / counted.clamp(min=1.0)).to(torch.float32)
-        return acc[0] if single else acc
+                    hit = (torch.stack([model.module.predict(o) for o in out]) == yb).to(torch.float64)
+                    correct[lo : lo + per_model].index_add_(1, yb, hit)
+        return correct, counted
 
 
 def _autograd_step(

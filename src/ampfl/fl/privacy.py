@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 from ampfl.accounting.accountants import Accountant, NeighboringRelation, make_accountant
 from ampfl.accounting.accountants.base import UnsupportedEventError, relation_name
 from ampfl.accounting.events import ComposedEvent, PrivacyEvent, SelfComposedEvent
+from ampfl.accounting.unamplified import without_amplification
 
 if TYPE_CHECKING:
     from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.config import PrivacyConfig
 
-__all__ = ["RunAccountant", "as_one_event", "calibrate_noise"]
+__all__ = ["RunAccountant", "accounted", "as_one_event", "calibrate_noise"]
 
 Events = Sequence[tuple[PrivacyEvent, int]]
 
@@ -44,6 +45,13 @@ def as_one_event(events: Events) -> tuple[PrivacyEvent, int] | None:
         return kept[0]
     parts = tuple(e if n == 1 else SelfComposedEvent(event=e, count=n) for e, n in kept)
     return ComposedEvent(events=parts), 1
+
+
+def accounted(events: Events, privacy: PrivacyConfig) -> list[tuple[PrivacyEvent, int]]:
+    """The events the run's accountant composes: as reported or without amplification (``accounting``)."""
+    if privacy.accounting == "amplified":
+        return list(events)
+    return [(without_amplification(event), count) for event, count in events]
 
 
 def _unsupported(kind: str, who: str, reason: str) -> ValueError:
@@ -88,7 +96,10 @@ class RunAccountant:
                 )
             return
         self.accountant = make_accountant(privacy.accountant, neighboring_relation=self.relation)
-        first = algorithm.round_events(0)
+        try:
+            first = accounted(algorithm.round_events(0), privacy)
+        except ValueError as exc:
+            raise ValueError(f"privacy.{exc}") from None
         _check_supported(self.accountant, privacy.accountant, algorithm.name, first)
         self._kinds = sorted({event.kind for event, _ in first})
 
@@ -105,7 +116,7 @@ class RunAccountant:
         """Whether composing ``events`` would push ε(δ) above ``max_epsilon`` (False without a budget)."""
         if self.accountant is None or self.privacy.max_epsilon is None:
             return False
-        one = as_one_event(events)
+        one = as_one_event(accounted(events, self.privacy))
         if one is None:
             return False
         event, count = one
@@ -118,7 +129,7 @@ class RunAccountant:
         self.rounds_composed += 1
         if self.accountant is None:
             return
-        for event, count in events:
+        for event, count in accounted(events, self.privacy):
             if int(count) > 0:
                 self.accountant.compose(event, int(count))
 
@@ -133,9 +144,10 @@ class RunAccountant:
         if self.accountant is None:
             return "none (no privacy guarantee)"
         kinds = ", ".join(self._kinds) or "no"
+        unamplified = ", no amplification" if self.privacy.accounting == "no-amplification" else ""
         return (
             f"{self.privacy.accountant} accountant over {kinds} events "
-            f"({relation_name(self.relation)}, one {self.unit})"
+            f"({relation_name(self.relation)}, one {self.unit}{unamplified})"
         )
 
     def state_dict(self) -> dict[str, Any]:
@@ -168,6 +180,7 @@ def calibrate_noise(
 ) -> float:
     """Smallest noise multiplier z (within 0.5%) with ε(``rounds`` × ``make_event(z)``) ≤ ``target_epsilon``.
 
+    The event is accounted as the run would (``privacy.accounting``: as reported or without amplification).
     Uses :func:`ampfl.accounting.calibrate.calibrate` with the run's accountant and ``relation``, at δ =
     ``target_delta`` (default: the run's ``privacy.delta``).
 
@@ -177,10 +190,14 @@ def calibrate_noise(
     """
     from ampfl.accounting.calibrate import calibrate
 
+    def accounted_event(z: float) -> PrivacyEvent:
+        event = make_event(z)
+        return event if privacy.accounting == "amplified" else without_amplification(event)
+
     probe = make_accountant(privacy.accountant, neighboring_relation=relation)
-    _check_supported(probe, privacy.accountant, who, [(make_event(1.0), 1)])
+    _check_supported(probe, privacy.accountant, who, [(accounted_event(1.0), 1)])
     return calibrate(
-        make_event,
+        accounted_event,
         target_epsilon=target_epsilon,
         target_delta=privacy.delta if target_delta is None else target_delta,
         accountant=privacy.accountant,

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -38,7 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from ampfl.fl.config import RunConfig, config_to_dict, to_toml
 from ampfl.fl.divergence import TrainingDiverged, diverged_message, numerical_failure
-from ampfl.io import atomic_save_figure, atomic_write_bytes, atomic_write_json, atomic_write_text, dumps_json
+from ampfl.fl.run_plots import ACCURACY_PNG, EPSILON_PNG, write_plots
+from ampfl.io import atomic_write_bytes, atomic_write_json, atomic_write_text, dumps_json
 
 if TYPE_CHECKING:
     from ampfl.fl.algorithms.base import Algorithm
@@ -51,8 +51,6 @@ CONFIG_TOML = "config.toml"
 METRICS = "metrics.jsonl"
 CHECKPOINT = "checkpoint.pt"
 SUMMARY = "summary.json"
-ACCURACY_PNG = "accuracy.png"
-EPSILON_PNG = "epsilon.png"
 
 #: Config keys that may change between an interrupted run and its resumption (they change no numbers).
 RESUMABLE_CHANGES = frozenset({"rounds", "eval_every", "checkpoint_every", "privacy.max_epsilon"})
@@ -243,6 +241,7 @@ def _run_experiment(
         "max_epsilon": config.privacy.max_epsilon,
         "privacy_unit": algorithm.privacy_unit,
         "accountant": config.privacy.accountant if ledger.private else None,
+        "accounting": config.privacy.accounting if ledger.private else "none",
         "analysis": ledger.analysis(),
         "wall_seconds": wall(),
         "best_accuracy": max((m["accuracy"] for m in metrics), default=final["accuracy"]),
@@ -448,54 +447,3 @@ def _progress_bar(enabled: bool, total: int, completed: int, name: str) -> Itera
                 bar.update(task_id, advance=1)
 
         yield advance
-
-
-def write_plots(out: Path, metrics: list[dict[str, Any]], *, title: str) -> list[str]:
-    """Accuracy over rounds and ε over rounds as PNG files in ``out``; returns the file names."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rounds = [m["round"] for m in metrics]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(rounds, [m["accuracy"] for m in metrics], marker=".", label="global model")
-    for prefix, text in (("personal_accuracy", "whole test set"), ("personal_local_accuracy", "own labels")):
-        if metrics and f"{prefix}_mean" in metrics[0]:
-            mean = [m[f"{prefix}_mean"] for m in metrics]
-            std = [m.get(f"{prefix}_std", 0.0) for m in metrics]
-            (line,) = ax.plot(rounds, mean, marker=".", label=f"personal models, {text} (mean ± std)")
-            ax.fill_between(
-                rounds,
-                [a - s for a, s in zip(mean, std, strict=True)],
-                [a + s for a, s in zip(mean, std, strict=True)],
-                color=line.get_color(),
-                alpha=0.15,
-            )
-    ax.set_xlabel("round")
-    ax.set_ylabel("test accuracy")
-    ax.set_ylim(0.0, 1.0)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
-    atomic_save_figure(fig, out / ACCURACY_PNG)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    finite = [(m["round"], m["epsilon"]) for m in metrics if math.isfinite(m["epsilon"])]
-    if finite:
-        ax.plot([r for r, _ in finite], [e for _, e in finite], marker=".")
-        deltas = {m["delta"] for m in metrics}
-        final = metrics[-1]["delta"]
-        ax.set_ylabel(
-            f"ε (δ = {final:.3g})" if len(deltas) == 1 else f"ε (δ grows with the rounds, final {final:.3g})"
-        )
-    else:
-        ax.text(0.5, 0.5, "non-private run: ε = ∞", ha="center", va="center", transform=ax.transAxes)
-        ax.set_ylabel("ε")
-    ax.set_xlabel("round")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    atomic_save_figure(fig, out / EPSILON_PNG)
-    plt.close(fig)
-    return [ACCURACY_PNG, EPSILON_PNG]

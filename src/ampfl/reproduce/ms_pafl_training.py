@@ -110,7 +110,7 @@ def fig2(out: Path) -> dict[str, Any]:
                         m["accuracy"],
                         m.get("personal_accuracy_mean", ""),
                         m.get("personal_accuracy_std", ""),
-                        m.get("personal_local_accuracy_mean", ""),
+                        m.get("local_accuracy_mean", ""),
                         m["epsilon"],
                         m["delta"],
                     ]
@@ -124,7 +124,7 @@ def fig2(out: Path) -> dict[str, Any]:
             "accuracy",
             "personal_accuracy_mean",
             "personal_accuracy_std",
-            "personal_local_accuracy_mean",
+            "local_accuracy_mean",
             "epsilon",
             "delta",
         ],

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ampfl.fl.algorithms.base import ROLE_DATA, ROLE_INIT, ROLE_SAMPLING, Algorithm
+from ampfl.fl.algorithms.base import ROLE_DATA, ROLE_EVAL, ROLE_INIT, ROLE_SAMPLING, Algorithm
 from ampfl.fl.engine import Engine, FunctionalModel
 from ampfl.fl.models import build_model
 from ampfl.fl.sampling import FixedSizeSampler, PoissonSampler, Sampler, local_batches
@@ -21,6 +21,10 @@ from ampfl.fl.sampling import FixedSizeSampler, PoissonSampler, Sampler, local_b
 if TYPE_CHECKING:
     from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.task import Task
+
+
+#: At most this many clients are scored by the per-client metrics (a fixed random subset beyond it).
+MAX_EVAL_CLIENTS = 1000
 
 
 class LocalTrainingParams(BaseModel):
@@ -111,8 +115,54 @@ class FederatedAlgorithm(Algorithm):
         flat = self.global_params if params is None else params
         return float(self.engine.accuracy(self.model, flat, self.x_test, self.y_test))
 
+    def eval_clients(self) -> np.ndarray:
+        """The clients the per-client metrics score: all, or a fixed random subset of ``MAX_EVAL_CLIENTS``."""
+        if not hasattr(self, "_eval_clients"):
+            n = self.task.num_clients
+            if n <= MAX_EVAL_CLIENTS:
+                self._eval_clients = np.arange(n)
+            else:
+                chosen = self.rng(-1, ROLE_EVAL).choice(n, MAX_EVAL_CLIENTS, replace=False)
+                self._eval_clients = np.sort(chosen)
+            classes = self.task.dataset.num_classes
+            y = self.task.dataset.y_train
+            counts = np.stack(
+                [np.bincount(y[self.client_indices[int(c)]], minlength=classes) for c in self._eval_clients]
+            ).astype(np.float64)
+            self._eval_proportions = torch.from_numpy(counts / np.maximum(counts.sum(1, keepdims=True), 1.0))
+        return self._eval_clients
+
+    def model_metrics(self, models: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Test accuracy of the model(s) each evaluated client uses (:meth:`eval_clients`).
+
+        ``models`` is one model ``[d]`` used by every client (a global model) or one row per evaluated
+        client ``[K, d]`` (personal models of the first K evaluated clients). Returns ``test``: accuracy on
+        the whole test set and ``local``: accuracy on the client's own data distribution (the test examples
+        of each label weighted by the label's share in the client's training data: the score of a test split
+        drawn like the client's own data, 000's personal metric), one value per evaluated client (``test``
+        has one value for one model).
+        """
+        self.eval_clients()
+        stacked = models[None] if models.dim() == 1 else models
+        classes = self.task.dataset.num_classes
+        per_class = self.engine.class_accuracy(
+            self.model, stacked, self.x_test, self.y_test, classes
+        ).double()
+        counts = torch.bincount(self.y_test, minlength=classes)[:classes].double()
+        test = (per_class * counts).sum(1) / counts.sum().clamp(min=1.0)
+        proportions = self._eval_proportions if models.dim() == 1 else self._eval_proportions[: len(models)]
+        local = (per_class * proportions).sum(1)
+        return {"test": test, "local": local}
+
     def evaluate(self) -> dict[str, float]:
-        return {"accuracy": self.global_accuracy()}
+        """Global-model accuracy on the test set and, per client, on its own distribution (``local_*``)."""
+        scores = self.model_metrics(self.global_params)
+        local = scores["local"]
+        return {
+            "accuracy": float(scores["test"][0]),
+            "local_accuracy_mean": float(local.mean()),
+            "local_accuracy_std": float(local.std(unbiased=False)),
+        }
 
     def parameters_finite(self) -> bool:
         return bool(torch.isfinite(self.global_params).all())

@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field, field_validator
 from ampfl.accounting.events import MSPAFLRoundEvent, PrivacyEvent
 from ampfl.accounting.ms_pafl import ldp_sigma
 from ampfl.fl.algorithms._common import FederatedAlgorithm, LocalTrainingParams
-from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_EVAL, ROLE_NOISE
+from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_NOISE
 from ampfl.fl.params import ParamPartition
 from ampfl.fl.sampling import RandomCheckInSampler
 from ampfl.fl.state import ClientStore
@@ -158,11 +158,14 @@ class MSPAFL(FederatedAlgorithm):
         clipped = public / torch.clamp(norms / self.p.clip, min=1.0)[:, None]  # Eq. (11)
         noise = torch.randn(clipped.shape, generator=self.torch_generator(round_index, ROLE_NOISE))
         noisy = clipped + self.noise_std * noise  # Eq. (12)
+        noise_norm = self.noise_std * torch.linalg.vector_norm(noise, dim=1)
+        signal_norm = torch.linalg.vector_norm(clipped, dim=1).clamp(min=1e-12)
         nu = self.sampler.probability_someone_checks_in() if self.p.nu_correction else 1.0
         self.public = noisy.sum(0) / (nu * len(clients))  # Eq. (13)
         metrics.update(
             train_loss=float(result.loss.mean()),
             clipped_fraction=float((norms > self.p.clip).to(torch.float32).mean()),
+            noise_to_signal=float((noise_norm / signal_norm).mean()),
             nu=float(nu),
         )
         return metrics
@@ -180,28 +183,19 @@ class MSPAFL(FederatedAlgorithm):
     def evaluate(self) -> dict[str, float]:
         """Public-model accuracy and each client's recombined model (Eq. 14) on the test set.
 
-        ``personal_accuracy_*``: on the whole test set; ``personal_local_accuracy_*``: on the test examples
-        whose label the client holds (the fair score of a personal model under label skew). At most
+        ``personal_accuracy_*``: the recombined models on the whole test set; ``local_accuracy_*``: on each
+        client's own data distribution (:meth:`model_metrics`; 000's personal metric). At most
         ``max_eval_clients`` clients (a fixed random subset) are evaluated.
         """
-        n = self.task.num_clients
-        if n <= self.p.max_eval_clients:
-            clients = np.arange(n)
-        else:
-            clients = np.sort(self.rng(-1, ROLE_EVAL).choice(n, self.p.max_eval_clients, replace=False))
-        models = self.client_models(clients)
-        personal = self.engine.accuracy(self.model, models, self.x_test, self.y_test)
-        mask = torch.zeros((len(clients), self.task.dataset.num_classes), dtype=torch.bool)
-        for row, c in enumerate(clients):
-            held = np.unique(self.task.dataset.y_train[self.client_indices[int(c)]])
-            mask[row, torch.from_numpy(held)] = True
-        local = self.engine.accuracy(self.model, models, self.x_test, self.y_test, label_mask=mask)
+        clients = self.eval_clients()[: self.p.max_eval_clients]
+        scores = self.model_metrics(self.client_models(clients))
+        personal, local = scores["test"], scores["local"]
         return {
             "accuracy": self.global_accuracy(self.public_model()),
             "personal_accuracy_mean": float(personal.mean()),
             "personal_accuracy_std": float(personal.std(unbiased=False)),
-            "personal_local_accuracy_mean": float(local.mean()),
-            "personal_local_accuracy_std": float(local.std(unbiased=False)),
+            "local_accuracy_mean": float(local.mean()),
+            "local_accuracy_std": float(local.std(unbiased=False)),
         }
 
     # -- state ----------------------------------------------------------------------------------------
