@@ -1,10 +1,10 @@
 """Smoke tests of the training figures (ms-pafl-fig2, hasircioglu-fig6/7) in quick mode.
 
-Each runs the figure with ``AMPFL_REPRODUCE_QUICK=1`` (a few rounds per run) and checks that the PNG and the
-CSVs are written with the expected columns. The datasets are real (UCI Adult, Fashion-MNIST); a test skips,
-saying why, when its dataset cannot be loaded. To stay fast, the test set used for evaluation is cut to its
-first :data:`TEST_EXAMPLES` examples, and the CNN figures run one iteration per run (noise calibration and
-accounting are unchanged).
+Each runs the figure's ``quick`` setting, shortened further (a few rounds per run), and checks that the
+PNG and the CSVs are written with the expected columns. The datasets are real (UCI Adult, Fashion-MNIST); a
+test skips, saying why, when its dataset cannot be loaded. To stay fast, the test set used for evaluation is
+cut to its first :data:`TEST_EXAMPLES` examples, and the CNN figures run one iteration per run (noise
+calibration and accounting are unchanged).
 """
 
 from __future__ import annotations
@@ -31,7 +31,15 @@ MS_PAFL_COLUMNS = [
     "epsilon",
     "delta",
 ]
-HASIRCIOGLU_COLUMNS = ["analysis", "noise_multiplier", "iteration", "accuracy", "epsilon", "delta"]
+HASIRCIOGLU_COLUMNS = [
+    "analysis",
+    "learning_rate",
+    "noise_multiplier",
+    "iteration",
+    "accuracy",
+    "epsilon",
+    "delta",
+]
 HASIRCIOGLU_SIGMA_COLUMNS = [
     "analysis",
     "noise_multiplier_printed",
@@ -46,7 +54,6 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
     import ampfl.fl.run as fl_run
     from ampfl.fl.data import DataUnavailableError
 
-    monkeypatch.setenv("AMPFL_REPRODUCE_QUICK", "1")
     original = fl_run.build_task
 
     def small_test_set(config: Any) -> Any:
@@ -80,10 +87,11 @@ def test_training_figures_are_registered() -> None:
 
 @pytest.mark.slow
 @pytest.mark.realdata
-def test_ms_pafl_fig2_quick(tmp_path: Path, quick: None) -> None:
+def test_ms_pafl_fig2_quick(tmp_path: Path, quick: None, monkeypatch: pytest.MonkeyPatch) -> None:
     from ampfl.reproduce import ms_pafl_training
 
-    result = run_figure("ms-pafl-fig2", tmp_path)
+    monkeypatch.setattr(ms_pafl_training, "QUICK_ROUNDS", 3)
+    result = run_figure("ms-pafl-fig2", tmp_path, quick=True)
     png, table = tmp_path / "ms_pafl_fig2.png", tmp_path / "ms_pafl_fig2.csv"
     assert {str(png), str(table)} == set(result["files"])
     assert result["quick"] is True and result["rounds"] == ms_pafl_training.QUICK_ROUNDS
@@ -95,6 +103,12 @@ def test_ms_pafl_fig2_quick(tmp_path: Path, quick: None) -> None:
     for row in rows:
         assert 0.0 <= float(row["accuracy"]) <= 1.0
         assert 0.0 < float(row["epsilon"]) < float("inf") and float(row["delta"]) == ms_pafl_training.DELTA
+    # results: the 6 runs and the controls; σ = 0 has no guarantee, the variant keeps the paper's ε
+    methods = {r["method"]: r for r in result["results"]}
+    assert len(methods) == 6 + len(ms_pafl_training.CONTROLS)
+    assert methods["control: sigma=0 (Eq. 11 clipping)"]["epsilon"] == float("inf")
+    assert methods["control: update clipping (variant)"]["epsilon"] == methods["ms_pafl wor p=0.3"]["epsilon"]
+    assert 0.5 <= result["majority_class_accuracy"] <= 1.0
 
 
 @pytest.mark.slow
@@ -106,7 +120,8 @@ def test_hasircioglu_training_figure_quick(
     from ampfl.reproduce import hasircioglu_training
 
     monkeypatch.setattr(hasircioglu_training, "QUICK_ITERATIONS", 1)  # 4 CNN runs: keep each short
-    result = run_figure(f"hasircioglu-{figure}", tmp_path)
+    monkeypatch.setattr(hasircioglu_training, "QUICK_LEARNING_RATES", (2e-3,))
+    result = run_figure(f"hasircioglu-{figure}", tmp_path, quick=True)
     png = tmp_path / f"hasircioglu_{figure}.png"
     table = tmp_path / f"hasircioglu_{figure}.csv"
     sigma_table = tmp_path / f"hasircioglu_{figure}_sigma.csv"
@@ -132,5 +147,9 @@ def test_hasircioglu_training_figure_quick(
         float(wcs["noise_multiplier_printed"]), rel=0.01
     )
     # the wcs run calibrated z with its PLD accountant on the event it composes: close to the closed form
-    run = next(r for r in result["runs"] if r["analysis"] == "wcs")
+    run = next(r for r in result["runs"] if r["method"] == "wcs")
     assert run["noise_multiplier"] == pytest.approx(float(wcs["noise_multiplier_fmnist_rates"]), rel=0.01)
+    # the paper's curve uses the σ 004 prints for Thm 4.1, never σ = 0
+    paper = next(r for r in result["results"] if r["method"] == "paper")
+    assert paper["noise_multiplier"] == hasircioglu_training.PRINTED_SIGMA[figure]["paper"] > 0.0
+    assert [r["method"] for r in result["results"]] == ["non-private", "paper", "wcs", "ols"]

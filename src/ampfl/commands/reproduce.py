@@ -23,10 +23,13 @@ def register(registry: Registry) -> None:
     parser.epilog = "figures:\n" + "\n".join(f"  {name:<{width}}  {figure_help(name)}" for name in names)
     parser.add_argument("name", choices=names, metavar="NAME", help="a figure name (listed below)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default runs/reproduce/NAME)")
+    parser.add_argument(
+        "--quick", action="store_true", help="training figures: a reduced setting (minutes), same ordering"
+    )
 
 
 def _reproduce(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.reproduce import run_figure
 
     out = check_out_dir(args.out if args.out is not None else Path("runs") / "reproduce" / args.name)
-    return run_figure(args.name, out)
+    return run_figure(args.name, out, quick=args.quick)

@@ -30,7 +30,7 @@ one) assume otherwise and stay available through ``ampfl account ms-pafl`` as la
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -60,7 +60,13 @@ class MSPAFLParams(LocalTrainingParams):
     eps_local: float = Field(1.0, gt=0.0, le=1.0, description="ε_ℓ per round (Lemma 1 needs ε_ℓ ≤ 1)")
     delta_local: float = Field(1e-4, gt=0.0, lt=1.0, description="δ_ℓ per round")
     noise_multiplier: float | None = Field(
-        None, gt=0.0, description="z = σ/(2C); when given, replaces Lemma 1's σ for (eps_local, delta_local)"
+        None,
+        ge=0.0,
+        description="z = σ/(2C), replaces Lemma 1's σ for (eps_local, delta_local); 0: no privacy",
+    )
+    clip_target: Literal["model", "update"] = Field(
+        "model",
+        description="clip the public model (Eq. 11) or its update w_p - w̄_p (variant, same sensitivity)",
     )
     private_fraction: float = Field(
         0.5, ge=0.0, le=1.0, description="d_α/d; the first coordinates are private"
@@ -120,6 +126,7 @@ class MSPAFL(FederatedAlgorithm):
             sigma = ldp_sigma(eps_local=self.p.eps_local, delta_local=self.p.delta_local, clip=1.0)
             self.noise_multiplier = sigma / 2.0
         self.noise_std = 2.0 * self.p.clip * self.noise_multiplier  # Eq. (12): sensitivity 2C
+        self.privacy_unit = "record" if self.noise_multiplier > 0.0 else None
 
     # -- privacy events -------------------------------------------------------------------------------
     def event_at(self, noise_multiplier: float) -> PrivacyEvent:
@@ -131,6 +138,8 @@ class MSPAFL(FederatedAlgorithm):
         )
 
     def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
+        if self.privacy_unit is None:
+            return []
         return [(self.event_at(self.noise_multiplier), 1)]
 
     # -- training -------------------------------------------------------------------------------------
@@ -153,7 +162,10 @@ class MSPAFL(FederatedAlgorithm):
         )  # Eqs. (9), (2b)
         parts = self.partition.split(result.params)
         self.store.set(clients, parts["private"])  # w_{i,α} stays on the client
-        public = parts["public"]
+        # Eq. (11) clips the public model itself; the "update" variant clips w_p - w̄_p and adds w̄_p back
+        # after the noise (post-processing of the server's own broadcast), same sensitivity 2C.
+        offset = self.public if self.p.clip_target == "update" else torch.zeros_like(self.public)
+        public = parts["public"] - offset
         norms = torch.linalg.vector_norm(public, dim=1)
         clipped = public / torch.clamp(norms / self.p.clip, min=1.0)[:, None]  # Eq. (11)
         noise = torch.randn(clipped.shape, generator=self.torch_generator(round_index, ROLE_NOISE))
@@ -161,7 +173,7 @@ class MSPAFL(FederatedAlgorithm):
         noise_norm = self.noise_std * torch.linalg.vector_norm(noise, dim=1)
         signal_norm = torch.linalg.vector_norm(clipped, dim=1).clamp(min=1e-12)
         nu = self.sampler.probability_someone_checks_in() if self.p.nu_correction else 1.0
-        self.public = noisy.sum(0) / (nu * len(clients))  # Eq. (13)
+        self.public = offset + noisy.sum(0) / (nu * len(clients))  # Eq. (13)
         metrics.update(
             train_loss=float(result.loss.mean()),
             clipped_fraction=float((norms > self.p.clip).to(torch.float32).mean()),
