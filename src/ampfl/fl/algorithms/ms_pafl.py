@@ -92,7 +92,7 @@ class MSPAFL(FederatedAlgorithm):
     name: ClassVar[str] = "ms_pafl"
     Params: ClassVar[type[BaseModel]] = MSPAFLParams
 
-    privacy_unit = "record"
+    privacy_unit: str | None = "record"
 
     def __init__(
         self,
