@@ -81,7 +81,12 @@ def test_resolved_dict_and_toml_round_trip(tmp_path):
         "clip": 1.0,
         "sampling": "poisson",
     }
-    assert config_to_dict(config)["privacy"] == {"accountant": "pld", "delta": 1e-6, "max_epsilon": 3.5}
+    assert config_to_dict(config)["privacy"] == {
+        "accountant": "pld",
+        "accounting": "amplified",
+        "delta": 1e-6,
+        "max_epsilon": 3.5,
+    }
 
 
 @pytest.mark.parametrize(
