@@ -12,7 +12,7 @@ from scipy import integrate, stats
 
 from ampfl.accounting import groups as G
 from ampfl.accounting.calibrate import UnreachableTarget
-from ampfl.accounting.groups.planner import SURROGATE_ORDERS
+from ampfl.accounting.groups.noise_curves import SURROGATE_ORDERS
 from ampfl.accounting.orders import DEFAULT_ORDERS
 from ampfl.accounting.subsampling import subsampled_gaussian_log_delta
 

@@ -41,12 +41,15 @@ def calibrate(
     initial: float = 1.0,
     rtol: float = CALIBRATION_RTOL,
     accountant_kwargs: dict[str, Any] | None = None,
+    step: float = 2.0,
 ) -> float:
     """Smallest noise multiplier z (to ``rtol``) whose ``count``-fold ``make_event(z)`` is (ε, δ)-DP.
 
     The returned z is accounted by a fresh accountant of kind ``accountant`` at ε ≤ ``target_epsilon``
     (re-checked), and z ≤ (1 + ``rtol``)·z* where z* is the smallest multiplier the accountant accepts
     (the default keeps it within 0.5%). ε must not increase with z (true of every event family here).
+    ``step`` is the factor of the bracket search around ``initial``: pass a small one (e.g. 1.03) with a good
+    guess to save probes; the answer is the same to ``rtol`` either way.
 
     Raises:
         UnreachableTarget: when even ``upper`` does not meet the target; the message says "unreachable" and
@@ -76,7 +79,8 @@ def calibrate(
             f"accountant certifies (noise multiplier up to {upper:g}) is {floor:.6g}.",
             smallest_epsilon=floor,
         )
-    step = 2.0
+    if not step > 1.0:
+        raise ValueError(f"step must be > 1. Found {step}.")
     if accountant == "pld" and "value_discretization_interval" not in kwargs:
         # Coarse to fine: a 10× coarser (still pessimistic) PLD finds the noise to 2%, then the fine
         # accountant brackets it within 5% and bisects; the answer is the fine accountant's (sound, within

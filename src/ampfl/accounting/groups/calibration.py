@@ -173,7 +173,14 @@ def group_epsilon(
 
 @functools.lru_cache(maxsize=4096)
 def _sound_cached(
-    eps: float, q: float, t: int, delta: float, rtol: float, initial: float, orders: tuple[int, ...] | None
+    eps: float,
+    q: float,
+    t: int,
+    delta: float,
+    rtol: float,
+    initial: float,
+    orders: tuple[int, ...] | None,
+    step: float,
 ) -> float:
     return calibrate(
         lambda z: GroupRoundEvent(sampling_rate=q, noise_multiplier=z),
@@ -184,6 +191,7 @@ def _sound_cached(
         initial=initial,
         rtol=rtol,
         accountant_kwargs=None if orders is None else {"orders": orders},
+        step=step,
     )
 
 
@@ -197,6 +205,7 @@ def sound_group_sigma(
     check_pld: bool = False,
     initial: float = 1.0,
     orders: Sequence[int] | None = None,
+    step: float = 2.0,
 ) -> float:
     """Smallest noise multiplier z_g whose RDP accounting gives ε ≤ ``target_epsilon`` at ``target_delta``.
 
@@ -205,7 +214,8 @@ def sound_group_sigma(
     client-level neighbours), memoised. The result's RDP ε is ≤ the target and z is within ``rtol`` of the
     smallest such multiplier. ``check_pld`` also checks the (tighter) PLD accountant's ε ≤ target; a failure
     means a bug and raises :class:`NumericalError`. ``orders`` restricts the RDP orders (a sound subset, used
-    by the planner's interpolation grid; default: the one grid).
+    by the planner's interpolation grid; default: the one grid). ``initial`` and ``step`` start the search
+    (a good guess with a small step, e.g. the planner's interpolated value and 1.03, saves probes).
 
     Raises:
         UnreachableTarget: no z ≤ :data:`MAX_NOISE_MULTIPLIER` meets the target (never returns a cap).
@@ -216,7 +226,7 @@ def sound_group_sigma(
     tol = check_range("rtol", rtol, 1e-12, 0.1)
     start = check_positive("initial", initial)
     grid = None if orders is None else tuple(int(a) for a in orders)
-    z = _sound_cached(eps, q, t, d, tol, start, grid)
+    z = _sound_cached(eps, q, t, d, tol, start, grid, check_range("step", step, 1.0 + 1e-9, 100.0))
     if check_pld:
         pld_eps = group_epsilon(z, sampling_rate=q, rounds=t, target_delta=d, accountant="pld")
         if pld_eps > eps * (1.0 + 1e-9):

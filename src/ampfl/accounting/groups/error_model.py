@@ -25,7 +25,7 @@ import numpy as np
 from ampfl.accounting._checks import check_choice, check_int, check_nonnegative, check_positive, check_range
 from ampfl.accounting.groups.calibration import noise_energy
 
-__all__ = ["OMEGA_MODELS", "ErrorModel", "PlanProblem", "objective", "omega"]
+__all__ = ["OMEGA_MODELS", "ErrorModel", "PlanProblem", "contributions", "objective", "omega"]
 
 OMEGA_MODELS: tuple[str, ...] = ("squared", "worst-case")
 
@@ -108,16 +108,19 @@ class PlanProblem:
     model: ErrorModel
 
 
-def objective(
+def contributions(
     q: np.ndarray, noise_multiplier: np.ndarray, prob: PlanProblem
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """J for a batch of plans: ``q``, ``noise_multiplier`` of shape ``[..., A]``; returns J, κ, the terms."""
+    """J's terms per aggregate (shape ``[..., A]``): J is their sum over the last axis, so it is separable.
+
+    Returns the per-aggregate total, κ and the per-aggregate terms (module docstring).
+    """
     m = prob.model
     cohort = prob.rate * prob.total
     c2 = m.clip_norm**2
     lam = q * prob.sizes / cohort
     pi = prob.sizes / prob.total
-    sampling = np.sum(q * prob.sizes * (1.0 - q), axis=-1) * (m.update_norm**2) * c2 / cohort**2
+    sampling = q * prob.sizes * (1.0 - q) * (m.update_norm**2) * c2 / cohort**2
     noise = noise_energy(noise_multiplier, dim=m.dim, clip_norm=m.clip_norm) / cohort**2
     signal = lam**2 * (m.signal_norm**2) * c2
     if prob.sparsify == "none":
@@ -127,8 +130,16 @@ def objective(
         kappa = np.broadcast_to(prob.kappa, q.shape)
     else:
         kappa = _auto_kappa(noise, signal, m)
-    dp = np.sum(kappa * noise, axis=-1)
-    sparse = np.sum(omega(kappa, m.omega) * signal, axis=-1)
-    bias = q.shape[-1] * (m.heterogeneity**2) * c2 * np.sum((lam - pi) ** 2, axis=-1)
+    dp = kappa * noise
+    sparse = omega(kappa, m.omega) * signal
+    bias = q.shape[-1] * (m.heterogeneity**2) * c2 * (lam - pi) ** 2
     terms = {"sampling": sampling, "dp_noise": dp, "sparsification": sparse, "reweighting_bias": bias}
     return sampling + dp + sparse + bias, kappa, terms
+
+
+def objective(
+    q: np.ndarray, noise_multiplier: np.ndarray, prob: PlanProblem
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """J for a batch of plans: ``q``, ``noise_multiplier`` of shape ``[..., A]``; returns J, κ, the terms."""
+    total, kappa, terms = contributions(q, noise_multiplier, prob)
+    return total.sum(axis=-1), kappa, {k: v.sum(axis=-1) for k, v in terms.items()}

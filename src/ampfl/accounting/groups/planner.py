@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import interpolate
 
 from ampfl.accounting._checks import (
     NumericalError,
@@ -35,7 +34,6 @@ from ampfl.accounting._checks import (
     check_probability,
     check_range,
 )
-from ampfl.accounting.calibrate import UnreachableTarget
 from ampfl.accounting.groups.calibration import (
     ANALYSES,
     REMARK_2_WARNING,
@@ -45,20 +43,18 @@ from ampfl.accounting.groups.calibration import (
     sound_group_sigma,
 )
 from ampfl.accounting.groups.error_model import ErrorModel, PlanProblem, objective
+from ampfl.accounting.groups.noise_curves import (
+    SHARED_CURVE_MIN_BUDGETS,
+    paper_noise_fn,
+    pchip_noise,
+    shared_curve_noise,
+)
 from ampfl.accounting.groups.search import NoiseFn, contiguous_partitions, minimise_objective
-from ampfl.accounting.orders import DEFAULT_ORDERS
 
 __all__ = ["MERGE", "SPARSIFY", "BaselinePlan", "GroupPlan", "plan_groups"]
 
 SPARSIFY: tuple[str, ...] = ("none", "auto", "given")
 MERGE: tuple[str, ...] = ("auto", "equal", "none")
-#: Orders of the interpolation grid's calibrations: a subset of the one grid (sound, slightly looser, and
-#: cheaper): 2..16, multiples of 8 to 64, then every third order of the grid up to ~2000 (ε down to ~0.01);
-#: every reported noise multiplier is re-calibrated on the full grid.
-SURROGATE_ORDERS: tuple[int, ...] = tuple(
-    a for a in DEFAULT_ORDERS if a <= 16 or (a <= 64 and a % 8 == 0)
-) + tuple(a for a in [b for b in DEFAULT_ORDERS if b > 64][::3] if a <= 2200)
-_SURROGATE_RTOL = 1e-3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,6 +83,7 @@ class GroupPlan:
     system_epsilon: float
     objective: float
     terms: dict[str, float]
+    #: exact, or above SCREEN_MIN_AGGREGATES aggregates the interpolated value when screening dropped it
     uniform_objective: float
     baseline: BaselinePlan
     analysis: str
@@ -187,49 +184,6 @@ def _validate(
 # ------------------------------------------------------------------------------------------- optimise
 
 
-def _pchip_noise(eps: float, q_grid: np.ndarray, rounds: int, delta: float) -> NoiseFn:
-    """z(q) for one budget: sound calibration on ``q_grid``, PCHIP in (log q, log z) between the points.
-
-    PCHIP preserves the monotonicity of the data, and the data are made non-decreasing (a running max of
-    calibrated values, each within rtol of the truth), so the interpolant increases with q like z does.
-    Only the search uses it (on :data:`SURROGATE_ORDERS`); the final plan is calibrated exactly.
-    """
-    sig = []
-    start = 1.0
-    for q in q_grid:
-        try:
-            s = sound_group_sigma(
-                eps,
-                sampling_rate=float(q),
-                rounds=rounds,
-                target_delta=delta,
-                rtol=_SURROGATE_RTOL,
-                initial=start,
-                orders=SURROGATE_ORDERS,
-            )
-        except UnreachableTarget:  # the subset may not reach a small budget: the full grid decides
-            s = sound_group_sigma(
-                eps, sampling_rate=float(q), rounds=rounds, target_delta=delta, initial=start
-            )
-        sig.append(s)
-        start = s
-    log_sig = np.maximum.accumulate(np.log(np.asarray(sig)))
-    if q_grid.size == 1:
-        return lambda q: np.full(np.shape(q), float(np.exp(log_sig[0])))
-    spline = interpolate.PchipInterpolator(np.log(q_grid), log_sig, extrapolate=True)
-    return lambda q: np.asarray(np.exp(spline(np.log(np.maximum(q, 1e-300)))), dtype=float)
-
-
-def _paper_noise_fn(eps: float, rounds: int, delta: float) -> NoiseFn:
-    """z(q) = q · sqrt(7 T (ε + 2 log(1/δ))) / ε: Theorem 1 of 001 as inferred ([I]), vectorised."""
-    factor = math.sqrt(7.0 * rounds * (eps + 2.0 * math.log(1.0 / delta))) / eps
-
-    def fn(q: np.ndarray) -> np.ndarray:
-        return np.asarray(factor * np.asarray(q, dtype=float), dtype=float)
-
-    return fn
-
-
 class _Planner:
     """The sorted groups, their partitions and the noise functions of one :func:`plan_groups` call."""
 
@@ -248,20 +202,33 @@ class _Planner:
         )
         self.fns: dict[float, NoiseFn] = {}
         self.rng = np.random.default_rng(seed)
+        budgets = np.unique(inp.eps)
+        if inp.analysis != "paper" and budgets.size >= SHARED_CURVE_MIN_BUDGETS:
+            self.fns.update(shared_curve_noise(budgets, self.q_grid, inp.rounds, inp.delta) or {})
 
     def noise_fn(self, budget: float) -> NoiseFn:
         inp = self.inp
         if budget not in self.fns:
             if inp.analysis == "paper":
-                self.fns[budget] = _paper_noise_fn(budget, inp.rounds, inp.delta)
+                self.fns[budget] = paper_noise_fn(budget, inp.rounds, inp.delta)
             else:
-                self.fns[budget] = _pchip_noise(budget, self.q_grid, inp.rounds, inp.delta)
+                self.fns[budget] = pchip_noise(budget, self.q_grid, inp.rounds, inp.delta)
         return self.fns[budget]
 
     def exact_noise(self, budget: float, q: float) -> float:
         inp = self.inp
-        fn = paper_group_sigma if inp.analysis == "paper" else sound_group_sigma
-        return fn(budget, sampling_rate=q, rounds=inp.rounds, target_delta=inp.delta)
+        if inp.analysis == "paper":
+            return paper_group_sigma(budget, sampling_rate=q, rounds=inp.rounds, target_delta=inp.delta)
+        # the search's interpolated value is within a few percent: start there with a small bracket step
+        guess = float(self.noise_fn(budget)(np.array([q]))[0])
+        return sound_group_sigma(
+            budget,
+            sampling_rate=q,
+            rounds=inp.rounds,
+            target_delta=inp.delta,
+            initial=guess if math.isfinite(guess) and guess > 0 else 1.0,
+            step=1.03,
+        )
 
     def problem(self, parts: list[list[int]]) -> PlanProblem:
         return PlanProblem(
@@ -285,6 +252,14 @@ class _Planner:
                 best = (val, parts, q_opt)
         assert best is not None
         return best[1], best[2]
+
+    def approx_objective(self, parts: list[list[int]], q: np.ndarray) -> float:
+        """The objective with the search's interpolated noise (no calibration)."""
+        prob = self.problem(parts)
+        z = np.array(
+            [float(self.noise_fn(float(b))(np.array([v]))[0]) for b, v in zip(prob.budgets, q, strict=True)]
+        )
+        return float(objective(q, z, prob)[0])
 
     def exact(
         self, parts: list[list[int]], q: np.ndarray
@@ -319,6 +294,13 @@ class _Planner:
 #: The PLD cross-check of a plan self-composes one PLD per round count; above this many rounds its cost (the
 #: support grows with T) outweighs a check of a bound the RDP accountant already certifies.
 PLD_CHECK_MAX_ROUNDS = 10_000
+#: ... and above this many aggregates (each check costs ~0.1 s; 1000 groups with ``merge="none"`` would spend
+#: minutes re-checking bounds the RDP accountant certifies).
+PLD_CHECK_MAX_AGGREGATES = 20
+#: From this many aggregates, candidate plans are screened on the interpolated objective first: only those
+#: within SCREEN_MARGIN (relative) of the best are calibrated exactly (the interpolation is within ~1%).
+SCREEN_MIN_AGGREGATES = 50
+SCREEN_MARGIN = 1.05
 
 
 def _report(pl: _Planner, parts: list[list[int]], q_opt: np.ndarray) -> GroupPlan:
@@ -326,9 +308,18 @@ def _report(pl: _Planner, parts: list[list[int]], q_opt: np.ndarray) -> GroupPla
     candidates = [(parts, q_opt), (parts, np.full(len(parts), inp.rate))]
     if all(f or a for f, a in zip(pl.forced, pl.allowed, strict=True)):  # DP-FedAvg-like: one aggregate
         candidates.append(([list(range(inp.eps.size))], np.array([inp.rate])))
+    if len(parts) >= SCREEN_MIN_AGGREGATES:
+        # Many aggregates: each exact candidate costs one calibration per aggregate. Screen on the search's
+        # interpolated objective and calibrate exactly only the candidates within SCREEN_MARGIN of the best.
+        approx = [pl.approx_objective(p, q) for p, q in candidates]
+        candidates = [c for c, v in zip(candidates, approx, strict=True) if v <= min(approx) * SCREEN_MARGIN]
     scored = [(pl.exact(p, q), p, q) for p, q in candidates]
     (val, z_a, kappa_a, terms), parts, q_a = min(scored, key=lambda s: s[0][0])
-    uniform_val = pl.exact(parts, np.full(len(parts), inp.rate))[0]
+    uniform = np.full(len(parts), inp.rate)
+    if any(len(p) == len(parts) and np.array_equal(q, uniform) for p, q in candidates):
+        uniform_val = pl.exact(parts, uniform)[0]
+    else:  # screened out: its interpolated objective (the plan beats it by more than the margin there)
+        uniform_val = pl.approx_objective(parts, uniform)
     energy_a = noise_energy(z_a, dim=inp.model.dim, clip_norm=inp.model.clip_norm, kappa=kappa_a)
 
     g = inp.eps.size
@@ -351,7 +342,12 @@ def _report(pl: _Planner, parts: list[list[int]], q_opt: np.ndarray) -> GroupPla
             )
 
         e_rdp = eps_of("rdp")
-        if inp.analysis == "sound" and inp.check_pld and inp.rounds <= PLD_CHECK_MAX_ROUNDS:
+        if (
+            inp.analysis == "sound"
+            and inp.check_pld
+            and inp.rounds <= PLD_CHECK_MAX_ROUNDS
+            and len(parts) <= PLD_CHECK_MAX_AGGREGATES
+        ):
             e_pld = eps_of("pld")
             if e_pld > budget * (1.0 + 1e-9):
                 raise NumericalError(
@@ -430,7 +426,8 @@ def plan_groups(
         num_starts: random feasible starts besides the uniform one.
         grid_points: q-grid size per budget for the interpolated z(q) (sound analysis).
         seed: seed of the start points.
-        check_pld: cross-check every final sound z with the PLD accountant (ε_PLD ≤ ε_g).
+        check_pld: cross-check every final sound z with the PLD accountant (ε_PLD ≤ ε_g); skipped above
+            :data:`PLD_CHECK_MAX_AGGREGATES` aggregates or :data:`PLD_CHECK_MAX_ROUNDS` rounds.
 
     Raises:
         ValueError: on invalid input (one line naming the parameter).

@@ -1,0 +1,160 @@
+"""End to end: ``ampfl run`` vs a per-client PyTorch loop vs centralized training, as ratios (issue 17).
+
+One workload = R rounds of FedAvg (or DP-FedAvg: client updates clipped to C = 1, Gaussian noise z = 1 on the
+sum) with K clients per round, each running Q = 5 local SGD steps on mini-batches of b = 10 examples, and one
+evaluation at the end. The same workload runs through
+
+* ``ampfl``: :func:`ampfl.fl.run.run_experiment` on a config (vectorised engine, run accountant, metrics,
+  summary; checkpoints and plots off; the task built once, outside the timing, like a warm data cache);
+* ``loop``: what one writes by hand in PyTorch: for every client, load the global weights into an
+  ``nn.Module``, run Q steps of ``torch.optim.SGD``, collect the update (DP: clip it, noise the sum), average;
+* ``central``: one model, R·Q steps of plain SGD on batches of K·b examples — the same example-gradients;
+* ``flower``: Flower's simulation (``flwr[simulation]``) when it is installed; skipped otherwise, and said so.
+
+The paths run interleaved (one call of each per repetition, median reported) so that load bursts on a shared
+machine hit them alike; the 1-minute load average is printed. Results and the method: docs/performance.md.
+
+Usage: ``.venv/bin/python bench/compare.py [--models logreg,cnn] [--ks 10,100] [--rounds 10] [--repeats 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from ampfl.fl.config import parse_config
+from ampfl.fl.models import build_model
+from ampfl.fl.run import build_task, clear_run_folder, run_experiment
+from engine import timed_interleaved
+
+DATASET = {"logreg": "adult", "cnn": "fmnist"}
+STEPS, BATCH, LR, CLIP, NOISE = 5, 10, 0.05, 1.0, 1.0
+
+
+def _config(model: str, k: int, rounds: int, dp: bool) -> object:
+    algorithm = {
+        "name": "dp_fedavg" if dp else "fedavg",
+        "client_sampling": "fixed",
+        "cohort_size": k,
+        "num_local_steps": STEPS,
+        "batch_size": BATCH,
+        "learning_rate": LR,
+    }
+    if dp:
+        algorithm.update(clip=CLIP, noise_multiplier=NOISE)
+    return parse_config(
+        {
+            "seed": 0,
+            "rounds": rounds,
+            "eval_every": rounds,
+            "checkpoint_every": 0,
+            "dataset": {"name": DATASET[model]},
+            "partition": {"scheme": "iid", "num_clients": k},
+            "model": {"name": model},
+            "algorithm": algorithm,
+        }
+    )
+
+
+def workload(model: str, k: int, rounds: int, dp: bool, folder: Path) -> dict[str, Callable[[], object]]:
+    """The timed callables of one workload (module docstring)."""
+    config = _config(model, k, rounds, dp)
+    task = build_task(config)  # type: ignore[arg-type]
+    ds = task.dataset
+    x, y = torch.from_numpy(ds.x_train), torch.from_numpy(ds.y_train)
+    x_test, y_test = torch.from_numpy(ds.x_test), torch.from_numpy(ds.y_test)
+
+    def evaluate(module: torch.nn.Module) -> float:
+        with torch.no_grad():
+            hits = sum(
+                int((module.predict(module(x_test[i : i + 4096])) == y_test[i : i + 4096]).sum())
+                for i in range(0, len(y_test), 4096)
+            )
+        return hits / len(y_test)
+
+    shape, classes = tuple(x.shape[1:]), ds.num_classes
+    gen = torch.Generator().manual_seed(0)
+    indices = [torch.from_numpy(ix) for ix in task.client_indices]
+
+    def ampfl_run() -> None:
+        clear_run_folder(folder)
+        run_experiment(config, folder, task=task, progress=False, plots=False)  # type: ignore[arg-type]
+
+    def loop() -> None:
+        module = build_model(model, input_shape=shape, num_classes=classes)
+        global_state = [p.detach().clone() for p in module.parameters()]
+        for _ in range(rounds):
+            total = [torch.zeros_like(p) for p in global_state]
+            for ix in indices:
+                with torch.no_grad():
+                    for p, g in zip(module.parameters(), global_state, strict=True):
+                        p.copy_(g)
+                opt = torch.optim.SGD(module.parameters(), lr=LR)
+                for _ in range(STEPS):
+                    batch = ix[torch.randint(len(ix), (BATCH,), generator=gen)]
+                    opt.zero_grad()
+                    module.per_sample_loss(module(x[batch]), y[batch]).mean().backward()
+                    opt.step()
+                delta = [p.detach() - g for p, g in zip(module.parameters(), global_state, strict=True)]
+                if dp:
+                    norm = torch.sqrt(sum((d**2).sum() for d in delta))
+                    delta = [d / max(1.0, float(norm) / CLIP) for d in delta]
+                for t, d in zip(total, delta, strict=True):
+                    t += d
+            for g, t in zip(global_state, total, strict=True):
+                noise = torch.randn(t.shape, generator=gen) * NOISE * CLIP if dp else 0.0
+                g += (t + noise) / len(indices)
+        with torch.no_grad():
+            for p, g in zip(module.parameters(), global_state, strict=True):
+                p.copy_(g)
+        evaluate(module)
+
+    def central() -> None:
+        module = build_model(model, input_shape=shape, num_classes=classes)
+        opt = torch.optim.SGD(module.parameters(), lr=LR)
+        for _ in range(rounds * STEPS):
+            batch = torch.randint(len(x), (k * BATCH,), generator=gen)
+            opt.zero_grad()
+            module.per_sample_loss(module(x[batch]), y[batch]).mean().backward()
+            opt.step()
+        evaluate(module)
+
+    return {"ampfl": ampfl_run, "loop": loop, "central": central}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="logreg,cnn")
+    parser.add_argument("--ks", default="10,100")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    flower = importlib.util.find_spec("flwr") is not None and importlib.util.find_spec("ray") is not None
+    print(f"load average {os.getloadavg()[0]:.2f}, threads {args.threads}, rounds {args.rounds}")
+    if not flower:
+        print("flower: skipped (flwr[simulation] with ray is not installed)")
+    header = "| model | K | DP | ampfl s | loop ÷ ampfl | ampfl ÷ central |"
+    print(header + "\n|---|---:|---|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in args.models.split(","):
+            for k in (int(v) for v in args.ks.split(",")):
+                for dp in (False, True):
+                    fns = workload(model, k, args.rounds, dp, Path(tmp) / "run")
+                    t = timed_interleaved(fns, args.repeats)
+                    print(
+                        f"| {model} | {k} | {'yes' if dp else 'no'} | {t['ampfl']:.3f} | "
+                        f"{t['loop'] / t['ampfl']:.1f}× | {t['ampfl'] / t['central']:.2f}× |",
+                        flush=True,
+                    )
+
+
+if __name__ == "__main__":
+    main()
