@@ -20,7 +20,6 @@ Usage: ``.venv/bin/python bench/compare.py [--models logreg,cnn] [--ks 10,100] [
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import tempfile
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from ampfl.fl.config import parse_config
 from ampfl.fl.models import build_model
 from ampfl.fl.run import build_task, clear_run_folder, run_experiment
 from engine import timed_interleaved
+from flower_workload import flower_available, flower_run
 
 DATASET = {"logreg": "adult", "cnn": "fmnist"}
 STEPS, BATCH, LR, CLIP, NOISE = 5, 10, 0.05, 1.0, 1.0
@@ -62,7 +62,9 @@ def _config(model: str, k: int, rounds: int, dp: bool) -> object:
     )
 
 
-def workload(model: str, k: int, rounds: int, dp: bool, folder: Path) -> dict[str, Callable[[], object]]:
+def workload(
+    model: str, k: int, rounds: int, dp: bool, folder: Path, flower: bool = False
+) -> dict[str, Callable[[], object]]:
     """The timed callables of one workload (module docstring)."""
     config = _config(model, k, rounds, dp)
     task = build_task(config)  # type: ignore[arg-type]
@@ -125,7 +127,17 @@ def workload(model: str, k: int, rounds: int, dp: bool, folder: Path) -> dict[st
             opt.step()
         evaluate(module)
 
-    return {"ampfl": ampfl_run, "loop": loop, "central": central}
+    fns: dict[str, Callable[[], object]] = {"ampfl": ampfl_run, "loop": loop, "central": central}
+    if flower and not dp:
+        fns["flower"] = flower_run(
+            lambda: build_model(model, input_shape=shape, num_classes=classes),
+            x,
+            y,
+            indices,
+            rounds,
+            evaluate,
+        )
+    return fns
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -135,23 +147,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--no-flower", action="store_true", help="skip Flower even when installed")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    flower = importlib.util.find_spec("flwr") is not None and importlib.util.find_spec("ray") is not None
+    flower = flower_available() and not args.no_flower
     print(f"load average {os.getloadavg()[0]:.2f}, threads {args.threads}, rounds {args.rounds}")
     if not flower:
         print("flower: skipped (flwr[simulation] with ray is not installed)")
-    header = "| model | K | DP | ampfl s | loop ÷ ampfl | ampfl ÷ central |"
-    print(header + "\n|---|---:|---|---:|---:|---:|")
+    header = "| model | K | DP | ampfl s | loop ÷ ampfl | ampfl ÷ central | flower ÷ ampfl |"
+    print(header + "\n|---|---:|---|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
             for k in (int(v) for v in args.ks.split(",")):
                 for dp in (False, True):
-                    fns = workload(model, k, args.rounds, dp, Path(tmp) / "run")
+                    fns = workload(model, k, args.rounds, dp, Path(tmp) / "run", flower=flower)
                     t = timed_interleaved(fns, args.repeats)
+                    fl = f"{t['flower'] / t['ampfl']:.1f}×" if "flower" in t else "—"
                     print(
                         f"| {model} | {k} | {'yes' if dp else 'no'} | {t['ampfl']:.3f} | "
-                        f"{t['loop'] / t['ampfl']:.1f}× | {t['ampfl'] / t['central']:.2f}× |",
+                        f"{t['loop'] / t['ampfl']:.1f}× | {t['ampfl'] / t['central']:.2f}× | {fl} |",
                         flush=True,
                     )
 

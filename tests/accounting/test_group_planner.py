@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ampfl.accounting.calibrate import CALIBRATION_RTOL
 from ampfl.accounting import groups as G
+from ampfl.accounting.calibrate import CALIBRATION_RTOL
 from ampfl.accounting.groups import ErrorModel, PlanProblem, objective, plan_groups
 
 DELTA = 1e-5
