@@ -13,7 +13,6 @@ mechanisms (:data:`ampfl.accounting.partition.PARTITION_ORDERS`), whose cost gro
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 from ampfl.commands import Registry, flag_errors, parse_orders
@@ -89,13 +88,25 @@ _HELP = {
 
 
 def register(registry: Registry) -> None:
+    from ampfl.commands._partition_calibrate import (
+        _calibrate_bis,
+        _calibrate_model_split,
+        _calibrate_poisson,
+    )
+    from ampfl.commands._partition_pld import add_accountant
+
     exact, auto = _bound("exact"), _bound(None)
     for verb, name, handler, adders in (
-        ("account", "model-split", _account_model_split, (_noise, _model_split_args, exact, _nonsplit_args)),
+        (
+            "account",
+            "model-split",
+            _account_model_split,
+            (_noise, _model_split_args, exact, _nonsplit_args, add_accountant),
+        ),
         ("account", "bis", _account_bis, (_noise, _bis_args, auto)),
         ("account", "poisson", _account_poisson, (_noise, _poisson_args)),
-        ("account", "dropout", _account_dropout, (_noise, _steps, exact, _nonsplit_args)),
-        ("calibrate", "model-split", _calibrate_model_split, (_epsilon, _model_split_args)),
+        ("account", "dropout", _account_dropout, (_noise, _steps, exact, _nonsplit_args, add_accountant)),
+        ("calibrate", "model-split", _calibrate_model_split, (_epsilon, _model_split_args, add_accountant)),
         ("calibrate", "bis", _calibrate_bis, (_epsilon, _bis_args)),
         ("calibrate", "poisson", _calibrate_poisson, (_epsilon, _poisson_args)),
     ):
@@ -223,6 +234,10 @@ def _calibrate(make_event: Any, target: float, delta: float, count: int, **kwarg
 
 def _split_report(args: argparse.Namespace, *, d: int, theorem: str) -> dict[str, Any]:
     """Thm 3.4 / 3.7 over ``--steps`` (+ a non-split part), or its Poisson-subsampled form with ``--rate``."""
+    from ampfl.commands import _partition_pld
+
+    if _partition_pld.wants_pld(args, d):
+        return _partition_pld.split_report(args, d=d, theorem=theorem)
     from ampfl.accounting import partition
     from ampfl.accounting._checks import check_delta, check_int, check_positive, check_probability
 
@@ -380,125 +395,4 @@ def _account_poisson(args: argparse.Namespace) -> dict[str, Any]:
         sampling_rate=rate,
         steps=steps,
         **keys,
-    )
-
-
-# --------------------------------------------------------------------------------------------- calibrate
-
-
-@flag_errors(_FLAGS)
-def _calibrate_model_split(args: argparse.Namespace) -> dict[str, Any]:
-    from ampfl.accounting import partition
-    from ampfl.accounting._checks import check_delta, check_int, check_positive, check_probability
-    from ampfl.accounting.events import ModelSplitEvent
-
-    target = check_positive("--epsilon", args.epsilon)
-    delta = check_delta("--delta", args.delta)
-    d = check_int("--submodels", args.submodels, minimum=1)
-    steps = check_int("--steps", args.steps, minimum=1)
-    orders = _partition_orders(args)
-    common: dict[str, Any] = {"accountant": "rdp", "clip": _positive(args.clip, "--clip")}
-    if args.rate is None:
-        z = partition.calibrate_model_split(
-            target_epsilon=target, target_delta=delta, num_submodels=d, steps=steps, orders=orders
-        )
-        eps = _eps(ModelSplitEvent(num_submodels=d, noise_multiplier=z), steps, delta, orders)
-        z_plain = _calibrate(_gaussian, target, delta, steps, accountant_kwargs={"orders": orders})
-        plain = _eps(_gaussian(z_plain), steps, delta, orders)
-        analyses = {"no-split": _entry("no-split", plain, delta, z_plain)}
-        return privacy_report(
-            epsilon=eps,
-            delta=delta,
-            analysis="theorem-3.4",
-            noise_multiplier=z,
-            analyses=analyses,
-            **common,
-            target_epsilon=target,
-        )
-    q = check_probability("--rate", args.rate)
-    split: dict[str, Any] = {"num_submodels": d, "sampling_rate": q, "steps": steps, "orders": orders}
-    zs = partition.calibrate_subsampled_split_analyses(target_epsilon=target, target_delta=delta, **split)
-
-    def eps_at(name: str, z: Any) -> float:
-        if not isinstance(z, float):
-            return math.inf
-        curve = partition.subsampled_split_curves(noise_multiplier=z, names=[name], **split)[name]
-        return _curve(orders, curve, delta)[0]
-
-    z_num = {n: (z if isinstance(z, float) else math.inf) for n, z in zs.items()}
-    best = min(partition.SUBSAMPLED_RECOMMENDED, key=z_num.__getitem__)
-    z_best = zs[best]
-    if not isinstance(z_best, float):
-        raise z_best
-    analyses = {n: _entry(n, eps_at(n, z), delta, z) for n, z in zs.items() if n != best}
-    return privacy_report(
-        epsilon=eps_at(best, z_best),
-        delta=delta,
-        analysis=best,
-        noise_multiplier=z_best,
-        analyses=analyses,
-        **common,
-        target_epsilon=target,
-        sampling_rate=q,
-    )
-
-
-@flag_errors(_FLAGS)
-def _calibrate_bis(args: argparse.Namespace) -> dict[str, Any]:
-    from ampfl.accounting._checks import check_positive
-    from ampfl.accounting.events import BalancedIterationSubsamplingEvent
-    from ampfl.accounting.partition import calibrate_bis
-
-    target = check_positive("--epsilon", args.epsilon)
-    delta, t, k, epochs, orders, bound = _bis_setup(args)
-    z = calibrate_bis(
-        target_epsilon=target,
-        target_delta=delta,
-        iterations=t,
-        participations=k,
-        epochs=epochs,
-        orders=orders,
-    )
-    event = BalancedIterationSubsamplingEvent(iterations=t, participations=k, noise_multiplier=z)
-    z_plain = _calibrate(_gaussian, target, delta, k * epochs, accountant_kwargs={"orders": orders})
-    plain = _eps(_gaussian(z_plain), k * epochs, delta, orders)
-    return privacy_report(
-        epsilon=_eps(event, epochs, delta, orders),
-        delta=delta,
-        analysis="theorem-3.8",
-        accountant="rdp",
-        noise_multiplier=z,
-        clip=_positive(args.clip, "--clip"),
-        analyses={"no-amplification": _entry("no-amplification", plain, delta, z_plain)},
-        target_epsilon=target,
-        bound=bound,
-    )
-
-
-@flag_errors(_FLAGS)
-def _calibrate_poisson(args: argparse.Namespace) -> dict[str, Any]:
-    from ampfl.accounting._checks import check_positive
-    from ampfl.accounting.accountants import make_accountant
-
-    target = check_positive("--epsilon", args.epsilon)
-    delta, rate, steps, kwargs = _poisson_setup(args)
-    z = _calibrate(
-        lambda x: _poisson(rate, x),
-        target,
-        delta,
-        steps,
-        accountant=args.accountant,
-        accountant_kwargs=kwargs,
-    )
-    acc = make_accountant(args.accountant, **kwargs).compose(_poisson(rate, z), steps)
-    return privacy_report(
-        epsilon=float(acc.get_epsilon(delta)),
-        delta=delta,
-        analysis="poisson-gaussian",
-        accountant=args.accountant,
-        noise_multiplier=z,
-        clip=_positive(args.clip, "--clip"),
-        target_epsilon=target,
-        sampling_rate=rate,
-        steps=steps,
     )

@@ -8,6 +8,9 @@ BIS, masks); today it supports:
   (dp-accounting's ``compute_mixture``); composed T times it equals Σ_m Bin(m; T, p)·PLD^{*m}, so
   δ(ε) = Σ_m Bin(m; T, p) δ_m(ε) exactly (δ is linear in the PMF);
 - random check-in (004), MS-PAFL rounds (000) and group rounds (001) through their ``dominating()``;
+- model splitting into d ≤ 2 sub-models and dropout at rate 1/2 (002 Thms 3.4/3.7's mechanisms, with an
+  optional non-split part): exact product form after a rotation (:mod:`ampfl.accounting.partition.pld`);
+  d ≥ 3, their Poisson-subsampled forms and BIS are RDP-only (the RDP accountant);
 - self-composition and composition.
 
 Error: pessimistic rounding makes every reported ε and δ an upper bound; the discretisation interval
@@ -25,9 +28,11 @@ from ampfl.accounting._checks import check_delta, check_nonnegative, check_posit
 from ampfl.accounting.accountants.base import Accountant, NeighboringRelation, UnsupportedEventError
 from ampfl.accounting.events import (
     ComposedEvent,
+    DropoutEvent,
     GaussianEvent,
     GroupRoundEvent,
     LaplaceEvent,
+    ModelSplitEvent,
     MSPAFLRoundEvent,
     PoissonSampledEvent,
     PrivacyEvent,
@@ -73,6 +78,8 @@ def event_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> pld_
             return inner
         with dp_accounting_guard("PLD mixture"):
             return inner.compute_mixture(pld_lib.identity(h), p)
+    if isinstance(event, ModelSplitEvent | DropoutEvent):
+        return _partition_pld(event, h)
     rate, base = 1.0, event
     if isinstance(event, PoissonSampledEvent):
         rate, base = event.sampling_rate, event.event
@@ -102,6 +109,24 @@ def event_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> pld_
                 value_discretization_interval=h,
             )
     raise UnsupportedEventError(f"no PLD for {type(base).__name__} yet (use the rdp accountant).")
+
+
+def _partition_pld(event: ModelSplitEvent | DropoutEvent, h: float) -> pld_lib.PrivacyLossDistribution:
+    from ampfl.accounting.partition.pld import PLD_MAX_SUBMODELS, model_split_pld
+
+    d = event.num_submodels if isinstance(event, ModelSplitEvent) else 2
+    if d > PLD_MAX_SUBMODELS:
+        raise UnsupportedEventError(
+            f"no PLD for model splitting into {d} > {PLD_MAX_SUBMODELS} sub-models (use the rdp accountant)."
+        )
+    z, z_ns = event.noise_multiplier, event.nonsplit_noise_multiplier
+    if z_ns is not None and math.isinf(z_ns):
+        z_ns = None  # an infinitely noisy part leaks nothing
+    if math.isinf(z):
+        return pld_lib.identity(h) if z_ns is None else event_pld(GaussianEvent(noise_multiplier=z_ns), h)
+    return model_split_pld(
+        num_submodels=d, noise_multiplier=z, nonsplit_noise_multiplier=z_ns, value_discretization_interval=h
+    )
 
 
 class PLDAccountant(Accountant):
