@@ -106,16 +106,19 @@ def pretrain(algorithm: Any, x: np.ndarray, y: np.ndarray, *, epochs: int, seed:
     with torch.no_grad():
         for name, tensor in spec.unflatten(algorithm.global_params).items():
             module.get_parameter(name).copy_(tensor)
-    opt = torch.optim.SGD(module.parameters(), lr=0.05, momentum=0.9)
+    weights = list(module.parameters())
+    velocity = [torch.zeros_like(w) for w in weights]  # momentum 0.9 by hand (torch.optim imports dynamo)
     gen = torch.Generator().manual_seed(seed)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     for _ in range(epochs):
         order = torch.randperm(len(yt), generator=gen)
         for lo in range(0, len(order), 64):
             batch = order[lo : lo + 64]
-            opt.zero_grad()
-            module.per_sample_loss(module(xt[batch]), yt[batch]).mean().backward()
-            opt.step()
+            grads = torch.autograd.grad(module.per_sample_loss(module(xt[batch]), yt[batch]).mean(), weights)
+            with torch.no_grad():
+                for w, v, g in zip(weights, velocity, grads, strict=True):
+                    v.mul_(0.9).add_(g)
+                    w.sub_(0.05 * v)
     return spec.flatten(module)
 
 
@@ -140,6 +143,8 @@ def _params(method: str, s: Setting, epsilon: float, lr: float) -> dict[str, Any
         out.update(
             num_submodels=int(method.split("-")[1]), shared=list(SHARED), clip=part, nonsplit_clip=part
         )
+        if method.endswith("-no-amplification"):
+            out["split_credit"] = "none"
     return out
 
 
@@ -251,8 +256,9 @@ def table1_training(out: Path, *, quick: bool = False, setting: Setting | None =
         out / "dong_table1_training.csv", columns, [[r[c] for c in columns] for r in runs]
     )
     png = _plot(out, results, s, quick)
-    summary = {
-        "files": [str(csv_path), str(png)],
+    files = [str(csv_path), str(png)]
+    summary: dict[str, Any] = {
+        "files": files,
         "quick": quick,
         "setting": dataclasses.asdict(s),
         "pretrained_accuracy": pretrained_accuracy,
@@ -261,7 +267,7 @@ def table1_training(out: Path, *, quick: bool = False, setting: Setting | None =
         "seconds": time.monotonic() - started,
     }
     json_path = atomic_write_json(out / "dong_table1_training.json", summary)
-    summary["files"].append(str(json_path))
+    files.append(str(json_path))
     return summary
 
 

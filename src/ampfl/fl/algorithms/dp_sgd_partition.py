@@ -295,16 +295,19 @@ class DPSGDPartition(FederatedAlgorithm):
         from ampfl.fl.privacy import accounted, calibrate_noise
 
         if self.p.target_epsilon is not None:  # the analysis that needs the smaller noise
-            zs = {
-                c: calibrate_noise(
-                    lambda z, c=c: self.event_at(z, c),
+            zs = {}
+            for c in ("split", "none"):
+
+                def make(z: float, c: str = c) -> PrivacyEvent:
+                    return self.event_at(z, c)
+
+                zs[c] = calibrate_noise(
+                    make,
                     target_epsilon=self.p.target_epsilon,
                     rounds=self._event_count(),
                     privacy=self.privacy,
                     who=self.name,
                 )
-                for c in ("split", "none")
-            }
             return "split" if zs["split"] <= zs["none"] else "none"
         assert self.p.noise_multiplier is not None
         eps = {}
