@@ -173,6 +173,14 @@ def test_spent_epsilon_matches_account_model_split(cli_json: Any) -> None:
     assert _run(full, 5) == pytest.approx(out["epsilon"], rel=1e-9)
 
 
+def test_spent_epsilon_matches_account_dropout(cli_json: Any) -> None:
+    z = 1.5
+    algo = _algo(_task(10), partition="dropout", shared=["net.2"], noise_multiplier=z)
+    eps = _run(algo, 4)
+    argv = f"account dropout --noise-multiplier {z} --nonsplit-noise-multiplier {z} --steps 4 --delta 1e-5"
+    assert eps == pytest.approx(cli_json(argv.split())["epsilon"], rel=1e-9)
+
+
 def test_spent_epsilon_matches_account_bis(cli_json: Any) -> None:
     t, k, z = 5, 1, 0.8
     algo = _algo(_task(20), sampling="bis", bis_iterations=t, bis_participations=k, noise_multiplier=z)
