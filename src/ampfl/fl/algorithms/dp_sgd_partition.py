@@ -137,9 +137,12 @@ class DPSGDPartition(FederatedAlgorithm):
         else:
             self.expected = float(n)
         self._epoch: tuple[int, BalancedIterationSampler] | None = None
+        self._calibrated: float | None = None
         self.credit = self._choose_credit()
         if p.noise_multiplier is not None:
             self.noise_multiplier = float(p.noise_multiplier)
+        elif self._calibrated is not None:  # calibrated while choosing the analysis
+            self.noise_multiplier = self._calibrated
         else:
             from ampfl.fl.privacy import calibrate_noise
 
@@ -308,7 +311,9 @@ class DPSGDPartition(FederatedAlgorithm):
                     privacy=self.privacy,
                     who=self.name,
                 )
-            return "split" if zs["split"] <= zs["none"] else "none"
+            choice = "split" if zs["split"] <= zs["none"] else "none"
+            self._calibrated = zs[choice]
+            return choice
         assert self.p.noise_multiplier is not None
         eps = {}
         for c in ("split", "none"):
