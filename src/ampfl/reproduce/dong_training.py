@@ -69,20 +69,20 @@ FULL = Setting(
     pretrain_epochs=3,
     finetune_examples=10000,
     test_examples=10000,
-    sampling_rate=0.01,
-    epochs=5,
+    sampling_rate=0.001,
+    epochs=3,
     epsilons=(2.0, 8.0),
-    learning_rates=(0.25, 0.5, 1.0),
+    learning_rates=(0.05, 0.1, 0.2),
 )
 QUICK = Setting(
     pretrain_examples=6000,
     pretrain_epochs=2,
     finetune_examples=2000,
-    test_examples=1000,
-    sampling_rate=0.02,
-    epochs=4,
+    test_examples=2000,
+    sampling_rate=0.005,
+    epochs=2,
     epsilons=(2.0,),
-    learning_rates=(0.25, 0.5),
+    learning_rates=(0.05, 0.1),
 )
 
 
