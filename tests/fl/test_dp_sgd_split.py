@@ -233,3 +233,21 @@ def test_bad_input_names_the_parameter() -> None:
     with pytest.raises(ValueError, match="bis_iterations"):
         DPSGDPartition.Params(noise_multiplier=1.0, sampling="bis", bis_iterations=3, bis_participations=4)
     assert math.isinf(_run(_algo(_task(3), noise_multiplier=0.0), 1))
+
+
+def test_cnn_gn_model_vmaps_over_stacked_parameters() -> None:
+    from ampfl.fl.engine import FunctionalModel
+    from ampfl.fl.models import build_model
+
+    module = build_model("cnn_gn", input_shape=(1, 28, 28), num_classes=10)
+    model = FunctionalModel(module, (1, 28, 28))
+    x = torch.randn(2, 3, 1, 28, 28)
+    y = torch.randint(0, 10, (2, 3))
+    flat = torch.stack([model.initial(), model.initial() * 0.5])
+    batched = torch.func.vmap(model.example_losses)(flat, x, y)
+    for i in range(2):
+        torch.testing.assert_close(batched[i], model.example_losses(flat[i], x[i], y[i]))
+    with pytest.raises(ValueError, match="input_shape"):
+        build_model("cnn_gn", input_shape=(1, 8, 8), num_classes=10)
+    with pytest.raises(ValueError, match="width"):
+        build_model("cnn_gn", input_shape=(1, 28, 28), num_classes=10, width=6)
