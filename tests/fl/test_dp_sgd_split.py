@@ -233,6 +233,9 @@ def test_bad_input_names_the_parameter() -> None:
     with pytest.raises(ValueError, match="bis_iterations"):
         DPSGDPartition.Params(noise_multiplier=1.0, sampling="bis", bis_iterations=3, bis_participations=4)
     assert math.isinf(_run(_algo(_task(3), noise_multiplier=0.0), 1))
+    everything = _algo(_task(3), shared=["net"], noise_multiplier=1.0)  # no split part: plain DP-SGD
+    assert everything.credit == "none" and everything.run_round(0)["participants"] == 3.0
+    assert everything.round_events(0)[0][0].noise_multiplier == 1.0
 
 
 def test_cnn_gn_model_vmaps_over_stacked_parameters() -> None:

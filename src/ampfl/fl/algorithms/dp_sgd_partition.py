@@ -196,6 +196,8 @@ class DPSGDPartition(FederatedAlgorithm):
         """``[K, dim]`` booleans: the coordinates each participant trains this round (its sub-model)."""
         rng = self.rng(round_index, ROLE_MASK)
         k = len(clients)
+        if self.num_groups == 0:  # everything shared: plain DP-SGD
+            return torch.ones((k, self.model.dim), dtype=torch.bool)
         if self.p.partition == "blocks":
             blocks = torch.from_numpy(rng.integers(0, self.p.num_submodels, size=k))
             keep = self.block_of_group[None, :] == blocks[:, None]
@@ -245,7 +247,7 @@ class DPSGDPartition(FederatedAlgorithm):
 
     def _unsplit(self, z: float) -> float:
         """The multiplier of the plain Gaussian dominating one step (1/z² = 1/z_s² + 1/z_ns²)."""
-        return z / math.sqrt(2.0) if self.has_shared else z
+        return z / math.sqrt(2.0) if self.has_shared and self.num_groups > 0 else z
 
     def _event_count(self) -> int:
         """How many events the run composes over ``num_rounds`` (BIS: one per started epoch)."""
