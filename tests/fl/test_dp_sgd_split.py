@@ -254,3 +254,17 @@ def test_cnn_gn_model_vmaps_over_stacked_parameters() -> None:
         build_model("cnn_gn", input_shape=(1, 8, 8), num_classes=10)
     with pytest.raises(ValueError, match="width"):
         build_model("cnn_gn", input_shape=(1, 28, 28), num_classes=10, width=6)
+
+
+def test_resume_is_bit_identical_across_bis_epochs() -> None:
+    kw = {"sampling": "bis", "bis_iterations": 3, "bis_participations": 1, "num_submodels": 2}
+    full = _algo(_task(12), noise_multiplier=0.7, **kw)
+    for r in range(7):
+        full.run_round(r)
+        if r == 3:
+            state = full.state_dict()
+    resumed = _algo(_task(12), noise_multiplier=0.7, **kw)
+    resumed.load_state_dict(state)
+    for r in range(4, 7):
+        resumed.run_round(r)
+    assert torch.equal(resumed.global_params, full.global_params)
