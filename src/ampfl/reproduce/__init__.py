@@ -45,6 +45,9 @@ FIGURES: dict[str, FigureEntry] = {
     "dong-fig2": FigureEntry("dong", "fig2", "002 Fig. 2: RDP over alpha, BIS (both bounds) vs Poisson"),
     "dong-fig3": FigureEntry("dong", "fig3", "002 Fig. 3: epsilon over iterations per epoch, BIS vs Poisson"),
     "dong-table1": FigureEntry("dong", "table1", "002 Table 1: model-split sigma for d = 3, 8"),
+    "dong-table1-training": FigureEntry(
+        "dong_training", "table1_training", "002 Table 1 as training: split/BIS vs DP-SGD (train extra)"
+    ),
     "gdpfed-fig1": FigureEntry("gdpfed", "figure1", "001 Fig. 1: optimal group sampling rates vs epsilon_3"),
     "hasircioglu-fig1": FigureEntry("hasircioglu", "fig1", "004 Fig. 1: delta vs epsilon"),
     "hasircioglu-fig2": FigureEntry("hasircioglu", "fig2", "004 Fig. 2: epsilon vs sigma"),

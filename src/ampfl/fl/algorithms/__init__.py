@@ -9,6 +9,7 @@ from __future__ import annotations
 from ampfl.fl.algorithms.base import Algorithm
 from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
 from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
+from ampfl.fl.algorithms.dp_sgd_partition import DPSGDPartition
 from ampfl.fl.algorithms.fedavg import FedAvg
 from ampfl.fl.algorithms.local_only import LocalOnly
 from ampfl.fl.algorithms.ms_pafl import MSPAFL
@@ -19,6 +20,7 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     DPFedAvg.name: DPFedAvg,
     MSPAFL.name: MSPAFL,
     DPDSGDRandomParticipation.name: DPDSGDRandomParticipation,
+    DPSGDPartition.name: DPSGDPartition,
 }
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "Algorithm",
     "DPDSGDRandomParticipation",
     "DPFedAvg",
+    "DPSGDPartition",
     "FedAvg",
     "LocalOnly",
 ]

@@ -18,10 +18,12 @@ from torch import nn
 
 from ampfl.fl.models.base import FLModel
 from ampfl.fl.models.cnn import HasirciogluCNN
+from ampfl.fl.models.gn_cnn import GroupNormCNN
 from ampfl.fl.models.linear import LogisticRegression
 from ampfl.fl.models.mlp import MLP
 
 MODELS: dict[str, type[FLModel]] = {"logreg": LogisticRegression, "mlp": MLP, "cnn": HasirciogluCNN}
+MODELS["cnn_gn"] = GroupNormCNN  # issue 14: 002 Sec. 4 fine-tuning (GroupNorm)
 
 
 def build_model(name: str, *, input_shape: tuple[int, ...], num_classes: int, **options: Any) -> FLModel:
@@ -66,6 +68,7 @@ __all__ = [
     "MLP",
     "MODELS",
     "FLModel",
+    "GroupNormCNN",
     "HasirciogluCNN",
     "LogisticRegression",
     "build_model",
