@@ -1,0 +1,217 @@
+"""The ServerApp of ``ampfl deploy``: the simulator's round loop over a Flower Grid, with a privacy ledger.
+
+Its own Grid loop (Flower's built-in ``FedAvg`` strategy fails when a client declines). For each round r, in
+the order of ``ampfl.fl.run``:
+
+1. the algorithm's events of round r (:meth:`~ampfl.fl.algorithms.base.Algorithm.round_events`); stop
+   (``stopped = "budget"``) if the run-level accountant would exceed ``[privacy] max_epsilon``; clients whose
+   own ε would exceed it are no longer asked (:meth:`PrivacyLedger.eligible`);
+2. the cohort: the simulator's sampler, seeded as in ``ampfl run`` (``Algorithm.rng(r, ROLE_SAMPLING)``),
+   restricted to the eligible clients;
+3. one ``train`` message to each node of the cohort; replies that are empty, failed or late (``reply-timeout``
+   of the run config, default 600 s) are dropped;
+4. the round's events committed to ``ledger.sqlite`` and composed by the run's accountant, **then** the
+   aggregate released: FedAvg averages the local models (000 Eq. 3); DP-FedAvg sums the clipped updates and
+   adds the Gaussian noise in :meth:`DPFedAvg.server_update`, from a generator seeded by the operating system
+   (unlike the simulator: the run seed is in the config every client holds, so noise drawn from it could be
+   subtracted);
+5. every ``eval_every`` rounds one line of ``metrics.jsonl`` (test accuracy of the global model, ε, δ).
+
+At the end ``summary.json`` (the keys of ``ampfl run``'s summary plus ``engine = "flower"``) and the plots.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.serverapp import Grid, ServerApp
+
+from ampfl.flower.common import OUT_KEY, QUERY, algorithm_from_run_config
+from ampfl.flower.ledger import LEDGER, PrivacyLedger
+from ampfl.io import atomic_write_json, dumps_json
+
+if TYPE_CHECKING:
+    import torch
+
+    from ampfl.fl.algorithms.base import Algorithm
+
+app = ServerApp()
+
+#: Seconds to wait for every SuperNode of the federation to connect.
+CONNECT_TIMEOUT = 120.0
+
+
+def _wait_for_nodes(grid: Grid, count: int) -> list[int]:
+    deadline = time.monotonic() + CONNECT_TIMEOUT
+    while True:
+        nodes = sorted(grid.get_node_ids())
+        if len(nodes) >= count:
+            return nodes
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {len(nodes)} of {count} SuperNodes connected in {CONNECT_TIMEOUT:.0f} s")
+        time.sleep(1.0)
+
+
+def _discover(grid: Grid, count: int, timeout: float) -> dict[int, int]:
+    """Client id → node id, asking every connected node which partition it holds."""
+    nodes = _wait_for_nodes(grid, count)
+    asks = [Message(RecordDict(), dst_node_id=n, message_type=QUERY) for n in nodes]
+    clients: dict[int, int] = {}
+    for reply in grid.send_and_receive(asks, timeout=timeout):
+        if reply.has_error():
+            raise RuntimeError(f"node {reply.metadata.src_node_id}: {reply.error.reason}")
+        pid = int(reply.content["metrics"]["partition-id"])  # type: ignore[arg-type]
+        if pid in clients:
+            raise RuntimeError(f"two SuperNodes hold partition-id {pid}")
+        clients[pid] = reply.metadata.src_node_id
+    missing = sorted(set(range(count)) - set(clients))
+    if missing:
+        raise RuntimeError(f"no SuperNode holds partition-id {missing[0]} (of {count} clients)")
+    return clients
+
+
+def _train_round(
+    grid: Grid, algorithm: Algorithm, nodes: Mapping[int, int], cohort: list[int], round_index: int, timeout: float
+) -> tuple[list[tuple[int, torch.Tensor]], dict[str, float]]:
+    """Send round ``round_index`` to the cohort; returns ``(client, update)`` of every reply and metrics."""
+    import torch
+
+    params = ArrayRecord({"params": Array(algorithm.global_params.numpy())})  # type: ignore[attr-defined]
+    settings = ConfigRecord({"round": round_index, "cohort": list(cohort)})
+    messages = [
+        Message(
+            RecordDict({"arrays": params, "config": settings}),
+            dst_node_id=nodes[c],
+            message_type="train",
+            group_id=str(round_index),
+        )
+        for c in cohort
+    ]
+    client_of = {node: c for c, node in nodes.items()}
+    updates, losses, clipped = [], [], []
+    for reply in grid.send_and_receive(messages, timeout=timeout) if messages else []:
+        if reply.has_error() or "arrays" not in reply.content:
+            continue  # failed or declined
+        update = torch.from_numpy(reply.content["arrays"]["update"].numpy().copy())
+        updates.append((client_of[reply.metadata.src_node_id], update))
+        metrics = reply.content["metrics"]
+        losses.append(float(metrics["train_loss"]))  # type: ignore[arg-type]
+        clipped.append(float(metrics["clipped"]))  # type: ignore[arg-type]
+    updates.sort(key=lambda pair: pair[0])
+    out = {"participants": float(len(updates)), "asked": float(len(cohort))}
+    if losses:
+        out["train_loss"] = sum(losses) / len(losses)
+        if algorithm.privacy_unit is not None:
+            out["clipped_fraction"] = sum(clipped) / len(clipped)
+    return updates, out
+
+
+def _aggregate(algorithm: Algorithm, updates: list[tuple[int, torch.Tensor]], asked: int) -> torch.Tensor:
+    """The new global model from the replies (the simulator's server step)."""
+    import torch
+
+    from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
+
+    current: torch.Tensor = algorithm.global_params  # type: ignore[attr-defined]
+    if isinstance(algorithm, DPFedAvg):
+        total = torch.stack([u for _, u in updates]).sum(0) if updates else torch.zeros_like(current)
+        noise = torch.Generator().manual_seed(secrets.randbits(63))
+        return algorithm.server_update(total, asked, noise)
+    if not updates:
+        return current  # an empty cohort leaves the model unchanged
+    return torch.stack([u for _, u in updates]).mean(0)  # 000 Eq. (3)
+
+
+def _line(algorithm: Algorithm, done: int, metrics: Mapping[str, float], epsilon: float, delta: float,
+          wall: float) -> dict[str, Any]:
+    line: dict[str, Any] = {"round": done, **metrics}
+    line.update({key: float(value) for key, value in algorithm.evaluate().items()})
+    line.update({"epsilon": epsilon, "delta": delta, "wall_seconds": wall})
+    return line
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    """Run the configured rounds (module docstring)."""
+    import torch
+
+    from ampfl.fl.algorithms.base import ROLE_SAMPLING
+    from ampfl.fl.privacy import RunAccountant
+    from ampfl.fl.run import METRICS, SUMMARY
+    from ampfl.fl.run_plots import write_plots
+
+    started = time.perf_counter()
+    torch.set_num_threads(1)
+    config, algorithm = algorithm_from_run_config(context.run_config)
+    out = Path(str(context.run_config[OUT_KEY]))
+    timeout = float(context.run_config.get("reply-timeout", 600.0))  # type: ignore[arg-type]
+    n = config.partition.num_clients
+    nodes = _discover(grid, n, timeout)
+    bring_up = time.perf_counter() - started
+    run_accountant = RunAccountant(config.privacy, algorithm)
+    ledger = PrivacyLedger(out / LEDGER, config.privacy, algorithm, range(n))
+    sampler = algorithm.sampler  # type: ignore[attr-defined]
+    metrics: list[dict[str, Any]] = []
+    round_seconds: list[float] = []
+    done, stopped = 0, "rounds"
+    with open(out / METRICS, "w", encoding="utf-8") as handle:
+        for round_index in range(config.rounds):
+            round_started = time.perf_counter()
+            events = algorithm.round_events(round_index)
+            if run_accountant.would_exceed(events):
+                stopped = "budget"
+                break
+            eligible = set(ledger.eligible(events))
+            drawn = sampler.sample(round_index, algorithm.rng(round_index, ROLE_SAMPLING))
+            cohort = [int(c) for c in drawn if int(c) in eligible]
+            updates, round_metrics = _train_round(grid, algorithm, nodes, cohort, round_index, timeout)
+            new_params = _aggregate(algorithm, updates, len(cohort))
+            ledger.record(round_index, sorted(eligible), events)  # committed before the release below
+            run_accountant.compose(events)
+            algorithm.global_params = new_params  # type: ignore[attr-defined]
+            done = round_index + 1
+            round_seconds.append(time.perf_counter() - round_started)
+            if done % config.eval_every == 0 or done == config.rounds:
+                wall = time.perf_counter() - started
+                line = _line(algorithm, done, round_metrics, run_accountant.epsilon(), run_accountant.delta, wall)
+                metrics.append(line)
+                handle.write(dumps_json(line) + "\n")
+                handle.flush()
+    ledger.close()
+    if not metrics or metrics[-1]["round"] != done:
+        metrics.append(_line(algorithm, done, {}, run_accountant.epsilon(), run_accountant.delta, 0.0))
+    final = metrics[-1]
+    files = write_plots(out, metrics, title=f"{config.algorithm.name} on {config.dataset.name} (Flower)")
+    summary: dict[str, Any] = {
+        "engine": "flower",
+        "algorithm": config.algorithm.name,
+        "dataset": config.dataset.name,
+        "rounds": config.rounds,
+        "rounds_completed": done,
+        "stopped": stopped,
+        "final_accuracy": final["accuracy"],
+        "epsilon": run_accountant.epsilon(),
+        "delta": run_accountant.delta,
+        "max_epsilon": config.privacy.max_epsilon,
+        "privacy_unit": algorithm.privacy_unit,
+        "accountant": config.privacy.accountant if run_accountant.private else None,
+        "analysis": run_accountant.analysis(),
+        "wall_seconds": time.perf_counter() - started,
+        "discovery_seconds": bring_up,
+        "round_seconds_mean": sum(round_seconds) / len(round_seconds) if round_seconds else math.nan,
+        "final_metrics": final,
+        "num_clients": n,
+        "seed": config.seed,
+        "params": config.algorithm.params.model_dump(mode="json"),
+        "noise": {k: float(getattr(algorithm, k)) for k in ("noise_multiplier", "noise_std") if hasattr(algorithm, k)},
+        "completed": True,
+        "out_dir": str(out),
+        "files": [str(out / name) for name in (METRICS, LEDGER, SUMMARY, *files)],
+    }
+    atomic_write_json(out / SUMMARY, summary)
