@@ -26,7 +26,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from ampfl.flower.common import algorithm_from_run_config
+from ampfl.flower.common import CONFIG_KEY, algorithm_from_run_config, decode_raw
 
 app = ClientApp()
 
@@ -44,28 +44,29 @@ def _partition(context: Context, num_clients: int) -> int:
 
 @app.query()
 def query(msg: Message, context: Context) -> Message:
-    """Which client this node holds."""
-    config, _ = algorithm_from_run_config(context.run_config)
-    pid = _partition(context, config.partition.num_clients)
-    metrics = MetricRecord({"partition-id": pid, "num-partitions": config.partition.num_clients})
+    """Which client this node holds (light: neither torch nor the dataset is loaded)."""
+    num_clients = int(decode_raw(str(context.run_config[CONFIG_KEY]))["partition"]["num_clients"])
+    pid = _partition(context, num_clients)
+    metrics = MetricRecord({"partition-id": pid, "num-partitions": num_clients})
     return Message(RecordDict({"metrics": metrics}), reply_to=msg)
 
 
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     """Local training of this node's client (module docstring)."""
+    settings = msg.content["config"]
+    round_index = int(settings["round"])  # type: ignore[arg-type]
+    cohort = np.asarray(settings["cohort"], dtype=np.int64)  # type: ignore[arg-type]
+    num_clients = int(decode_raw(str(context.run_config[CONFIG_KEY]))["partition"]["num_clients"])
+    pid = _partition(context, num_clients)
+    if pid not in cohort:
+        return Message(RecordDict(), reply_to=msg)  # declined: not asked this round
     import torch
 
     from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
 
     torch.set_num_threads(1)
-    config, algorithm = algorithm_from_run_config(context.run_config)
-    pid = _partition(context, config.partition.num_clients)
-    settings = msg.content["config"]
-    round_index = int(settings["round"])  # type: ignore[arg-type]
-    cohort = np.asarray(settings["cohort"], dtype=np.int64)  # type: ignore[arg-type]
-    if pid not in cohort:
-        return Message(RecordDict(), reply_to=msg)  # declined: not asked this round
+    _, algorithm = algorithm_from_run_config(context.run_config)
     start = torch.from_numpy(msg.content["arrays"]["params"].numpy().copy())
     p = algorithm.p  # type: ignore[attr-defined]
     row = int(np.searchsorted(cohort, pid))

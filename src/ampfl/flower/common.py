@@ -36,11 +36,17 @@ def encode_config(resolved: Mapping[str, Any]) -> str:
     return base64.b64encode(json.dumps(resolved, sort_keys=True).encode("utf-8")).decode("ascii")
 
 
+def decode_raw(text: str) -> dict[str, Any]:
+    """The resolved config dict of :func:`encode_config`'s string (no validation: no torch import)."""
+    data: dict[str, Any] = json.loads(base64.b64decode(text.encode("ascii")).decode("utf-8"))
+    return data
+
+
 def decode_config(text: str) -> RunConfig:
     """The :class:`~ampfl.fl.config.RunConfig` of :func:`encode_config`'s string."""
     from ampfl.fl.config import parse_config
 
-    return parse_config(json.loads(base64.b64decode(text.encode("ascii")).decode("utf-8")))
+    return parse_config(decode_raw(text))
 
 
 def check_deployable(config: RunConfig) -> None:

@@ -105,7 +105,9 @@ def deploy(
         app_dir = write_app(Path(tmp) / "app", resolved, out)
         begun = time.perf_counter()
         if superlink is None:
-            federation = LocalFederation(config.partition.num_clients, logs)
+            federation = LocalFederation(
+                config.partition.num_clients, logs, Path(tmp) / "flwr-home", marker=str(out.resolve())
+            )
             try:
                 federation.start()
                 timings["bring_up_seconds"] = federation.started_seconds
@@ -115,7 +117,7 @@ def deploy(
                 federation.stop()
                 timings["teardown_seconds"] = time.perf_counter() - stop_begun
         else:
-            env = flower_env(Path(tmp) / "flwr-home", superlink)
+            env = flower_env(Path(tmp) / "flwr-home", superlink, marker=str(out.resolve()))
             code = flwr_run(app_dir, env, logs / "flwr-run.log", timeout)
         timings["deploy_seconds"] = time.perf_counter() - begun
     if code != 0 or not (out / SUMMARY).is_file():

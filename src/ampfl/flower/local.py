@@ -47,8 +47,15 @@ def _wait_for_port(port: int, timeout: float, process: subprocess.Popen[bytes]) 
     raise RuntimeError(f"flower-superlink did not listen on port {port} within {timeout:.0f} s")
 
 
-def flower_env(flwr_home: Path, superlink: str) -> dict[str, str]:
-    """The environment of every Flower process and of ``flwr run`` (module docstring)."""
+#: Set in every process ``ampfl deploy`` starts (value: the run folder), so that leftovers can be found.
+MARKER = "AMPFL_DEPLOY_RUN"
+
+
+def flower_env(flwr_home: Path, superlink: str, marker: str = "") -> dict[str, str]:
+    """The environment of every Flower process and of ``flwr run`` (module docstring).
+
+    ``marker`` is stored in :data:`MARKER`; the processes' children inherit it.
+    """
     flwr_home.mkdir(parents=True, exist_ok=True)
     (flwr_home / "config.toml").write_text(
         f'[superlink.{CONNECTION}]\naddress = "{superlink}"\ninsecure = true\n', encoding="utf-8"
@@ -58,7 +65,25 @@ def flower_env(flwr_home: Path, superlink: str) -> dict[str, str]:
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     env.update({"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_HOME": str(flwr_home)})
     env.setdefault("OMP_NUM_THREADS", "1")
+    env[MARKER] = marker
     return env
+
+
+def marked_processes(marker: str) -> list[int]:
+    """Ids of this user's live processes whose environment has :data:`MARKER` = ``marker`` (Linux /proc)."""
+    needle = f"{MARKER}={marker}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and needle in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
 
 
 def flwr_run(app_dir: Path, env: dict[str, str], log: Path, timeout: float) -> int:
@@ -101,17 +126,20 @@ class LocalFederation:
 
     Args:
         num_clients: SuperNodes to start (``partition-id`` 0 … num_clients − 1).
-        workdir: where ``FLWR_HOME`` and the process logs go.
+        workdir: where the process logs go.
+        flwr_home: the ``FLWR_HOME`` of every process (a temporary folder).
+        marker: the value of :data:`MARKER` in every process.
     """
 
-    def __init__(self, num_clients: int, workdir: Path) -> None:
+    def __init__(self, num_clients: int, workdir: Path, flwr_home: Path, marker: str = "") -> None:
         if num_clients < 1:
             raise ValueError(f"num_clients must be >= 1. Found {num_clients}.")
         self.num_clients = num_clients
         self.workdir = Path(workdir)
         self.port = free_port()
         self.superlink = f"127.0.0.1:{self.port}"
-        self.env = flower_env(self.workdir / "flwr-home", self.superlink)
+        self.marker = marker
+        self.env = flower_env(Path(flwr_home), self.superlink, marker)
         self.processes: list[subprocess.Popen[bytes]] = []
         self.started_seconds = 0.0
 
@@ -171,6 +199,12 @@ class LocalFederation:
         for process in reversed(self.processes):
             _stop_group(process)
         self.processes.clear()
+        if self.marker:  # descendants that left their process group
+            for pid in marked_processes(self.marker):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         return time.perf_counter() - begun
 
     def pids(self) -> list[int]:
