@@ -18,11 +18,11 @@ import pytest
 pytest.importorskip("flwr")
 pytest.importorskip("torch")
 
-from ampfl.fl.config import parse_config  # noqa: E402
-from ampfl.fl.run import build_algorithm, build_task, run_experiment  # noqa: E402
-from ampfl.flower.deploy import deploy  # noqa: E402
-from ampfl.flower.ledger import LEDGER, PrivacyLedger  # noqa: E402
-from ampfl.flower.local import marked_processes  # noqa: E402
+from ampfl.fl.config import parse_config
+from ampfl.fl.run import build_algorithm, build_task, run_experiment
+from ampfl.flower.deploy import deploy
+from ampfl.flower.ledger import LEDGER, PrivacyLedger
+from ampfl.flower.local import marked_processes
 
 BASE = """
 seed = 3
@@ -63,7 +63,9 @@ def test_fedavg_on_flower_equals_ampfl_run(tmp_path: Path, cli_json) -> None:  #
     (tmp_path / "fedavg.toml").write_text(text)
     out = tmp_path / "flower"
     summary = cli_json(["deploy", str(tmp_path / "fedavg.toml"), "--out", str(out)])
-    simulated = run_experiment(parse_config(tomllib.loads(text)), tmp_path / "sim", progress=False, plots=False)
+    simulated = run_experiment(
+        parse_config(tomllib.loads(text)), tmp_path / "sim", progress=False, plots=False
+    )
 
     assert summary["engine"] == "flower" and summary["rounds_completed"] == 2
     assert abs(summary["final_accuracy"] - simulated["final_accuracy"]) <= 0.005
@@ -73,7 +75,9 @@ def test_fedavg_on_flower_equals_ampfl_run(tmp_path: Path, cli_json) -> None:  #
         assert ours["participants"] == 4.0 and math.isinf(ours["epsilon"])
     for name in ("config.json", "config.toml", "metrics.jsonl", "summary.json", LEDGER):
         assert (out / name).is_file(), name
-    assert json.loads((out / "config.json").read_text()) == json.loads((tmp_path / "sim" / "config.json").read_text())
+    assert json.loads((out / "config.json").read_text()) == json.loads(
+        (tmp_path / "sim" / "config.json").read_text()
+    )
     assert marked_processes(str(out.resolve())) == []  # nothing outlives the deployment
 
 

@@ -17,8 +17,12 @@ def register(registry: Registry) -> None:
     parser = registry.command(
         None, "deploy", _deploy, help="run a TOML config on Flower (a local federation or --superlink)"
     )
-    parser.add_argument("config", type=Path, metavar="CONFIG.toml", help="run configuration (as for ampfl run)")
-    parser.add_argument("--out", type=Path, default=None, help="run folder (default runs/<config name>-flower)")
+    parser.add_argument(
+        "config", type=Path, metavar="CONFIG.toml", help="run configuration (as for ampfl run)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="run folder (default runs/<config name>-flower)"
+    )
     parser.add_argument(
         "--superlink",
         default=None,
@@ -39,7 +43,9 @@ def _deploy(args: argparse.Namespace) -> dict[str, Any]:
     if args.superlink is not None:
         host, _, port = str(args.superlink).rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"--superlink must be HOST:PORT with PORT in [1, 65535]. Found {args.superlink!r}.")
+            raise ValueError(
+                f"--superlink must be HOST:PORT with PORT in [1, 65535]. Found {args.superlink!r}."
+            )
     if not args.timeout > 0:
         raise ValueError(f"--timeout must be > 0. Found {args.timeout}.")
     from ampfl.fl.config import load_config

@@ -54,9 +54,9 @@ def query(msg: Message, context: Context) -> Message:
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     """Local training of this node's client (module docstring)."""
-    settings = msg.content["config"]
+    settings = msg.content.config_records["config"]
     round_index = int(settings["round"])  # type: ignore[arg-type]
-    cohort = np.asarray(settings["cohort"], dtype=np.int64)  # type: ignore[arg-type]
+    cohort = np.asarray(settings["cohort"], dtype=np.int64)
     num_clients = int(decode_raw(str(context.run_config[CONFIG_KEY]))["partition"]["num_clients"])
     pid = _partition(context, num_clients)
     if pid not in cohort:
@@ -67,7 +67,7 @@ def train(msg: Message, context: Context) -> Message:
 
     torch.set_num_threads(1)
     _, algorithm = algorithm_from_run_config(context.run_config)
-    start = torch.from_numpy(msg.content["arrays"]["params"].numpy().copy())
+    start = torch.from_numpy(msg.content.array_records["arrays"]["params"].numpy().copy())
     p = algorithm.p  # type: ignore[attr-defined]
     row = int(np.searchsorted(cohort, pid))
     batches = algorithm.batches(cohort, round_index, p)[row : row + 1]  # type: ignore[attr-defined]

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.config import RunConfig
 
-#: ``[algorithm] name`` values ``ampfl deploy`` runs (central noise only for DP-FedAvg).
+#: The ``[algorithm] name`` values ``ampfl deploy`` runs (DP-FedAvg with central noise only).
 DEPLOYABLE = ("fedavg", "dp_fedavg")
 
 #: Keys of the app's run config.
@@ -32,7 +32,7 @@ QUERY = "query"
 
 
 def encode_config(resolved: Mapping[str, Any]) -> str:
-    """The resolved config (``config_to_dict``) as one base64 string (safe in TOML and on the command line)."""
+    """The resolved config (``config_to_dict``) as one base64 string (safe in TOML and on a command line)."""
     return base64.b64encode(json.dumps(resolved, sort_keys=True).encode("utf-8")).decode("ascii")
 
 

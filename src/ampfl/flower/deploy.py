@@ -1,9 +1,10 @@
 """``ampfl deploy``'s Python API: one run of a ``ampfl run`` config on a Flower federation.
 
 :func:`deploy` writes the run folder's ``config.json`` and ``config.toml`` (as ``ampfl run`` does), a Flower
-app folder (``pyproject.toml`` naming :mod:`ampfl.flower.server_app` and :mod:`ampfl.flower.client_app`, with
-the resolved config and the run folder in ``[tool.flwr.app.config]``), then either starts a local federation
-(:class:`~ampfl.flower.local.LocalFederation`) or uses ``superlink``, and runs ``flwr run APP ampfl --stream``.
+app folder (``pyproject.toml`` naming :mod:`ampfl.flower.server_app` and :mod:`ampfl.flower.client_app`,
+with the resolved config and the run folder in ``[tool.flwr.app.config]``), then either starts a local
+federation (:class:`~ampfl.flower.local.LocalFederation`) or uses ``superlink``, and runs
+``flwr run APP ampfl --stream``.
 The ServerApp writes ``metrics.jsonl``, ``ledger.sqlite``, ``summary.json`` and the plots into the run folder;
 the logs of ``flwr run``, the SuperLink and the SuperNodes go to ``logs/``. The local federation is torn down
 in a ``finally`` (also on Ctrl-C and on failure).
@@ -121,9 +122,7 @@ def deploy(
             code = flwr_run(app_dir, env, logs / "flwr-run.log", timeout)
         timings["deploy_seconds"] = time.perf_counter() - begun
     if code != 0 or not (out / SUMMARY).is_file():
-        raise RuntimeError(
-            f"the Flower run failed (flwr run exit code {code}); see {logs / 'flwr-run.log'}"
-        )
+        raise RuntimeError(f"the Flower run failed (flwr run exit code {code}); see {logs / 'flwr-run.log'}")
     summary: dict[str, Any] = json.loads((out / SUMMARY).read_text(encoding="utf-8"))
     summary.update(timings)
     atomic_write_json(out / SUMMARY, summary)

@@ -68,7 +68,7 @@ class PrivacyLedger:
 
     def record(self, round_index: int, clients: Sequence[int], events: Events) -> None:
         """Commit round ``round_index``'s events for ``clients`` and their new ε (one transaction)."""
-        rows = []
+        rows: list[tuple[str, int, str]] = []
         for event, count in events:
             text = json.dumps(event.to_dict(), sort_keys=True)
             rows.extend((str(c), int(round_index), text) for c in clients for _ in range(int(count)))

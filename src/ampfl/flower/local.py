@@ -1,10 +1,10 @@
 """A local Flower federation (one SuperLink, one SuperNode per client) and ``flwr run`` against a SuperLink.
 
-:class:`LocalFederation` starts ``flower-superlink --insecure`` and one ``flower-supernode`` per client on free
-ports (each in its own process group, so the ``flower-superexec`` children and the app processes they spawn
-are ended with it) and stops them all in :meth:`LocalFederation.stop`: SIGTERM to each group, SIGKILL to what
-is left after a grace period. Use it as a context manager: the federation is stopped on success, failure and
-Ctrl-C alike.
+:class:`LocalFederation` starts ``flower-superlink --insecure`` and one ``flower-supernode`` per client on
+free ports (each in its own process group, so the ``flower-superexec`` children and the app processes they
+spawn are ended with it) and stops them all in :meth:`LocalFederation.stop`: SIGTERM to each group, SIGKILL
+to what is left after a grace period, then SIGKILL to any process still carrying the run's :data:`MARKER`.
+Use it as a context manager: the federation is stopped on success, failure and Ctrl-C alike.
 
 Every process runs with the venv's ``bin`` first on ``PATH`` (the SuperLink and SuperNodes spawn
 ``flower-superexec`` from it), ``FLWR_TELEMETRY_ENABLED=0``, ``FLWR_DISABLE_UPDATE_CHECK=1`` and a private

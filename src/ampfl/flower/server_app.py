@@ -54,7 +54,9 @@ def _wait_for_nodes(grid: Grid, count: int) -> list[int]:
         if len(nodes) >= count:
             return nodes
         if time.monotonic() > deadline:
-            raise RuntimeError(f"only {len(nodes)} of {count} SuperNodes connected in {CONNECT_TIMEOUT:.0f} s")
+            raise RuntimeError(
+                f"only {len(nodes)} of {count} SuperNodes connected in {CONNECT_TIMEOUT:.0f} s"
+            )
         time.sleep(1.0)
 
 
@@ -66,7 +68,7 @@ def _discover(grid: Grid, count: int, timeout: float) -> dict[int, int]:
     for reply in grid.send_and_receive(asks, timeout=timeout):
         if reply.has_error():
             raise RuntimeError(f"node {reply.metadata.src_node_id}: {reply.error.reason}")
-        pid = int(reply.content["metrics"]["partition-id"])  # type: ignore[arg-type]
+        pid = int(reply.content.metric_records["metrics"]["partition-id"])  # type: ignore[arg-type]
         if pid in clients:
             raise RuntimeError(f"two SuperNodes hold partition-id {pid}")
         clients[pid] = reply.metadata.src_node_id
@@ -77,7 +79,12 @@ def _discover(grid: Grid, count: int, timeout: float) -> dict[int, int]:
 
 
 def _train_round(
-    grid: Grid, algorithm: Algorithm, nodes: Mapping[int, int], cohort: list[int], round_index: int, timeout: float
+    grid: Grid,
+    algorithm: Algorithm,
+    nodes: Mapping[int, int],
+    cohort: list[int],
+    round_index: int,
+    timeout: float,
 ) -> tuple[list[tuple[int, torch.Tensor]], dict[str, float]]:
     """Send round ``round_index`` to the cohort; returns ``(client, update)`` of every reply and metrics."""
     import torch
@@ -96,11 +103,11 @@ def _train_round(
     client_of = {node: c for c, node in nodes.items()}
     updates, losses, clipped = [], [], []
     for reply in grid.send_and_receive(messages, timeout=timeout) if messages else []:
-        if reply.has_error() or "arrays" not in reply.content:
+        if reply.has_error() or "arrays" not in reply.content.array_records:
             continue  # failed or declined
-        update = torch.from_numpy(reply.content["arrays"]["update"].numpy().copy())
+        update = torch.from_numpy(reply.content.array_records["arrays"]["update"].numpy().copy())
         updates.append((client_of[reply.metadata.src_node_id], update))
-        metrics = reply.content["metrics"]
+        metrics = reply.content.metric_records["metrics"]
         losses.append(float(metrics["train_loss"]))  # type: ignore[arg-type]
         clipped.append(float(metrics["clipped"]))  # type: ignore[arg-type]
     updates.sort(key=lambda pair: pair[0])
@@ -128,8 +135,9 @@ def _aggregate(algorithm: Algorithm, updates: list[tuple[int, torch.Tensor]], as
     return torch.stack([u for _, u in updates]).mean(0)  # 000 Eq. (3)
 
 
-def _line(algorithm: Algorithm, done: int, metrics: Mapping[str, float], epsilon: float, delta: float,
-          wall: float) -> dict[str, Any]:
+def _line(
+    algorithm: Algorithm, done: int, metrics: Mapping[str, float], epsilon: float, delta: float, wall: float
+) -> dict[str, Any]:
     line: dict[str, Any] = {"round": done, **metrics}
     line.update({key: float(value) for key, value in algorithm.evaluate().items()})
     line.update({"epsilon": epsilon, "delta": delta, "wall_seconds": wall})
@@ -150,7 +158,7 @@ def main(grid: Grid, context: Context) -> None:
     torch.set_num_threads(1)
     config, algorithm = algorithm_from_run_config(context.run_config)
     out = Path(str(context.run_config[OUT_KEY]))
-    timeout = float(context.run_config.get("reply-timeout", 600.0))  # type: ignore[arg-type]
+    timeout = float(context.run_config.get("reply-timeout", 600.0))
     n = config.partition.num_clients
     nodes = _discover(grid, n, timeout)
     bring_up = time.perf_counter() - started
@@ -179,7 +187,9 @@ def main(grid: Grid, context: Context) -> None:
             round_seconds.append(time.perf_counter() - round_started)
             if done % config.eval_every == 0 or done == config.rounds:
                 wall = time.perf_counter() - started
-                line = _line(algorithm, done, round_metrics, run_accountant.epsilon(), run_accountant.delta, wall)
+                line = _line(
+                    algorithm, done, round_metrics, run_accountant.epsilon(), run_accountant.delta, wall
+                )
                 metrics.append(line)
                 handle.write(dumps_json(line) + "\n")
                 handle.flush()
@@ -209,7 +219,11 @@ def main(grid: Grid, context: Context) -> None:
         "num_clients": n,
         "seed": config.seed,
         "params": config.algorithm.params.model_dump(mode="json"),
-        "noise": {k: float(getattr(algorithm, k)) for k in ("noise_multiplier", "noise_std") if hasattr(algorithm, k)},
+        "noise": {
+            k: float(getattr(algorithm, k))
+            for k in ("noise_multiplier", "noise_std")
+            if hasattr(algorithm, k)
+        },
         "completed": True,
         "out_dir": str(out),
         "files": [str(out / name) for name in (METRICS, LEDGER, SUMMARY, *files)],

@@ -141,8 +141,10 @@ class DPFedAvg(FederatedAlgorithm):
         norms = torch.linalg.vector_norm(delta, dim=1)
         return delta * torch.clamp(self.p.clip / (norms + 1e-12), max=1.0)[:, None], norms
 
-    def server_update(self, total: torch.Tensor, num_clients: int, generator: torch.Generator) -> torch.Tensor:
-        """Server side: w + η_s (Σ_i Δ̃_i + ξ) / m̄ for the sum ``total`` of ``num_clients`` clipped updates."""
+    def server_update(
+        self, total: torch.Tensor, num_clients: int, generator: torch.Generator
+    ) -> torch.Tensor:
+        """Server side: w + η_s (Σ_i Δ̃_i + ξ) / m̄, ``total`` the sum of ``num_clients`` clipped updates."""
         std = self.noise_std
         if self.p.noise_placement == "central":
             noise = torch.randn(self.global_params.shape, generator=generator) * std
