@@ -49,6 +49,28 @@ learning_rate = 0.5
 """
 
 
+RP_BASE = """
+seed = 5
+rounds = 3
+eval_every = 1
+
+[dataset]
+name = "digits"
+
+[partition]
+scheme = "iid"
+num_clients = 3
+
+[model]
+name = "logreg"
+
+[algorithm]
+name = "{name}"
+learning_rate = 0.5
+{extra}
+"""
+
+
 def _toml(name: str, *, rounds: int = 2, cohort: int = 4, extra: str = "") -> str:
     return BASE.format(name=name, rounds=rounds, cohort=cohort, extra=extra)
 
@@ -81,22 +103,31 @@ def test_fedavg_on_flower_equals_ampfl_run(tmp_path: Path, cli_json) -> None:  #
     assert marked_processes(str(out.resolve())) == []  # nothing outlives the deployment
 
 
+PRIVATE = {
+    "dp_fedavg": "cohort_size = 2\nclip = 1.0\nnoise_multiplier = 1.0",
+    "dp_dsgd_rp": "participation = 0.5\nsampling_rate = 0.2\nnoise_multiplier = 1.0",
+}
+
+
 @pytest.mark.slow
-def test_dp_fedavg_epsilon_ledger_and_budget(tmp_path: Path) -> None:
-    extra = "clip = 1.0\nnoise_multiplier = 1.0"
-    probe = parse_config(tomllib.loads(_toml("dp_fedavg", rounds=3, cohort=3, extra=extra)))
-    # The simulator's accountant on the algorithm's own events: ε after 2 and 3 rounds; a budget in between.
+@pytest.mark.parametrize("name", sorted(PRIVATE))
+def test_private_run_epsilon_ledger_and_budget(tmp_path: Path, name: str) -> None:
+    """ε per round equals ``ampfl run``'s; the ledger holds every client's events; max_epsilon stops it."""
     from ampfl.fl.privacy import RunAccountant
 
+    def text(budget: str = "") -> str:
+        body = RP_BASE.format(name=name, extra=PRIVATE[name])
+        return body + (f"\n[privacy]\nmax_epsilon = {budget}\n" if budget else "")
+
+    probe = parse_config(tomllib.loads(text()))
+    # The simulator's accountant on the algorithm's own events: ε after 2 and 3 rounds; a budget in between.
     algorithm = build_algorithm(probe, build_task(probe))
     accountant = RunAccountant(probe.privacy, algorithm)
     spent = []
     for r in range(3):
         accountant.compose(algorithm.round_events(r))
         spent.append(accountant.epsilon())
-    budget = 0.5 * (spent[1] + spent[2])
-    text = _toml("dp_fedavg", rounds=3, cohort=3, extra=extra) + f"\n[privacy]\nmax_epsilon = {budget!r}\n"
-    config = parse_config(tomllib.loads(text))
+    config = parse_config(tomllib.loads(text(repr(0.5 * (spent[1] + spent[2])))))
     out = tmp_path / "flower"
     summary = deploy(config, out)
     simulated = run_experiment(config, tmp_path / "sim", progress=False, plots=False)
@@ -107,7 +138,11 @@ def test_dp_fedavg_epsilon_ledger_and_budget(tmp_path: Path) -> None:
     assert [line["epsilon"] for line in _lines(out)] == pytest.approx(
         [line["epsilon"] for line in _lines(tmp_path / "sim")], rel=1e-12
     )
-    assert [line["participants"] for line in _lines(out)] == [3.0, 3.0]
+    for line in _lines(out):
+        if name == "dp_fedavg":
+            assert line["participants"] == line["asked"] == 2.0  # the server's cohort
+        else:
+            assert line["asked"] == 3.0 and 0.0 <= line["participants"] <= 3.0  # the clients' coins
     with sqlite3.connect(out / LEDGER) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         rows = db.execute("SELECT client, round, event FROM privacy_events ORDER BY round, client").fetchall()
@@ -115,11 +150,11 @@ def test_dp_fedavg_epsilon_ledger_and_budget(tmp_path: Path) -> None:
     expected = [
         (str(c), r, json.dumps(event.to_dict(), sort_keys=True))
         for r in range(2)
-        for c in range(4)
+        for c in range(3)
         for event, _ in algorithm.round_events(r)
     ]
     assert rows == expected
-    assert spent_rows == pytest.approx({str(c): spent[1] for c in range(4)}, rel=1e-12)
+    assert spent_rows == pytest.approx({str(c): spent[1] for c in range(3)}, rel=1e-12)
     assert marked_processes(str(out.resolve())) == []
 
 

@@ -57,17 +57,29 @@ def train(msg: Message, context: Context) -> Message:
     settings = msg.content.config_records["config"]
     round_index = int(settings["round"])  # type: ignore[arg-type]
     cohort = np.asarray(settings["cohort"], dtype=np.int64)
-    num_clients = int(decode_raw(str(context.run_config[CONFIG_KEY]))["partition"]["num_clients"])
-    pid = _partition(context, num_clients)
-    if pid not in cohort:
+    raw = decode_raw(str(context.run_config[CONFIG_KEY]))
+    pid = _partition(context, int(raw["partition"]["num_clients"]))
+    own = np.random.default_rng()  # the client's own randomness (OS entropy): the server cannot replay it
+    if raw["algorithm"]["name"] == "dp_dsgd_rp":
+        if not own.random() < float(raw["algorithm"]["participation"]):  # 004: B ~ Bern(p), on the client
+            return Message(RecordDict(), reply_to=msg)
+    elif pid not in cohort:
         return Message(RecordDict(), reply_to=msg)  # declined: not asked this round
     import torch
 
+    from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
     from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
 
     torch.set_num_threads(1)
     _, algorithm = algorithm_from_run_config(context.run_config)
     start = torch.from_numpy(msg.content.array_records["arrays"]["params"].numpy().copy())
+    if isinstance(algorithm, DPDSGDRandomParticipation):
+        sums, losses, examples = algorithm.client_gradients(start, np.array([pid]), own)
+        metrics = MetricRecord(
+            {"train_loss": float(losses[0]), "examples": float(examples[0]), "clipped": 0.0}
+        )
+        arrays = ArrayRecord({"update": Array(sums[0].numpy())})
+        return Message(RecordDict({"arrays": arrays, "metrics": metrics}), reply_to=msg)
     p = algorithm.p  # type: ignore[attr-defined]
     row = int(np.searchsorted(cohort, pid))
     batches = algorithm.batches(cohort, round_index, p)[row : row + 1]  # type: ignore[attr-defined]

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
+from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
+from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
 from ampfl.flower.common import OUT_KEY, QUERY, algorithm_from_run_config
 from ampfl.flower.ledger import LEDGER, PrivacyLedger
 from ampfl.io import atomic_write_json, dumps_json
@@ -101,7 +103,7 @@ def _train_round(
         for c in cohort
     ]
     client_of = {node: c for c, node in nodes.items()}
-    updates, losses, clipped = [], [], []
+    updates, losses, clipped, examples = [], [], [], []
     for reply in grid.send_and_receive(messages, timeout=timeout) if messages else []:
         if reply.has_error() or "arrays" not in reply.content.array_records:
             continue  # failed or declined
@@ -110,29 +112,33 @@ def _train_round(
         metrics = reply.content.metric_records["metrics"]
         losses.append(float(metrics["train_loss"]))  # type: ignore[arg-type]
         clipped.append(float(metrics["clipped"]))  # type: ignore[arg-type]
+        examples.append(float(metrics.get("examples", 0.0)))  # type: ignore[arg-type]
     updates.sort(key=lambda pair: pair[0])
     out = {"participants": float(len(updates)), "asked": float(len(cohort))}
-    if losses:
+    if isinstance(algorithm, DPDSGDRandomParticipation):  # losses are sums over the local samples S_i
+        out["examples"] = sum(examples, 0.0)
+        if out["examples"] > 0:
+            out["train_loss"] = sum(losses) / out["examples"]
+    elif losses:
         out["train_loss"] = sum(losses) / len(losses)
         if algorithm.privacy_unit is not None:
             out["clipped_fraction"] = sum(clipped) / len(clipped)
     return updates, out
 
 
-def _aggregate(algorithm: Algorithm, updates: list[tuple[int, torch.Tensor]], asked: int) -> torch.Tensor:
-    """The new global model from the replies (the simulator's server step)."""
+def _release(algorithm: Algorithm, updates: list[tuple[int, torch.Tensor]], asked: int) -> None:
+    """The simulator's server step on the replies: the new global model."""
     import torch
 
-    from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
-
     current: torch.Tensor = algorithm.global_params  # type: ignore[attr-defined]
+    total = torch.stack([u for _, u in updates]).sum(0) if updates else torch.zeros_like(current)
+    noise = torch.Generator().manual_seed(secrets.randbits(63))
     if isinstance(algorithm, DPFedAvg):
-        total = torch.stack([u for _, u in updates]).sum(0) if updates else torch.zeros_like(current)
-        noise = torch.Generator().manual_seed(secrets.randbits(63))
-        return algorithm.server_update(total, asked, noise)
-    if not updates:
-        return current  # an empty cohort leaves the model unchanged
-    return torch.stack([u for _, u in updates]).mean(0)  # 000 Eq. (3)
+        algorithm.global_params = algorithm.server_update(total, asked, noise)
+    elif isinstance(algorithm, DPDSGDRandomParticipation):
+        algorithm.server_update(total, noise)
+    elif updates:  # FedAvg, 000 Eq. (3); an empty cohort leaves the model unchanged
+        algorithm.global_params = total / len(updates)  # type: ignore[attr-defined]
 
 
 def _line(
@@ -176,13 +182,15 @@ def main(grid: Grid, context: Context) -> None:
                 stopped = "budget"
                 break
             eligible = set(ledger.eligible(events))
-            drawn = sampler.sample(round_index, algorithm.rng(round_index, ROLE_SAMPLING))
-            cohort = [int(c) for c in drawn if int(c) in eligible]
+            if isinstance(algorithm, DPDSGDRandomParticipation):
+                cohort = sorted(eligible)  # every client is asked; each checks in with its own coin
+            else:
+                drawn = sampler.sample(round_index, algorithm.rng(round_index, ROLE_SAMPLING))
+                cohort = [int(c) for c in drawn if int(c) in eligible]
             updates, round_metrics = _train_round(grid, algorithm, nodes, cohort, round_index, timeout)
-            new_params = _aggregate(algorithm, updates, len(cohort))
             ledger.record(round_index, sorted(eligible), events)  # committed before the release below
             run_accountant.compose(events)
-            algorithm.global_params = new_params  # type: ignore[attr-defined]
+            _release(algorithm, updates, len(cohort))
             done = round_index + 1
             round_seconds.append(time.perf_counter() - round_started)
             if done % config.eval_every == 0 or done == config.rounds:
