@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ampfl.fl.config import RunConfig
 
 #: The ``[algorithm] name`` values ``ampfl deploy`` runs (DP-FedAvg with central noise only).
-DEPLOYABLE = ("fedavg", "dp_fedavg", "dp_dsgd_rp")
+DEPLOYABLE = ("fedavg", "dp_fedavg", "dp_dsgd_rp", "ms_pafl")
 
 #: Keys of the app's run config.
 CONFIG_KEY = "ampfl-config"

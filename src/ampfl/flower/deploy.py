@@ -107,7 +107,11 @@ def deploy(
         begun = time.perf_counter()
         if superlink is None:
             federation = LocalFederation(
-                config.partition.num_clients, logs, Path(tmp) / "flwr-home", marker=str(out.resolve())
+                config.partition.num_clients,
+                logs,
+                Path(tmp) / "flwr-home",
+                marker=str(out.resolve()),
+                state_dir=out / "node-state",
             )
             try:
                 federation.start()

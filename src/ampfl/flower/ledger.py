@@ -2,9 +2,9 @@
 
 ``ledger.sqlite`` in the run folder holds
 
-- ``privacy_events(client TEXT, round INTEGER, event TEXT)``: one row per client the round's events cover
-  (the event as :meth:`ampfl.accounting.events.PrivacyEvent.to_dict` JSON, one row per ``(event, count)``
-  pair with ``count`` rows... see :meth:`PrivacyLedger.record`);
+- ``privacy_events(client TEXT, round INTEGER, event TEXT)``: for each client the round's events cover, one
+  row per event (an ``(event, count)`` pair gives ``count`` rows), the event as
+  :meth:`ampfl.accounting.events.PrivacyEvent.to_dict` JSON with sorted keys;
 - ``privacy_spent(client TEXT, epsilon REAL, delta REAL)``: each client's ε at the run's δ, composed by a
   per-client :class:`~ampfl.fl.privacy.RunAccountant` (the same accountant, relation and δ as the run's),
   refreshed in the same transaction as the events.

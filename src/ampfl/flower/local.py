@@ -129,9 +129,18 @@ class LocalFederation:
         workdir: where the process logs go.
         flwr_home: the ``FLWR_HOME`` of every process (a temporary folder).
         marker: the value of :data:`MARKER` in every process.
+        state_dir: when given, SuperNode i gets the node config ``state-dir = state_dir/node-i`` (where
+            MS-PAFL keeps its private submodel).
     """
 
-    def __init__(self, num_clients: int, workdir: Path, flwr_home: Path, marker: str = "") -> None:
+    def __init__(
+        self,
+        num_clients: int,
+        workdir: Path,
+        flwr_home: Path,
+        marker: str = "",
+        state_dir: Path | None = None,
+    ) -> None:
         if num_clients < 1:
             raise ValueError(f"num_clients must be >= 1. Found {num_clients}.")
         self.num_clients = num_clients
@@ -139,6 +148,7 @@ class LocalFederation:
         self.port = free_port()
         self.superlink = f"127.0.0.1:{self.port}"
         self.marker = marker
+        self.state_dir = state_dir
         self.env = flower_env(Path(flwr_home), self.superlink, marker)
         self.processes: list[subprocess.Popen[bytes]] = []
         self.started_seconds = 0.0
@@ -172,6 +182,9 @@ class LocalFederation:
         )
         _wait_for_port(self.port, timeout, link)
         for pid in range(self.num_clients):
+            node_config = f"partition-id={pid} num-partitions={self.num_clients}"
+            if self.state_dir is not None:
+                node_config += f' state-dir="{(self.state_dir / f"node-{pid}").resolve()}"'
             self._spawn(
                 [
                     "flower-supernode",
@@ -181,7 +194,7 @@ class LocalFederation:
                     "--port",
                     str(free_port()),
                     "--node-config",
-                    f"partition-id={pid} num-partitions={self.num_clients}",
+                    node_config,
                 ],
                 f"supernode-{pid}.log",
             )

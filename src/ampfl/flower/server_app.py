@@ -34,6 +34,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
 from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
+from ampfl.fl.algorithms.ms_pafl import MSPAFL
 from ampfl.flower.common import OUT_KEY, QUERY, algorithm_from_run_config
 from ampfl.flower.ledger import LEDGER, PrivacyLedger
 from ampfl.io import atomic_write_json, dumps_json
@@ -91,7 +92,9 @@ def _train_round(
     """Send round ``round_index`` to the cohort; returns ``(client, update)`` of every reply and metrics."""
     import torch
 
-    params = ArrayRecord({"params": Array(algorithm.global_params.numpy())})  # type: ignore[attr-defined]
+    # MS-PAFL broadcasts the public submodel w̄_p only (Eq. 14); the others the whole model.
+    model = algorithm.public if isinstance(algorithm, MSPAFL) else algorithm.global_params  # type: ignore[attr-defined]
+    params = ArrayRecord({"params": Array(model.numpy())})
     settings = ConfigRecord({"round": round_index, "cohort": list(cohort)})
     messages = [
         Message(
@@ -111,7 +114,7 @@ def _train_round(
         updates.append((client_of[reply.metadata.src_node_id], update))
         metrics = reply.content.metric_records["metrics"]
         losses.append(float(metrics["train_loss"]))  # type: ignore[arg-type]
-        clipped.append(float(metrics["clipped"]))  # type: ignore[arg-type]
+        clipped.append(float(metrics.get("clipped", 0.0)))  # type: ignore[arg-type]
         examples.append(float(metrics.get("examples", 0.0)))  # type: ignore[arg-type]
     updates.sort(key=lambda pair: pair[0])
     out = {"participants": float(len(updates)), "asked": float(len(cohort))}
@@ -137,6 +140,9 @@ def _release(algorithm: Algorithm, updates: list[tuple[int, torch.Tensor]], aske
         algorithm.global_params = algorithm.server_update(total, asked, noise)
     elif isinstance(algorithm, DPDSGDRandomParticipation):
         algorithm.server_update(total, noise)
+    elif isinstance(algorithm, MSPAFL):
+        if updates:  # nobody checked in: w̄_p is kept
+            algorithm.aggregate_public(total, len(updates))
     elif updates:  # FedAvg, 000 Eq. (3); an empty cohort leaves the model unchanged
         algorithm.global_params = total / len(updates)  # type: ignore[attr-defined]
 
@@ -145,7 +151,11 @@ def _line(
     algorithm: Algorithm, done: int, metrics: Mapping[str, float], epsilon: float, delta: float, wall: float
 ) -> dict[str, Any]:
     line: dict[str, Any] = {"round": done, **metrics}
-    line.update({key: float(value) for key, value in algorithm.evaluate().items()})
+    if isinstance(algorithm, MSPAFL):  # the private submodels are on the nodes: the public model only
+        evaluation = {"accuracy": algorithm.global_accuracy(algorithm.public_model())}
+    else:
+        evaluation = algorithm.evaluate()
+    line.update({key: float(value) for key, value in evaluation.items()})
     line.update({"epsilon": epsilon, "delta": delta, "wall_seconds": wall})
     return line
 
@@ -182,7 +192,7 @@ def main(grid: Grid, context: Context) -> None:
                 stopped = "budget"
                 break
             eligible = set(ledger.eligible(events))
-            if isinstance(algorithm, DPDSGDRandomParticipation):
+            if isinstance(algorithm, DPDSGDRandomParticipation | MSPAFL):
                 cohort = sorted(eligible)  # every client is asked; each checks in with its own coin
             else:
                 drawn = sampler.sample(round_index, algorithm.rng(round_index, ROLE_SAMPLING))
