@@ -13,6 +13,7 @@ import sqlite3
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("flwr")
@@ -105,7 +106,8 @@ def test_fedavg_on_flower_equals_ampfl_run(tmp_path: Path, cli_json) -> None:  #
 
 PRIVATE = {
     "dp_fedavg": "cohort_size = 2\nclip = 1.0\nnoise_multiplier = 1.0",
-    "dp_dsgd_rp": "participation = 0.5\nsampling_rate = 0.2\nnoise_multiplier = 1.0",
+    # Client-side check-in and a private submodel kept on the node (DP-DSGD-RP's client coin is the same path).
+    "ms_pafl": "participation = 0.5\nnoise_multiplier = 1.0",
 }
 
 
@@ -143,6 +145,12 @@ def test_private_run_epsilon_ledger_and_budget(tmp_path: Path, name: str) -> Non
             assert line["participants"] == line["asked"] == 2.0  # the server's cohort
         else:
             assert line["asked"] == 3.0 and 0.0 <= line["participants"] <= 3.0  # the clients' coins
+    if name == "ms_pafl":  # w_α stays on the node: one file per client that checked in at least once
+        joined = sum(line["participants"] for line in _lines(out))
+        kept = sorted((out / "node-state").glob("node-*/ampfl-ms-pafl-private-*.npy"))
+        assert (len(kept) > 0) == (joined > 0) and len(kept) <= 3
+        size = algorithm.partition.size("private")  # type: ignore[attr-defined]
+        assert all(np.load(path).shape == (size,) for path in kept)
     with sqlite3.connect(out / LEDGER) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         rows = db.execute("SELECT client, round, event FROM privacy_events ORDER BY round, client").fetchall()
