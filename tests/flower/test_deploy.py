@@ -106,7 +106,7 @@ def test_fedavg_on_flower_equals_ampfl_run(tmp_path: Path, cli_json) -> None:  #
 
 PRIVATE = {
     "dp_fedavg": "cohort_size = 2\nclip = 1.0\nnoise_multiplier = 1.0",
-    # Client-side check-in and a private submodel kept on the node (DP-DSGD-RP's client coin is the same path).
+    # Client-side check-in and a private submodel kept on the node (DP-DSGD-RP uses the same coin path).
     "ms_pafl": "participation = 0.5\nnoise_multiplier = 1.0",
 }
 
