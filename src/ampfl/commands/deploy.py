@@ -30,6 +30,9 @@ def register(registry: Registry) -> None:
         help="submit to this existing SuperLink (insecure) instead of starting a local federation",
     )
     parser.add_argument(
+        "--resume", action="store_true", help="continue the run folder's last checkpoint (same config)"
+    )
+    parser.add_argument(
         "--timeout", type=float, default=3600.0, help="seconds the Flower run may take (default 3600)"
     )
 
@@ -54,7 +57,7 @@ def _deploy(args: argparse.Namespace) -> dict[str, Any]:
     config = load_config(args.config)
     out = check_out_dir(args.out if args.out is not None else Path("runs") / f"{args.config.stem}-flower")
     try:
-        summary = deploy(config, out, superlink=args.superlink, timeout=args.timeout)
+        summary = deploy(config, out, superlink=args.superlink, timeout=args.timeout, resume=args.resume)
     except RuntimeError as exc:
         raise CommandFailed([str(exc)]) from None
     if args.json:

@@ -27,6 +27,7 @@ DEPLOYABLE = ("fedavg", "dp_fedavg", "dp_dsgd_rp", "ms_pafl")
 #: Keys of the app's run config.
 CONFIG_KEY = "ampfl-config"
 OUT_KEY = "out-dir"
+RESUME_KEY = "resume"
 #: Message types beyond Flower's ``train``: the server asks each node which partition it holds.
 QUERY = "query"
 

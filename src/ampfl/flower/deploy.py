@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ampfl.flower.common import CONFIG_KEY, OUT_KEY, check_deployable, encode_config
+from ampfl.flower.common import CONFIG_KEY, OUT_KEY, RESUME_KEY, check_deployable, encode_config
 from ampfl.flower.local import LocalFederation, flower_env, flwr_run
 
 if TYPE_CHECKING:
@@ -49,11 +49,14 @@ clientapp = "ampfl.flower.client_app:app"
 [tool.flwr.app.config]
 {config_key} = "{config}"
 {out_key} = {out}
+{resume_key} = {resume}
 reply-timeout = {reply_timeout}
 """
 
 
-def write_app(app_dir: Path, resolved: dict[str, Any], out: Path, *, reply_timeout: float = 600.0) -> Path:
+def write_app(
+    app_dir: Path, resolved: dict[str, Any], out: Path, *, resume: bool = False, reply_timeout: float = 600.0
+) -> Path:
     """The Flower app folder of one run (module docstring)."""
     app_dir.mkdir(parents=True, exist_ok=True)
     text = _APP_TOML.format(
@@ -61,6 +64,8 @@ def write_app(app_dir: Path, resolved: dict[str, Any], out: Path, *, reply_timeo
         config=encode_config(resolved),
         out_key=OUT_KEY,
         out=json.dumps(str(out.resolve())),
+        resume_key=RESUME_KEY,
+        resume="true" if resume else "false",
         reply_timeout=float(reply_timeout),
     )
     (app_dir / "pyproject.toml").write_text(text, encoding="utf-8")
@@ -73,6 +78,7 @@ def deploy(
     *,
     superlink: str | None = None,
     timeout: float = RUN_TIMEOUT,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Run ``config`` on Flower and return the summary (``summary.json``, plus bring-up/teardown seconds).
 
@@ -81,6 +87,8 @@ def deploy(
         out_dir: the run folder (refused when it already holds a run).
         superlink: ``HOST:PORT`` of an existing SuperLink (insecure); None starts a local federation.
         timeout: seconds ``flwr run`` may take.
+        resume: continue the run folder's last checkpoint (written after every round) with the same config;
+            the ledger keeps every released round and drops the rows of a round that was never released.
 
     Raises:
         ValueError: an algorithm or setting deploy does not support, or a used run folder (one line).
@@ -92,10 +100,13 @@ def deploy(
 
     check_deployable(config)
     out = Path(out_dir)
-    used = [name for name in (CONFIG_JSON, METRICS, SUMMARY) if (out / name).exists()]
-    if used:
-        raise ValueError(f"{out} already holds a run ({used[0]}); choose another --out.")
     resolved = config_to_dict(config)
+    if resume:
+        _check_resumable(out, resolved)
+    else:
+        used = [name for name in (CONFIG_JSON, METRICS, SUMMARY) if (out / name).exists()]
+        if used:
+            raise ValueError(f"{out} already holds a run ({used[0]}); pass --resume or choose another --out.")
     out.mkdir(parents=True, exist_ok=True)
     logs = out / "logs"
     logs.mkdir(exist_ok=True)
@@ -103,7 +114,7 @@ def deploy(
     atomic_write_text(out / CONFIG_TOML, to_toml(resolved))
     timings: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="ampfl-flower-") as tmp:
-        app_dir = write_app(Path(tmp) / "app", resolved, out)
+        app_dir = write_app(Path(tmp) / "app", resolved, out, resume=resume)
         begun = time.perf_counter()
         if superlink is None:
             federation = LocalFederation(
@@ -131,3 +142,16 @@ def deploy(
     summary.update(timings)
     atomic_write_json(out / SUMMARY, summary)
     return summary
+
+
+def _check_resumable(out: Path, resolved: dict[str, Any]) -> None:
+    from ampfl.fl.run import CHECKPOINT, CONFIG_JSON, SUMMARY
+    from ampfl.io import dumps_json
+
+    if (out / SUMMARY).exists():
+        raise ValueError(f"--resume: the run in {out} is complete ({SUMMARY}).")
+    if not (out / CHECKPOINT).is_file() or not (out / CONFIG_JSON).is_file():
+        raise ValueError(f"--resume: no checkpoint in {out} (expected {CHECKPOINT}).")
+    saved = json.loads((out / CONFIG_JSON).read_text(encoding="utf-8"))
+    if saved != json.loads(dumps_json(resolved)):
+        raise ValueError(f"--resume: the config differs from the one of {out}.")

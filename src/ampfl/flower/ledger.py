@@ -82,5 +82,26 @@ class PrivacyLedger:
             self.connection.executemany("INSERT INTO privacy_events VALUES (?, ?, ?)", rows)
             self.connection.executemany("INSERT OR REPLACE INTO privacy_spent VALUES (?, ?, ?)", spent)
 
+    def resume(self, rounds_done: int) -> None:
+        """Continue after ``rounds_done`` released rounds: drop the rows of later rounds (committed, never
+        released: the resumed run runs them again) and recompose each client's ε from the remaining rows."""
+        from ampfl.accounting.events import event_from_dict
+
+        with self.connection:
+            self.connection.execute("BEGIN")
+            self.connection.execute("DELETE FROM privacy_events WHERE round >= ?", (int(rounds_done),))
+        query = "SELECT client, round, event FROM privacy_events ORDER BY round, rowid"
+        by_round: dict[tuple[int, int], list[tuple[PrivacyEvent, int]]] = {}
+        for client, round_index, text in self.connection.execute(query).fetchall():
+            by_round.setdefault((int(round_index), int(client)), []).append(
+                (event_from_dict(json.loads(text)), 1)
+            )
+        for (_, client), events in sorted(by_round.items()):
+            self.accountants[client].compose(events)
+        spent = [(str(c), acc.epsilon(), acc.delta) for c, acc in self.accountants.items()]
+        with self.connection:
+            self.connection.execute("BEGIN")
+            self.connection.executemany("INSERT OR REPLACE INTO privacy_spent VALUES (?, ?, ?)", spent)
+
     def close(self) -> None:
         self.connection.close()

@@ -35,7 +35,7 @@ from flwr.serverapp import Grid, ServerApp
 from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
 from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
 from ampfl.fl.algorithms.ms_pafl import MSPAFL
-from ampfl.flower.common import OUT_KEY, QUERY, algorithm_from_run_config
+from ampfl.flower.common import OUT_KEY, QUERY, RESUME_KEY, algorithm_from_run_config
 from ampfl.flower.ledger import LEDGER, PrivacyLedger
 from ampfl.io import atomic_write_json, dumps_json
 
@@ -166,8 +166,9 @@ def main(grid: Grid, context: Context) -> None:
     import torch
 
     from ampfl.fl.algorithms.base import ROLE_SAMPLING
+    from ampfl.fl.config import config_to_dict
     from ampfl.fl.privacy import RunAccountant
-    from ampfl.fl.run import METRICS, SUMMARY
+    from ampfl.fl.run import CHECKPOINT, METRICS, SUMMARY, load_checkpoint, save_checkpoint
     from ampfl.fl.run_plots import write_plots
 
     started = time.perf_counter()
@@ -184,8 +185,16 @@ def main(grid: Grid, context: Context) -> None:
     metrics: list[dict[str, Any]] = []
     round_seconds: list[float] = []
     done, stopped = 0, "rounds"
+    if bool(context.run_config.get(RESUME_KEY, False)):
+        state = load_checkpoint(out)
+        algorithm.load_state_dict(state["algorithm"])
+        run_accountant.load_state_dict(state["privacy"])
+        done, metrics = int(state["rounds_done"]), list(state["metrics"])
+    ledger.resume(done)  # drops rows of a round that was committed but never released
+    resolved = config_to_dict(config)
     with open(out / METRICS, "w", encoding="utf-8") as handle:
-        for round_index in range(config.rounds):
+        handle.write("".join(dumps_json(line) + "\n" for line in metrics))
+        for round_index in range(done, config.rounds):
             round_started = time.perf_counter()
             events = algorithm.round_events(round_index)
             if run_accountant.would_exceed(events):
@@ -203,13 +212,25 @@ def main(grid: Grid, context: Context) -> None:
             _release(algorithm, updates, len(cohort))
             done = round_index + 1
             round_seconds.append(time.perf_counter() - round_started)
+            wall = time.perf_counter() - started
             if done % config.eval_every == 0 or done == config.rounds:
-                wall = time.perf_counter() - started
-                line = _line(
-                    algorithm, done, round_metrics, run_accountant.epsilon(), run_accountant.delta, wall
+                metrics.append(
+                    _line(
+                        algorithm, done, round_metrics, run_accountant.epsilon(), run_accountant.delta, wall
+                    )
                 )
-                metrics.append(line)
-                handle.write(dumps_json(line) + "\n")
+            # The new model is checkpointed before anything shows it (the metrics line, the next broadcast).
+            save_checkpoint(
+                out,
+                algorithm,
+                rounds_done=done,
+                metrics=metrics,
+                config=resolved,
+                wall=wall,
+                privacy=run_accountant,
+            )
+            if metrics and metrics[-1]["round"] == done:
+                handle.write(dumps_json(metrics[-1]) + "\n")
                 handle.flush()
     ledger.close()
     if not metrics or metrics[-1]["round"] != done:
@@ -244,6 +265,6 @@ def main(grid: Grid, context: Context) -> None:
         },
         "completed": True,
         "out_dir": str(out),
-        "files": [str(out / name) for name in (METRICS, LEDGER, SUMMARY, *files)],
+        "files": [str(out / name) for name in (METRICS, LEDGER, CHECKPOINT, SUMMARY, *files)],
     }
     atomic_write_json(out / SUMMARY, summary)
