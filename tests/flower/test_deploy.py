@@ -212,3 +212,22 @@ def test_deploy_refuses_an_algorithm_it_cannot_run(tmp_path: Path, run_cli) -> N
     (tmp_path / "cfg.toml").write_text(_toml("local_only").replace("cohort_size = 4\n", ""))
     code, _, err = run_cli(["deploy", str(tmp_path / "cfg.toml"), "--out", str(tmp_path / "out")])
     assert code == 2 and "algorithm.name" in err and len(err.strip().splitlines()) == 1
+
+
+def test_ledger_resume_keeps_released_rounds(tmp_path: Path) -> None:
+    """After a crash: rows of released rounds stay, an unreleased round's rows go, per-client ε is rebuilt."""
+    extra = "clip = 1.0\nnoise_multiplier = 2.0"
+    config = parse_config(tomllib.loads(_toml("dp_fedavg", cohort=2, extra=extra)))
+    algorithm = build_algorithm(config, build_task(config))
+    ledger = PrivacyLedger(tmp_path / LEDGER, config.privacy, algorithm, range(4))
+    for r in range(3):  # rounds 0 and 1 released; round 2 committed, then the server was killed
+        ledger.record(r, [0, 1, 2, 3] if r < 2 else [0, 1], algorithm.round_events(r))
+    two_rounds = ledger.accountants[3].epsilon()  # client 3 was covered by rounds 0 and 1 only
+    ledger.close()
+    again = PrivacyLedger(tmp_path / LEDGER, config.privacy, algorithm, range(4))
+    again.resume(2)
+    rounds = again.connection.execute("SELECT DISTINCT round FROM privacy_events ORDER BY round").fetchall()
+    assert rounds == [(0,), (1,)]
+    assert [again.accountants[c].epsilon() for c in range(4)] == pytest.approx([two_rounds] * 4, rel=1e-12)
+    assert again.accountants[0].rounds_composed == 2
+    again.close()
