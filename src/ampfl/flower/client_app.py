@@ -18,6 +18,14 @@ Messages:
 
   with ``metrics`` ``train_loss``, ``clipped`` (1 if the update was clipped) and ``num-examples``. A node
   that is not in ``cohort`` declines with an empty reply.
+
+  DP-DSGD-RP and MS-PAFL (:data:`CLIENT_CHECK_IN`): every node is asked and flips its own check-in coin
+  B ~ Bern(p_i) from the operating system's entropy (never the run seed, which the server knows); a node that
+  does not check in replies empty. DP-DSGD-RP replies g_i, the sum of its per-example clipped gradients on a
+  local Poisson sample (:meth:`DPDSGDRandomParticipation.client_gradients`). MS-PAFL receives w̄_p only,
+  trains (w_{i,α}, w̄_p), keeps w_{i,α} in ``context.state`` and, with a ``state-dir`` node config, in a
+  node-local file (a resumed run continues it), and replies its clipped, noised public part
+  (:meth:`MSPAFL.privatize_public`).
 """
 
 from __future__ import annotations

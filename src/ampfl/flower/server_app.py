@@ -7,15 +7,20 @@ the order of ``ampfl.fl.run``:
    (``stopped = "budget"``) if the run-level accountant would exceed ``[privacy] max_epsilon``; clients whose
    own ε would exceed it are no longer asked (:meth:`PrivacyLedger.eligible`);
 2. the cohort: the simulator's sampler, seeded as in ``ampfl run`` (``Algorithm.rng(r, ROLE_SAMPLING)``),
-   restricted to the eligible clients;
+   restricted to the eligible clients; for DP-DSGD-RP and MS-PAFL every eligible client (each checks in with
+   its own coin on its node);
 3. one ``train`` message to each node of the cohort; replies that are empty, failed or late (``reply-timeout``
    of the run config, default 600 s) are dropped;
 4. the round's events committed to ``ledger.sqlite`` and composed by the run's accountant, **then** the
    aggregate released: FedAvg averages the local models (000 Eq. 3); DP-FedAvg sums the clipped updates and
    adds the Gaussian noise in :meth:`DPFedAvg.server_update`, from a generator seeded by the operating system
    (unlike the simulator: the run seed is in the config every client holds, so noise drawn from it could be
-   subtracted);
-5. every ``eval_every`` rounds one line of ``metrics.jsonl`` (test accuracy of the global model, ε, δ).
+   subtracted); DP-DSGD-RP: :meth:`DPDSGDRandomParticipation.server_update`; MS-PAFL:
+   :meth:`MSPAFL.aggregate_public` of the clients' noised public parts;
+5. ``checkpoint.pt`` (the simulator's checkpoint) before the new model is shown anywhere, then every
+   ``eval_every`` rounds one line of ``metrics.jsonl`` (test accuracy of the global model, for MS-PAFL of the
+   public model, ε, δ). With the run config ``resume = true`` the loop continues from the checkpoint
+   (:meth:`PrivacyLedger.resume`).
 
 At the end ``summary.json`` (the keys of ``ampfl run``'s summary plus ``engine = "flower"``) and the plots.
 """
