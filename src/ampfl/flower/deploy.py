@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 #: Default seconds ``flwr run`` may take before it is stopped.
 RUN_TIMEOUT = 3600.0
+#: Most SuperNodes a local federation starts (each is a process; each message starts one more).
+MAX_LOCAL_CLIENTS = 64
 
 _APP_TOML = """\
 [build-system]
@@ -99,6 +101,11 @@ def deploy(
     from ampfl.io import atomic_write_json, atomic_write_text
 
     check_deployable(config)
+    if superlink is None and config.partition.num_clients > MAX_LOCAL_CLIENTS:
+        raise ValueError(
+            f"partition.num_clients: a local federation starts one SuperNode per client, at most "
+            f"{MAX_LOCAL_CLIENTS} (use --superlink for more). Found {config.partition.num_clients}."
+        )
     out = Path(out_dir)
     resolved = config_to_dict(config)
     if resume:
