@@ -237,9 +237,13 @@ def main(grid: Grid, context: Context) -> None:
             if metrics and metrics[-1]["round"] == done:
                 handle.write(dumps_json(metrics[-1]) + "\n")
                 handle.flush()
+        if (
+            not metrics or metrics[-1]["round"] != done
+        ):  # as ampfl run: the last line states the ε it stopped at
+            wall = time.perf_counter() - started
+            metrics.append(_line(algorithm, done, {}, run_accountant.epsilon(), run_accountant.delta, wall))
+            handle.write(dumps_json(metrics[-1]) + "\n")
     ledger.close()
-    if not metrics or metrics[-1]["round"] != done:
-        metrics.append(_line(algorithm, done, {}, run_accountant.epsilon(), run_accountant.delta, 0.0))
     final = metrics[-1]
     files = write_plots(out, metrics, title=f"{config.algorithm.name} on {config.dataset.name} (Flower)")
     summary: dict[str, Any] = {
