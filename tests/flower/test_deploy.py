@@ -212,6 +212,14 @@ def test_deploy_refuses_an_algorithm_it_cannot_run(tmp_path: Path, run_cli) -> N
     (tmp_path / "cfg.toml").write_text(_toml("local_only").replace("cohort_size = 4\n", ""))
     code, _, err = run_cli(["deploy", str(tmp_path / "cfg.toml"), "--out", str(tmp_path / "out")])
     assert code == 2 and "algorithm.name" in err and len(err.strip().splitlines()) == 1
+    (tmp_path / "ok.toml").write_text(_toml("fedavg"))
+    for flags, needle in (
+        (["--resume"], "--resume: no checkpoint"),
+        (["--superlink", "localhost"], "--superlink must be HOST:PORT"),
+        (["--timeout", "0"], "--timeout must be > 0"),
+    ):
+        code, _, err = run_cli(["deploy", str(tmp_path / "ok.toml"), "--out", str(tmp_path / "o2"), *flags])
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_ledger_resume_keeps_released_rounds(tmp_path: Path) -> None:
