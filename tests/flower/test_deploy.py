@@ -185,25 +185,24 @@ def test_interrupted_deploy_leaves_no_process(tmp_path: Path, monkeypatch: pytes
 
 def test_ledger_commits_events_and_budget(tmp_path: Path) -> None:
     """Without processes: rows, per-client ε (the run accountant's), eligibility under max_epsilon."""
-    extra = "clip = 1.0\nnoise_multiplier = 2.0\n\n[privacy]\nmax_epsilon = 1e9"
-    config = parse_config(tomllib.loads(_toml("dp_fedavg", cohort=2, extra=extra)))
-    algorithm = build_algorithm(config, build_task(config))
     from ampfl.fl.privacy import RunAccountant
 
-    reference = RunAccountant(config.privacy, algorithm)
-    ledger = PrivacyLedger(tmp_path / LEDGER, config.privacy, algorithm, range(4))
+    extra = "clip = 1.0\nnoise_multiplier = 2.0"
+    config = parse_config(tomllib.loads(_toml("dp_fedavg", cohort=2, extra=extra)))
+    algorithm = build_algorithm(config, build_task(config))
     events = algorithm.round_events(0)
+    reference = RunAccountant(config.privacy, algorithm)
+    reference.compose(events)
+    one_round = reference.epsilon()
+    # A budget between one and two rounds: a client that spent one round is no longer asked.
+    budget = config.privacy.model_copy(update={"max_epsilon": one_round * 1.01})
+    ledger = PrivacyLedger(tmp_path / LEDGER, budget, algorithm, range(4))
     assert ledger.eligible(events) == [0, 1, 2, 3]
     ledger.record(0, [0, 2], events)
-    reference.compose(events)
     with sqlite3.connect(tmp_path / LEDGER) as db:  # a second connection sees the committed round
         assert db.execute("SELECT client, round FROM privacy_events").fetchall() == [("0", 0), ("2", 0)]
         spent = dict(db.execute("SELECT client, epsilon FROM privacy_spent").fetchall())
-    assert spent == pytest.approx({"0": reference.epsilon(), "2": reference.epsilon()}, rel=1e-12)
-    # A budget between one and two rounds: the clients that already spent one round are no longer asked.
-    ledger.accountants[1].privacy = ledger.accountants[0].privacy = ledger.accountants[2].privacy = (
-        config.privacy.model_copy(update={"max_epsilon": reference.epsilon() * 1.01})
-    )
+    assert spent == pytest.approx({"0": one_round, "2": one_round}, rel=1e-12)
     assert ledger.eligible(events) == [1, 3]
     ledger.close()
 
