@@ -158,26 +158,37 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
         total = torch.zeros_like(self.global_params)
         metrics = {"participants": float(len(clients))}
         if len(clients):
-            idx, mask = poisson_local_batches(
-                self.local_data,
-                clients,
-                sampling_rate=self.p.sampling_rate,
-                rng=self.rng(round_index, ROLE_DATA),
+            sums, losses, examples = self.client_gradients(
+                self.global_params, clients, self.rng(round_index, ROLE_DATA)
             )
-            result = self.engine.clipped_gradient_sum(
-                self.model, self.global_params, self.x_train, self.y_train, idx, mask, clip=self.p.clip
-            )
-            total = result.params.sum(0)
-            examples = float(mask.sum())
-            metrics["examples"] = examples
-            if examples > 0:
-                metrics["train_loss"] = float(result.loss.sum()) / examples
-        noise = torch.randn(total.shape, generator=self.torch_generator(round_index, ROLE_NOISE))
-        noise = noise * self.noise_std
+            total = sums.sum(0)
+            metrics["examples"] = float(examples.sum())
+            if metrics["examples"] > 0:
+                metrics["train_loss"] = float(losses.sum()) / metrics["examples"]
+        self.server_update(total, self.torch_generator(round_index, ROLE_NOISE))
+        return metrics
+
+    # -- the two halves of a round (the Flower apps of ``ampfl.flower`` call them too) -------------------
+    def client_gradients(
+        self, params: torch.Tensor, clients: np.ndarray, rng: np.random.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Client side for the joined ``clients``: local Poisson sample S_i (rate q) and g_i, the sum of the
+        per-example clipped gradients at ``params``. Returns ``(g [K, d], loss sums [K], |S_i| [K])``."""
+        idx, mask = poisson_local_batches(
+            self.local_data, clients, sampling_rate=self.p.sampling_rate, rng=rng
+        )
+        result = self.engine.clipped_gradient_sum(
+            self.model, params, self.x_train, self.y_train, idx, mask, clip=self.p.clip
+        )
+        k = len(clients)
+        return result.params, result.loss.reshape(k, -1).sum(1), mask.reshape(k, -1).sum(1)
+
+    def server_update(self, total: torch.Tensor, generator: torch.Generator) -> None:
+        """Server side (Eq. 4 and momentum): ĝ = (Σ_i g_i + N(0, σ²I)) / (p N q d), w ← w − η v."""
+        noise = torch.randn(total.shape, generator=generator) * self.noise_std
         g_hat = (total + noise) * self.scale()  # Eq. (4)
         self.velocity = self.p.momentum * self.velocity + g_hat
         self.global_params = self.global_params - self.p.learning_rate * self.velocity
-        return metrics
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()

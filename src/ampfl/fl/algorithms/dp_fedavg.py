@@ -127,19 +127,29 @@ class DPFedAvg(FederatedAlgorithm):
                 learning_rate=self.p.learning_rate,
                 client_ids=clients,
             )
-            delta = result.params - self.global_params
-            norms = torch.linalg.vector_norm(delta, dim=1)
-            clipped = delta * torch.clamp(c / (norms + 1e-12), max=1.0)[:, None]
+            clipped, norms = self.clip_updates(result.params - self.global_params)
             total = clipped.sum(0)
             metrics["train_loss"] = float(result.loss.mean())
             metrics["clipped_fraction"] = float((norms > c).to(torch.float32).mean())
         gen = self.torch_generator(round_index, ROLE_NOISE)
+        self.global_params = self.server_update(total, len(clients), gen)
+        return metrics
+
+    # -- the two halves of a round (the Flower apps of ``ampfl.flower`` call them too) -------------------
+    def clip_updates(self, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Client side: each row Δ_i of ``[K, d]`` clipped to norm C; returns ``(clipped, norms)``."""
+        norms = torch.linalg.vector_norm(delta, dim=1)
+        return delta * torch.clamp(self.p.clip / (norms + 1e-12), max=1.0)[:, None], norms
+
+    def server_update(
+        self, total: torch.Tensor, num_clients: int, generator: torch.Generator
+    ) -> torch.Tensor:
+        """Server side: w + η_s (Σ_i Δ̃_i + ξ) / m̄, ``total`` the sum of ``num_clients`` clipped updates."""
         std = self.noise_std
         if self.p.noise_placement == "central":
-            noise = torch.randn(self.global_params.shape, generator=gen) * std
+            noise = torch.randn(self.global_params.shape, generator=generator) * std
         else:  # shares N(0, z²C²/m) per client; they sum to N(0, z²C²) (fixed cohort of size m)
-            shares = torch.randn((len(clients), self.global_params.numel()), generator=gen)
-            noise = (shares * (std / math.sqrt(len(clients)))).sum(0)
+            shares = torch.randn((num_clients, self.global_params.numel()), generator=generator)
+            noise = (shares * (std / math.sqrt(num_clients))).sum(0)
         expected = self.sampler.expected_cohort()
-        self.global_params = self.global_params + self.p.server_learning_rate * (total + noise) / expected
-        return metrics
+        return self.global_params + self.p.server_learning_rate * (total + noise) / expected

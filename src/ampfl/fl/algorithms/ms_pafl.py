@@ -162,25 +162,45 @@ class MSPAFL(FederatedAlgorithm):
         )  # Eqs. (9), (2b)
         parts = self.partition.split(result.params)
         self.store.set(clients, parts["private"])  # w_{i,α} stays on the client
-        # Eq. (11) clips the public model itself; the "update" variant clips w_p - w̄_p and adds w̄_p back
-        # after the noise (post-processing of the server's own broadcast), same sensitivity 2C.
-        offset = self.public if self.p.clip_target == "update" else torch.zeros_like(self.public)
-        public = parts["public"] - offset
-        norms = torch.linalg.vector_norm(public, dim=1)
-        clipped = public / torch.clamp(norms / self.p.clip, min=1.0)[:, None]  # Eq. (11)
-        noise = torch.randn(clipped.shape, generator=self.torch_generator(round_index, ROLE_NOISE))
-        noisy = clipped + self.noise_std * noise  # Eq. (12)
-        noise_norm = self.noise_std * torch.linalg.vector_norm(noise, dim=1)
-        signal_norm = torch.linalg.vector_norm(clipped, dim=1).clamp(min=1e-12)
-        nu = self.sampler.probability_someone_checks_in() if self.p.nu_correction else 1.0
-        self.public = offset + noisy.sum(0) / (nu * len(clients))  # Eq. (13)
+        noisy, norms, ratio = self.privatize_public(
+            parts["public"], self.torch_generator(round_index, ROLE_NOISE)
+        )
+        nu = self.aggregate_public(noisy.sum(0), len(clients))
         metrics.update(
             train_loss=float(result.loss.mean()),
             clipped_fraction=float((norms > self.p.clip).to(torch.float32).mean()),
-            noise_to_signal=float((noise_norm / signal_norm).mean()),
+            noise_to_signal=float(ratio.mean()),
             nu=float(nu),
         )
         return metrics
+
+    # -- the two halves of a round (the Flower apps of ``ampfl.flower`` call them too) -------------------
+    def _offset(self) -> torch.Tensor:
+        return self.public if self.p.clip_target == "update" else torch.zeros_like(self.public)
+
+    def privatize_public(
+        self, public: torch.Tensor, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Client side, Eqs. (11)–(12) on the public parts ``[K, d_p]`` (relative to the current w̄_p).
+
+        Returns ``(noisy parts, norms before clipping, noise-to-signal ratios)``.
+        """
+        # Eq. (11) clips the public model itself; the "update" variant clips w_p - w̄_p and adds w̄_p back
+        # after the noise (post-processing of the server's own broadcast), same sensitivity 2C.
+        public = public - self._offset()
+        norms = torch.linalg.vector_norm(public, dim=1)
+        clipped = public / torch.clamp(norms / self.p.clip, min=1.0)[:, None]  # Eq. (11)
+        noise = torch.randn(clipped.shape, generator=generator)
+        noisy = clipped + self.noise_std * noise  # Eq. (12)
+        noise_norm = self.noise_std * torch.linalg.vector_norm(noise, dim=1)
+        signal_norm = torch.linalg.vector_norm(clipped, dim=1).clamp(min=1e-12)
+        return noisy, norms, noise_norm / signal_norm
+
+    def aggregate_public(self, noisy_sum: torch.Tensor, count: int) -> float:
+        """Server side, Eq. (13): w̄_p from the sum of ``count`` noisy public parts; returns ν."""
+        nu = self.sampler.probability_someone_checks_in() if self.p.nu_correction else 1.0
+        self.public = self._offset() + noisy_sum / (nu * count)  # Eq. (13)
+        return float(nu)
 
     def client_models(self, clients: np.ndarray) -> torch.Tensor:
         """Recombined models (w_{i,α}, w̄_p) of ``clients`` (Eq. 14), shape ``[K, d]``."""

@@ -1,0 +1,12 @@
+"""ampfl's algorithms on Flower (optional extra ``flower``): ``ampfl deploy`` and its Flower apps.
+
+- :mod:`ampfl.flower.deploy`: :func:`~ampfl.flower.deploy.deploy`, one run of an ``ampfl run`` config on a
+  local federation or an existing SuperLink;
+- :mod:`ampfl.flower.server_app` / :mod:`ampfl.flower.client_app`: the ServerApp (own Grid loop, privacy
+  ledger, run-level accountant) and ClientApp (local training on the node's partition), both reusing the
+  simulator's algorithm code (``ampfl.fl.algorithms``) for the math;
+- :mod:`ampfl.flower.ledger`: the SQLite privacy ledger; :mod:`ampfl.flower.local`: SuperLink/SuperNode
+  processes.
+
+Importing this package does not import flwr; the app modules do.
+"""

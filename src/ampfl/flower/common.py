@@ -1,0 +1,85 @@
+"""What the Flower apps share: the run configuration in the app's run config, the algorithm they wrap.
+
+``ampfl deploy`` writes a Flower app folder whose ``pyproject.toml`` carries, in ``[tool.flwr.app.config]``,
+the resolved run configuration (``ampfl-config``: the ``config.json`` of the run folder, base64-encoded JSON,
+so that every node receives the very config ``ampfl run`` would use) and the run folder (``out-dir``, where
+the ServerApp writes metrics, ledger and summary). Both apps rebuild the simulator's algorithm from it
+(:func:`algorithm_from_run_config`): the server for its aggregation, noise and privacy events, each client for
+its local training on its own partition (``partition-id`` of the node config), so the math is the simulator's.
+
+Supported algorithms: :data:`DEPLOYABLE`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ampfl.fl.algorithms.base import Algorithm
+    from ampfl.fl.config import RunConfig
+
+#: The ``[algorithm] name`` values ``ampfl deploy`` runs (DP-FedAvg with central noise only).
+DEPLOYABLE = ("fedavg", "dp_fedavg", "dp_dsgd_rp", "ms_pafl")
+
+#: Keys of the app's run config.
+CONFIG_KEY = "ampfl-config"
+OUT_KEY = "out-dir"
+RESUME_KEY = "resume"
+#: Message types beyond Flower's ``train``: the server asks each node which partition it holds.
+QUERY = "query"
+
+
+def encode_config(resolved: Mapping[str, Any]) -> str:
+    """The resolved config (``config_to_dict``) as one base64 string (safe in TOML and on a command line)."""
+    return base64.b64encode(json.dumps(resolved, sort_keys=True).encode("utf-8")).decode("ascii")
+
+
+def decode_raw(text: str) -> dict[str, Any]:
+    """The resolved config dict of :func:`encode_config`'s string (no validation: no torch import)."""
+    data: dict[str, Any] = json.loads(base64.b64decode(text.encode("ascii")).decode("utf-8"))
+    return data
+
+
+def decode_config(text: str) -> RunConfig:
+    """The :class:`~ampfl.fl.config.RunConfig` of :func:`encode_config`'s string."""
+    from ampfl.fl.config import parse_config
+
+    return parse_config(decode_raw(text))
+
+
+def check_deployable(config: RunConfig) -> None:
+    """ValueError (one line naming the key) for a configuration ``ampfl deploy`` cannot run."""
+    name = config.algorithm.name
+    if name not in DEPLOYABLE:
+        raise ValueError(
+            f"algorithm.name: ampfl deploy runs {', '.join(DEPLOYABLE)} (the simulator runs the others). "
+            f"Found {name!r}."
+        )
+    if getattr(config.algorithm.params, "noise_placement", "central") != "central":
+        raise ValueError(
+            "algorithm.noise_placement: ampfl deploy supports 'central' only "
+            "(distributed noise shares need secure aggregation)."
+        )
+
+
+def algorithm_from_config(config: RunConfig) -> Algorithm:
+    """The simulator's algorithm for ``config`` (same data, partition, model initialisation and seed)."""
+    from ampfl.fl.run import build_algorithm, build_task
+
+    return build_algorithm(config, build_task(config))
+
+
+_CACHE: dict[str, tuple[RunConfig, Algorithm]] = {}
+
+
+def algorithm_from_run_config(run_config: Mapping[str, Any]) -> tuple[RunConfig, Algorithm]:
+    """Config and algorithm for an app's ``context.run_config`` (built once per process and config)."""
+    text = str(run_config[CONFIG_KEY])
+    if text not in _CACHE:
+        config = decode_config(text)
+        _CACHE.clear()
+        _CACHE[text] = (config, algorithm_from_config(config))
+    return _CACHE[text]

@@ -1,0 +1,164 @@
+"""``ampfl deploy``'s Python API: one run of a ``ampfl run`` config on a Flower federation.
+
+:func:`deploy` writes the run folder's ``config.json`` and ``config.toml`` (as ``ampfl run`` does), a Flower
+app folder (``pyproject.toml`` naming :mod:`ampfl.flower.server_app` and :mod:`ampfl.flower.client_app`,
+with the resolved config and the run folder in ``[tool.flwr.app.config]``), then either starts a local
+federation (:class:`~ampfl.flower.local.LocalFederation`) or uses ``superlink``, and runs
+``flwr run APP ampfl --stream``.
+The ServerApp writes ``metrics.jsonl``, ``ledger.sqlite``, ``summary.json`` and the plots into the run folder;
+the logs of ``flwr run``, the SuperLink and the SuperNodes go to ``logs/``. The local federation is torn down
+in a ``finally`` (also on Ctrl-C and on failure).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ampfl.flower.common import CONFIG_KEY, OUT_KEY, RESUME_KEY, check_deployable, encode_config
+from ampfl.flower.local import LocalFederation, flower_env, flwr_run
+
+if TYPE_CHECKING:
+    from ampfl.fl.config import RunConfig
+
+#: Default seconds ``flwr run`` may take before it is stopped.
+RUN_TIMEOUT = 3600.0
+#: Most SuperNodes a local federation starts (each is a process; each message starts one more).
+MAX_LOCAL_CLIENTS = 64
+
+_APP_TOML = """\
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "ampfl-deploy"
+version = "0.1.0"
+description = "ampfl algorithms as a Flower app (written by ampfl deploy)"
+license = "Apache-2.0"
+dependencies = []
+
+[tool.flwr.app]
+publisher = "ampfl"
+
+[tool.flwr.app.components]
+serverapp = "ampfl.flower.server_app:app"
+clientapp = "ampfl.flower.client_app:app"
+
+[tool.flwr.app.config]
+{config_key} = "{config}"
+{out_key} = {out}
+{resume_key} = {resume}
+reply-timeout = {reply_timeout}
+"""
+
+
+def write_app(
+    app_dir: Path, resolved: dict[str, Any], out: Path, *, resume: bool = False, reply_timeout: float = 600.0
+) -> Path:
+    """The Flower app folder of one run (module docstring)."""
+    app_dir.mkdir(parents=True, exist_ok=True)
+    text = _APP_TOML.format(
+        config_key=CONFIG_KEY,
+        config=encode_config(resolved),
+        out_key=OUT_KEY,
+        out=json.dumps(str(out.resolve())),
+        resume_key=RESUME_KEY,
+        resume="true" if resume else "false",
+        reply_timeout=float(reply_timeout),
+    )
+    (app_dir / "pyproject.toml").write_text(text, encoding="utf-8")
+    return app_dir
+
+
+def deploy(
+    config: RunConfig,
+    out_dir: str | Path,
+    *,
+    superlink: str | None = None,
+    timeout: float = RUN_TIMEOUT,
+    resume: bool = False,
+) -> dict[str, Any]:
+    """Run ``config`` on Flower and return the summary (``summary.json``, plus bring-up/teardown seconds).
+
+    Args:
+        config: a validated run configuration (``ampfl.fl.config.load_config``).
+        out_dir: the run folder (refused when it already holds a run).
+        superlink: ``HOST:PORT`` of an existing SuperLink (insecure); None starts a local federation.
+        timeout: seconds ``flwr run`` may take.
+        resume: continue the run folder's last checkpoint (written after every round) with the same config;
+            the ledger keeps every released round and drops the rows of a round that was never released.
+
+    Raises:
+        ValueError: an algorithm or setting deploy does not support, or a used run folder (one line).
+        RuntimeError: the Flower run failed (the message names the log to read).
+    """
+    from ampfl.fl.config import config_to_dict, to_toml
+    from ampfl.fl.run import CONFIG_JSON, CONFIG_TOML, METRICS, SUMMARY
+    from ampfl.io import atomic_write_json, atomic_write_text
+
+    check_deployable(config)
+    if superlink is None and config.partition.num_clients > MAX_LOCAL_CLIENTS:
+        raise ValueError(
+            f"partition.num_clients: a local federation starts one SuperNode per client, at most "
+            f"{MAX_LOCAL_CLIENTS} (use --superlink for more). Found {config.partition.num_clients}."
+        )
+    out = Path(out_dir)
+    resolved = config_to_dict(config)
+    if resume:
+        _check_resumable(out, resolved)
+    else:
+        used = [name for name in (CONFIG_JSON, METRICS, SUMMARY) if (out / name).exists()]
+        if used:
+            raise ValueError(f"{out} already holds a run ({used[0]}); pass --resume or choose another --out.")
+    out.mkdir(parents=True, exist_ok=True)
+    logs = out / "logs"
+    logs.mkdir(exist_ok=True)
+    atomic_write_json(out / CONFIG_JSON, resolved)
+    atomic_write_text(out / CONFIG_TOML, to_toml(resolved))
+    timings: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="ampfl-flower-") as tmp:
+        app_dir = write_app(Path(tmp) / "app", resolved, out, resume=resume)
+        begun = time.perf_counter()
+        if superlink is None:
+            federation = LocalFederation(
+                config.partition.num_clients,
+                logs,
+                Path(tmp) / "flwr-home",
+                marker=str(out.resolve()),
+                state_dir=out / "node-state",
+            )
+            try:
+                federation.start()
+                timings["bring_up_seconds"] = federation.started_seconds
+                code = flwr_run(app_dir, federation.env, logs / "flwr-run.log", timeout)
+            finally:
+                stop_begun = time.perf_counter()
+                federation.stop()
+                timings["teardown_seconds"] = time.perf_counter() - stop_begun
+        else:
+            env = flower_env(Path(tmp) / "flwr-home", superlink, marker=str(out.resolve()))
+            code = flwr_run(app_dir, env, logs / "flwr-run.log", timeout)
+        timings["deploy_seconds"] = time.perf_counter() - begun
+    if code != 0 or not (out / SUMMARY).is_file():
+        raise RuntimeError(f"the Flower run failed (flwr run exit code {code}); see {logs / 'flwr-run.log'}")
+    summary: dict[str, Any] = json.loads((out / SUMMARY).read_text(encoding="utf-8"))
+    summary.update(timings)
+    atomic_write_json(out / SUMMARY, summary)
+    return summary
+
+
+def _check_resumable(out: Path, resolved: dict[str, Any]) -> None:
+    from ampfl.fl.run import CHECKPOINT, CONFIG_JSON, SUMMARY
+    from ampfl.io import dumps_json
+
+    if (out / SUMMARY).exists():
+        raise ValueError(f"--resume: the run in {out} is complete ({SUMMARY}).")
+    if not (out / CHECKPOINT).is_file() or not (out / CONFIG_JSON).is_file():
+        raise ValueError(f"--resume: no checkpoint in {out} (expected {CHECKPOINT}).")
+    saved = json.loads((out / CONFIG_JSON).read_text(encoding="utf-8"))
+    if saved != json.loads(dumps_json(resolved)):
+        raise ValueError(f"--resume: the config differs from the one of {out}.")

@@ -1,0 +1,107 @@
+"""The server's privacy ledger: every client's privacy events in SQLite (WAL), committed before release.
+
+``ledger.sqlite`` in the run folder holds
+
+- ``privacy_events(client TEXT, round INTEGER, event TEXT)``: for each client the round's events cover, one
+  row per event (an ``(event, count)`` pair gives ``count`` rows), the event as
+  :meth:`ampfl.accounting.events.PrivacyEvent.to_dict` JSON with sorted keys;
+- ``privacy_spent(client TEXT, epsilon REAL, delta REAL)``: each client's ε at the run's δ, composed by a
+  per-client :class:`~ampfl.fl.privacy.RunAccountant` (the same accountant, relation and δ as the run's),
+  refreshed in the same transaction as the events.
+
+:meth:`PrivacyLedger.record` commits a round's rows in one transaction (``synchronous=FULL``); the ServerApp
+calls it before it releases the round's aggregate (the new global model), so whatever was released is in the
+ledger even if the process is killed right after. With ``[privacy] max_epsilon``, :meth:`eligible` names
+the clients whose next round stays within budget; the others are no longer asked.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ampfl.accounting.events import PrivacyEvent
+    from ampfl.fl.algorithms.base import Algorithm
+    from ampfl.fl.config import PrivacyConfig
+
+LEDGER = "ledger.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS privacy_events (client TEXT NOT NULL, round INTEGER NOT NULL, event TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS privacy_events_client ON privacy_events (client, round);
+CREATE TABLE IF NOT EXISTS privacy_spent (client TEXT PRIMARY KEY, epsilon REAL, delta REAL);
+"""
+
+Events = Sequence[tuple["PrivacyEvent", int]]
+
+
+class PrivacyLedger:
+    """Per-client events and ε of one deployed run (module docstring).
+
+    Args:
+        path: the SQLite file (created with its tables when missing).
+        privacy: the run's ``[privacy]`` settings.
+        algorithm: the run's algorithm (privacy unit and neighbouring relation of its events).
+        clients: the ids of every client of the population.
+    """
+
+    def __init__(
+        self, path: str | Path, privacy: PrivacyConfig, algorithm: Algorithm, clients: Sequence[int]
+    ) -> None:
+        from ampfl.fl.privacy import RunAccountant
+
+        self.path = Path(path)
+        self.privacy = privacy
+        self.connection = sqlite3.connect(self.path, isolation_level=None)
+        self.connection.execute("PRAGMA journal_mode=WAL")
+        self.connection.execute("PRAGMA synchronous=FULL")
+        self.connection.executescript(_SCHEMA)
+        self.accountants = {int(c): RunAccountant(privacy, algorithm) for c in clients}
+
+    def eligible(self, events: Events) -> list[int]:
+        """The clients whose ε stays within ``max_epsilon`` after ``events`` (all without a budget)."""
+        return [c for c, acc in self.accountants.items() if not acc.would_exceed(events)]
+
+    def record(self, round_index: int, clients: Sequence[int], events: Events) -> None:
+        """Commit round ``round_index``'s events for ``clients`` and their new ε (one transaction)."""
+        rows: list[tuple[str, int, str]] = []
+        for event, count in events:
+            text = json.dumps(event.to_dict(), sort_keys=True)
+            rows.extend((str(c), int(round_index), text) for c in clients for _ in range(int(count)))
+        spent = []
+        for c in clients:
+            accountant = self.accountants[int(c)]
+            accountant.compose(events)
+            spent.append((str(c), accountant.epsilon(), accountant.delta))
+        with self.connection:  # BEGIN ... COMMIT
+            self.connection.execute("BEGIN")
+            self.connection.executemany("INSERT INTO privacy_events VALUES (?, ?, ?)", rows)
+            self.connection.executemany("INSERT OR REPLACE INTO privacy_spent VALUES (?, ?, ?)", spent)
+
+    def resume(self, rounds_done: int) -> None:
+        """Continue after ``rounds_done`` released rounds: drop the rows of later rounds (committed, never
+        released: the resumed run runs them again) and recompose each client's ε from the remaining rows."""
+        from ampfl.accounting.events import event_from_dict
+
+        with self.connection:
+            self.connection.execute("BEGIN")
+            self.connection.execute("DELETE FROM privacy_events WHERE round >= ?", (int(rounds_done),))
+        query = "SELECT client, round, event FROM privacy_events ORDER BY round, rowid"
+        by_round: dict[tuple[int, int], list[tuple[PrivacyEvent, int]]] = {}
+        for client, round_index, text in self.connection.execute(query).fetchall():
+            by_round.setdefault((int(round_index), int(client)), []).append(
+                (event_from_dict(json.loads(text)), 1)
+            )
+        for (_, client), events in sorted(by_round.items()):
+            self.accountants[client].compose(events)
+        spent = [(str(c), acc.epsilon(), acc.delta) for c, acc in self.accountants.items()]
+        with self.connection:
+            self.connection.execute("BEGIN")
+            self.connection.executemany("INSERT OR REPLACE INTO privacy_spent VALUES (?, ?, ?)", spent)
+
+    def close(self) -> None:
+        self.connection.close()

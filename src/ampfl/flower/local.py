@@ -1,0 +1,238 @@
+"""A local Flower federation (one SuperLink, one SuperNode per client) and ``flwr run`` against a SuperLink.
+
+:class:`LocalFederation` starts ``flower-superlink --insecure`` and one ``flower-supernode`` per client on
+free ports (each in its own process group, so the ``flower-superexec`` children and the app processes they
+spawn are ended with it) and stops them all in :meth:`LocalFederation.stop`: SIGTERM to each group, SIGKILL
+to what is left after a grace period, then SIGKILL to any process still carrying the run's :data:`MARKER`.
+Use it as a context manager: the federation is stopped on success, failure and Ctrl-C alike.
+
+Every process runs with the venv's ``bin`` first on ``PATH`` (the SuperLink and SuperNodes spawn
+``flower-superexec`` from it), ``FLWR_TELEMETRY_ENABLED=0``, ``FLWR_DISABLE_UPDATE_CHECK=1`` and a private
+``FLWR_HOME`` whose ``config.toml`` names the SuperLink connection for ``flwr run``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+#: The name of the SuperLink connection in ``$FLWR_HOME/config.toml``.
+CONNECTION = "ampfl"
+#: Seconds each process group gets after SIGTERM before SIGKILL.
+GRACE_SECONDS = 15.0
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for_port(port: int, timeout: float, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"flower-superlink exited with code {process.returncode} (see its log)")
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"flower-superlink did not listen on port {port} within {timeout:.0f} s")
+
+
+#: Set in every process ``ampfl deploy`` starts (value: the run folder), so that leftovers can be found.
+MARKER = "AMPFL_DEPLOY_RUN"
+
+
+def flower_env(flwr_home: Path, superlink: str, marker: str = "") -> dict[str, str]:
+    """The environment of every Flower process and of ``flwr run`` (module docstring).
+
+    ``marker`` is stored in :data:`MARKER`; the processes' children inherit it.
+    """
+    flwr_home.mkdir(parents=True, exist_ok=True)
+    (flwr_home / "config.toml").write_text(
+        f'[superlink.{CONNECTION}]\naddress = "{superlink}"\ninsecure = true\n', encoding="utf-8"
+    )
+    env = dict(os.environ)
+    bin_dir = str(Path(sys.executable).parent)
+    env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+    env.update({"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_HOME": str(flwr_home)})
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env[MARKER] = marker
+    return env
+
+
+def marked_processes(marker: str) -> list[int]:
+    """Ids of this user's live processes whose environment has :data:`MARKER` = ``marker`` (Linux /proc)."""
+    needle = f"{MARKER}={marker}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and needle in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def flwr_run(app_dir: Path, env: dict[str, str], log: Path, timeout: float) -> int:
+    """``flwr run APP_DIR ampfl --stream`` (output to ``log``); returns its exit code."""
+    bin_dir = Path(sys.executable).parent
+    with open(log, "ab") as handle:
+        process = subprocess.Popen(
+            [str(bin_dir / "flwr"), "run", str(app_dir), CONNECTION, "--stream"],
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            return process.wait(timeout=timeout)
+        except BaseException:
+            _stop_group(process)
+            raise
+
+
+def _stop_group(process: subprocess.Popen[bytes], grace: float = GRACE_SECONDS) -> None:
+    """SIGTERM to the process group of ``process``, SIGKILL after ``grace`` seconds."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # children that outlived their parent
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+class LocalFederation:
+    """One SuperLink and ``num_clients`` SuperNodes on this machine (module docstring).
+
+    Args:
+        num_clients: SuperNodes to start (``partition-id`` 0 … num_clients − 1).
+        workdir: where the process logs go.
+        flwr_home: the ``FLWR_HOME`` of every process (a temporary folder).
+        marker: the value of :data:`MARKER` in every process.
+        state_dir: when given, SuperNode i gets the node config ``state-dir = state_dir/node-i`` (where
+            MS-PAFL keeps its private submodel).
+    """
+
+    def __init__(
+        self,
+        num_clients: int,
+        workdir: Path,
+        flwr_home: Path,
+        marker: str = "",
+        state_dir: Path | None = None,
+    ) -> None:
+        if num_clients < 1:
+            raise ValueError(f"num_clients must be >= 1. Found {num_clients}.")
+        self.num_clients = num_clients
+        self.workdir = Path(workdir)
+        self.port = free_port()
+        self.superlink = f"127.0.0.1:{self.port}"
+        self.marker = marker
+        self.state_dir = state_dir
+        self.env = flower_env(Path(flwr_home), self.superlink, marker)
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.started_seconds = 0.0
+
+    def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen[bytes]:
+        bin_dir = Path(sys.executable).parent
+        with open(self.workdir / log_name, "ab") as log:
+            process = subprocess.Popen(
+                [str(bin_dir / args[0]), *args[1:]],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.workdir,
+                start_new_session=True,
+            )
+        self.processes.append(process)
+        return process
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the SuperLink, wait until it listens, then start the SuperNodes."""
+        begun = time.perf_counter()
+        link = self._spawn(
+            [
+                "flower-superlink",
+                "--insecure",
+                "--disable-runtime-dependency-installation",
+                "--port",
+                str(self.port),
+            ],
+            "superlink.log",
+        )
+        _wait_for_port(self.port, timeout, link)
+        for pid in range(self.num_clients):
+            node_config = f"partition-id={pid} num-partitions={self.num_clients}"
+            if self.state_dir is not None:
+                node_config += f' state-dir="{(self.state_dir / f"node-{pid}").resolve()}"'
+            self._spawn(
+                [
+                    "flower-supernode",
+                    "--insecure",
+                    "--superlink",
+                    self.superlink,
+                    "--port",
+                    str(free_port()),
+                    "--node-config",
+                    node_config,
+                ],
+                f"supernode-{pid}.log",
+            )
+        self.started_seconds = time.perf_counter() - begun
+
+    def stop(self) -> float:
+        """Stop every process started here (SuperNodes first); returns the seconds it took."""
+        begun = time.perf_counter()
+        for process in self.processes:
+            if process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for process in reversed(self.processes):
+            _stop_group(process)
+        self.processes.clear()
+        if self.marker:  # descendants that left their process group
+            for pid in marked_processes(self.marker):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        return time.perf_counter() - begun
+
+    def pids(self) -> list[int]:
+        """Process ids (and process-group ids) of the processes started here."""
+        return [p.pid for p in self.processes]
+
+    def __enter__(self) -> LocalFederation:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
