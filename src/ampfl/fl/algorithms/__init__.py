@@ -10,8 +10,10 @@ from ampfl.fl.algorithms.base import Algorithm
 from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
 from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
 from ampfl.fl.algorithms.fedavg import FedAvg
+from ampfl.fl.algorithms.gdpfed import GDPFed, GDPFedMinus, GDPFedPlus
 from ampfl.fl.algorithms.local_only import LocalOnly
 from ampfl.fl.algorithms.ms_pafl import MSPAFL
+from ampfl.fl.algorithms.p_fedavg import PFedAvg
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
     FedAvg.name: FedAvg,
@@ -19,6 +21,10 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     DPFedAvg.name: DPFedAvg,
     MSPAFL.name: MSPAFL,
     DPDSGDRandomParticipation.name: DPDSGDRandomParticipation,
+    PFedAvg.name: PFedAvg,
+    GDPFed.name: GDPFed,
+    GDPFedMinus.name: GDPFedMinus,
+    GDPFedPlus.name: GDPFedPlus,
 }
 
 __all__ = [
@@ -28,5 +34,9 @@ __all__ = [
     "DPDSGDRandomParticipation",
     "DPFedAvg",
     "FedAvg",
+    "GDPFed",
+    "GDPFedMinus",
+    "GDPFedPlus",
     "LocalOnly",
+    "PFedAvg",
 ]
