@@ -127,7 +127,9 @@ class RunAccountant:
             self.groups[g] = make_accountant(self.privacy.accountant, neighboring_relation=self.relation)
         return self.groups[g]
 
-    def _split(self, events: Events) -> tuple[list[tuple[PrivacyEvent, int]], list[tuple[int, PrivacyEvent, int]]]:
+    def _split(
+        self, events: Events
+    ) -> tuple[list[tuple[PrivacyEvent, int]], list[tuple[int, PrivacyEvent, int]]]:
         """(plain events, (group, accounted event, count) of the group events), as accounted."""
         plain: list[tuple[PrivacyEvent, int]] = []
         grouped: list[tuple[int, PrivacyEvent, int]] = []
@@ -137,7 +139,7 @@ class RunAccountant:
             else:
                 plain.append((event, int(count)))
         if plain and (grouped or self.groups):
-            raise ValueError("privacy: a run cannot mix per-group events (GroupRoundEvent) with other events.")
+            raise ValueError("privacy: a run cannot mix per-group events (GroupRoundEvent) with others.")
         return plain, grouped
 
     def groups_over_budget(self, events: Events, budgets: dict[int, float]) -> list[int]:

@@ -147,6 +147,7 @@ class Algorithm(ABC):
 
     def retire_groups(self, groups: list[int]) -> None:
         """Stop sampling ``groups`` (their next round would exceed their budget); default: nothing to do."""
+        return None
 
     @abstractmethod
     def state_dict(self) -> dict[str, Any]:

@@ -155,7 +155,7 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
         if p.group_budgets is None or p.group_sizes is None:  # p_fedavg without budgets: one group
             return np.zeros(n, dtype=np.int64), np.array([math.inf])
         if sum(p.group_sizes) != n:
-            raise ValueError(f"group_sizes must sum to the number of clients ({n}). Found {sum(p.group_sizes)}.")
+            raise ValueError(f"group_sizes must sum to num_clients = {n}. Found {sum(p.group_sizes)}.")
         order = self.rng(-1, ROLE_GROUPS).permutation(n)
         labels = np.empty(n, dtype=np.int64)
         labels[order] = np.repeat(np.arange(len(p.group_sizes)), p.group_sizes)
@@ -267,7 +267,7 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
         )
 
     def server_update(self, sums: GroupSums) -> list[torch.Tensor | None]:
-        """The server step: it sees only the secure-aggregation sums (returns the post-noise masks, if any)."""
+        """The server step: it sees only the secure sums; returns the post-noise masks (if any)."""
         if not isinstance(sums, GroupSums):
             raise TypeError(f"server_update takes GroupSums only. Found {type(sums).__name__}.")
         lam = self.weights()
@@ -289,7 +289,9 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
     def sparsify_after_noise(self) -> bool:
         return False
 
-    def _measure(self, noise: torch.Tensor, kept: list[torch.Tensor | None], metrics: dict[str, float]) -> None:
+    def _measure(
+        self, noise: torch.Tensor, kept: list[torch.Tensor | None], metrics: dict[str, float]
+    ) -> None:
         for g in np.flatnonzero(self.active):
             xi = noise[g] if kept[g] is None else noise[g] * kept[g].to(noise.dtype)  # type: ignore[union-attr]
             energy = float(xi.double().square().sum())
