@@ -46,6 +46,9 @@ FIGURES: dict[str, FigureEntry] = {
     "dong-fig3": FigureEntry("dong", "fig3", "002 Fig. 3: epsilon over iterations per epoch, BIS vs Poisson"),
     "dong-table1": FigureEntry("dong", "table1", "002 Table 1: model-split sigma for d = 3, 8"),
     "gdpfed-fig1": FigureEntry("gdpfed", "figure1", "001 Fig. 1: optimal group sampling rates vs epsilon_3"),
+    "gdpfed-table2": FigureEntry(
+        "gdpfed_training", "table2", "001 Table II/III, Fig. 2: GDPFed(+) vs DP-FedAvg training (train extra)"
+    ),
     "hasircioglu-fig1": FigureEntry("hasircioglu", "fig1", "004 Fig. 1: delta vs epsilon"),
     "hasircioglu-fig2": FigureEntry("hasircioglu", "fig2", "004 Fig. 2: epsilon vs sigma"),
     "hasircioglu-fig3": FigureEntry("hasircioglu", "fig3", "004 Fig. 3: delta vs sigma"),

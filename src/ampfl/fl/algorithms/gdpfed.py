@@ -20,8 +20,8 @@ the planner's sound RDP calibration (``analysis = "paper"``: the inferred Theore
 under-noise). Every group is its own secure-aggregation sum (``merge="none"``).
 
 Sparsification order (``mask``): the paper applies top-κ on the server to the *noisy* sum (post-processing,
-``"after_noise"``); then top-κ also selects large noise coordinates and keeps more than a κ share of the
-noise energy (docs/planner.md, A5). ``"public"`` (the default) fixes the mask before the noise: group g's
+``"after_noise"``, the default); then top-κ also selects large noise coordinates and keeps more than a κ
+share of the noise energy (docs/planner.md, A5). ``"public"`` fixes the mask before the noise: group g's
 mask is the top-⌈κ_g d⌉ support of |w^t|, the magnitude of the current global model (the paper's
 importance criterion, absolute magnitude; w^t is public, a post-processing of earlier DP releases), clients
 sparsify, clip and add noise on the mask only, and the noise energy is exactly ⌈κ_g d⌉ z_g² C² per round.
@@ -100,7 +100,7 @@ class GDPFedParams(GroupParams):
     analysis: Literal["sound", "paper"] = "sound"
     kappa: list[float] | None = Field(None, description="κ_g per group (gdpfed_plus; default: planner)")
     signal_norm: float = Field(1.0, ge=0.0, description="m / C of the planner's error model (κ auto)")
-    mask: Literal["public", "after_noise"] = "public"
+    mask: Literal["after_noise", "public"] = "after_noise"
 
     @model_validator(mode="after")
     def _budgets_required(self) -> GDPFedParams:
