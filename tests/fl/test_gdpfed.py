@@ -137,7 +137,7 @@ def test_secure_group_sums_and_noise_shares() -> None:
 
 
 def test_gdpfed_plus_masks_then_noises(tmp_path: Path) -> None:
-    config = _config("gdpfed_plus", rounds=3, kappa=[0.2, 0.5])
+    config = _config("gdpfed_plus", rounds=3, kappa=[0.2, 0.5], mask="public")
     alg = build_algorithm(config, build_task(config))
     d = alg.global_params.numel()
     assert list(alg.kappa) == [0.2, 0.5]
@@ -156,6 +156,12 @@ def test_gdpfed_plus_masks_then_noises(tmp_path: Path) -> None:
         assert energy == pytest.approx(
             kept_count(float(alg.kappa[g]), d) * alg.noise_multipliers[g] ** 2, rel=0.5
         )
+    # the paper's order (default): top-κ of each noisy group sum on the server; ≤ Σ⌈κ_g d⌉ coordinates move
+    paper = build_algorithm(_config("gdpfed_plus", rounds=3, kappa=[0.2, 0.5]), build_task(config))
+    before = paper.global_params.clone()
+    paper.run_round(0)
+    moved = int(((paper.global_params - before) != 0).sum())
+    assert kept_count(0.5, d) <= moved <= kept_count(0.2, d) + kept_count(0.5, d)
     assert np.all(alg.rates > 0) and math.isclose(
         float((alg.rates * alg.sizes).sum()), 0.4 * 20, rel_tol=1e-6
     )

@@ -28,8 +28,8 @@ from typing import Any
 
 BUDGETS = (1.0, 2.0, 4.0)
 DELTA = 1e-5
-#: label -> (``[algorithm] name``, extra parameters). κ defaults of 001 were not recovered: ``gdpfed_plus``
-#: takes the planner's κ_g (``sparsify="auto"``), ``gdpfed_plus_kappa0.5`` a fixed κ_g = 0.5 (sensitivity row).
+#: label -> (``[algorithm] name``, extra parameters). 001's κ defaults were not recovered: ``gdpfed_plus``
+#: takes the planner's κ_g (``sparsify="auto"``), ``gdpfed_plus_kappa0.5`` κ_g = 0.5 (a sensitivity row).
 METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "p_fedavg": ("p_fedavg", {}),
     "dp_fedavg": ("dp_fedavg", {}),
@@ -140,7 +140,7 @@ def _result(
         z = {str(g): extra["noise_multiplier"] for g in groups}
         q = {str(g): summary["params"]["sampling_rate"] for g in groups}
         kappa = {str(g): 1.0 for g in groups}
-        energy = {"measured": extra["measured"], "expected": extra["expected"]}
+        energy: dict[str, Any] = {"measured": extra["measured"], "expected": extra["expected"]}
     elif METHODS[method][0] == "p_fedavg":
         eps = {str(g): summary["epsilon"] for g in groups}
         z = {str(g): 0.0 for g in groups}
@@ -155,6 +155,10 @@ def _result(
         energy = {
             "measured": sum(final[f"noise_energy_mean_g{g}"] for g in groups),
             "expected": sum(final[f"noise_energy_expected_g{g}"] for g in groups),
+            "expected_topk": sum(
+                final.get(f"noise_energy_expected_topk_g{g}", final[f"noise_energy_expected_g{g}"])
+                for g in groups
+            ),
             "by_group": {
                 str(g): {
                     "measured": final[f"noise_energy_mean_g{g}"],
@@ -165,6 +169,7 @@ def _result(
         }
     if energy["expected"] > 0:
         energy["ratio"] = energy["measured"] / energy["expected"]
+        energy["ratio_topk"] = energy["measured"] / energy.get("expected_topk", energy["expected"])
     return {
         "method": method,
         "dataset": dataset,

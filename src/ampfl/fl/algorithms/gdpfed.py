@@ -57,8 +57,27 @@ if TYPE_CHECKING:
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
 
+#: Plans by their inputs (plan_groups is deterministic given them and costs seconds).
+_PLANS: dict[tuple[Any, ...], Any] = {}
+
 #: Seed roles of this module (distinct from base.py's 0..5 and from other modules' roles).
 ROLE_GROUPS = 21
+
+
+def top_kappa_noise_share(kappa: float) -> float:
+    """Share of a pure-noise vector's energy that top-κ keeps: κ + 2tφ(t), t = Φ⁻¹(1 − κ/2) (large d).
+
+    For i.i.d. Gaussian coordinates, top-κ keeps those with |x| > t σ, whose energy share is
+    E[x² 1{|x| > t}] / E[x²] = 2(tφ(t) + 1 − Φ(t)) = κ + 2tφ(t): the noise-dominated limit of top-κ after the
+    noise (docs/planner.md, A5), 0.93 at κ = 0.5, 0.084 at κ = 0.01; the planner assumes κ.
+    """
+    from scipy.stats import norm
+
+    k = float(kappa)
+    if k >= 1.0:
+        return 1.0
+    t = float(norm.ppf(1.0 - k / 2.0))
+    return k + 2.0 * t * float(norm.pdf(t))
 
 
 class GroupParams(LocalTrainingParams):
@@ -310,6 +329,7 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
     def evaluate(self) -> dict[str, float]:
         out = super().evaluate()
         expected = self.expected_noise_energy()
+        d, clip = self.global_params.numel(), float(getattr(self.p, "clip", 1.0))
         for g in range(self.budgets.size):
             out[f"q_g{g}"] = float(self.rates[g])
             if self.private:
@@ -318,6 +338,11 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
                 rounds = int(self.noise_rounds[g])
                 out[f"noise_energy_mean_g{g}"] = float(self.noise_sum[g] / rounds) if rounds else 0.0
                 out[f"noise_energy_expected_g{g}"] = float(expected[g])
+                if self.sparsify_after_noise():  # the noise-dominated limit of top-κ after the noise (A5)
+                    full = d * float(self.noise_multipliers[g]) ** 2 * clip * clip
+                    out[f"noise_energy_expected_topk_g{g}"] = full * top_kappa_noise_share(
+                        float(self.kappa[g])
+                    )
                 out[f"noise_rounds_g{g}"] = float(rounds)
         return out
 
@@ -382,23 +407,38 @@ class GDPFed(GroupFederatedAlgorithm):
             )
             return
         sparse = self.variant == "sparse"
-        plan = plan_groups(
-            self.budgets.tolist(),
-            self.sizes.tolist(),
-            participation=p.participation,
-            rounds=p.num_rounds,
-            target_delta=delta,
-            model=ErrorModel(dim=self.global_params.numel(), clip_norm=p.clip, signal_norm=p.signal_norm),
-            sparsify=("given" if p.kappa is not None else "auto") if sparse else "none",
-            kappa=p.kappa if sparse else None,
-            analysis=p.analysis,
-            merge="none",
-            seed=self.seed,
+        key = (
+            tuple(self.budgets.tolist()),
+            tuple(self.sizes.tolist()),
+            p.participation,
+            p.num_rounds,
+            delta,
+            self.global_params.numel(),
+            p.clip,
+            p.signal_norm,
+            ("given" if p.kappa is not None else "auto") if sparse else "none",
+            tuple(p.kappa) if sparse and p.kappa is not None else None,
+            p.analysis,
+            self.seed,
         )
-        self.rates = np.asarray(plan.q, dtype=float)
-        self.noise_multipliers = np.asarray(plan.noise_multiplier, dtype=float)
-        self.kappa = np.asarray(plan.kappa, dtype=float)
-        self.plan = plan
+        if key not in _PLANS:  # deterministic in its inputs: a learning-rate grid plans once
+            _PLANS[key] = plan_groups(
+                list(key[0]),
+                list(key[1]),
+                participation=p.participation,
+                rounds=p.num_rounds,
+                target_delta=delta,
+                model=ErrorModel(dim=key[5], clip_norm=p.clip, signal_norm=p.signal_norm),
+                sparsify=key[8],
+                kappa=None if key[9] is None else list(key[9]),
+                analysis=p.analysis,
+                merge="none",
+                seed=self.seed,
+            )
+        plan = _PLANS[key]
+        self.rates = np.array(plan.q, dtype=float)
+        self.noise_multipliers = np.array(plan.noise_multiplier, dtype=float)
+        self.kappa = np.array(plan.kappa, dtype=float)
 
     def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
         return [
