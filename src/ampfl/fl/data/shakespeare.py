@@ -92,7 +92,7 @@ def build_arrays(
             starts = np.arange(0, codes.size - seq_len, stride)
             if starts.size == 0:
                 continue
-            cut = int(round(TRAIN_FRACTION * starts.size))
+            cut = round(TRAIN_FRACTION * starts.size)
             if cut < min_train or cut == starts.size:
                 continue
             windows = codes[starts[:, None] + np.arange(seq_len)[None, :]]

@@ -17,11 +17,13 @@ from typing import Any
 from torch import nn
 
 from ampfl.fl.models.base import FLModel
+from ampfl.fl.models.char_gru import CharGRU
 from ampfl.fl.models.cnn import HasirciogluCNN
 from ampfl.fl.models.linear import LogisticRegression
 from ampfl.fl.models.mlp import MLP
 
 MODELS: dict[str, type[FLModel]] = {"logreg": LogisticRegression, "mlp": MLP, "cnn": HasirciogluCNN}
+MODELS["char_gru"] = CharGRU  # Shakespeare next-character prediction (paper 001)
 
 
 def build_model(name: str, *, input_shape: tuple[int, ...], num_classes: int, **options: Any) -> FLModel:
