@@ -49,6 +49,9 @@ FIGURES: dict[str, FigureEntry] = {
     "gdpfed-table2": FigureEntry(
         "gdpfed_training", "table2", "001 Table II/III, Fig. 2: GDPFed(+) vs DP-FedAvg training (train extra)"
     ),
+    "gdpfed-shakespeare": FigureEntry(
+        "gdpfed_training", "shakespeare", "001 Table II, Shakespeare column: char GRU per role (train extra)"
+    ),
     "hasircioglu-fig1": FigureEntry("hasircioglu", "fig1", "004 Fig. 1: delta vs epsilon"),
     "hasircioglu-fig2": FigureEntry("hasircioglu", "fig2", "004 Fig. 2: epsilon vs sigma"),
     "hasircioglu-fig3": FigureEntry("hasircioglu", "fig3", "004 Fig. 3: delta vs sigma"),
