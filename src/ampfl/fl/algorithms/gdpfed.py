@@ -434,6 +434,7 @@ class GDPFed(GroupFederatedAlgorithm):
                 analysis=p.analysis,
                 merge="none",
                 seed=self.seed,
+                check_pld=False,  # the run's per-group accountant certifies ε ≤ ε_g round by round
             )
         plan = _PLANS[key]
         self.rates = np.array(plan.q, dtype=float)
