@@ -68,12 +68,14 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "samples_per_client": 10,
         "participation": 0.05,
         "rounds": 100,
-        "quick_rounds": 5,
         "model": "char_gru",
         "options": {},
         "quick_clients": 0,
         "learning_rates": (0.5, 1.0, 2.0),
         "quick_learning_rates": (1.0,),
+        "quick_participation": 0.02,
+        "quick_options": {"hidden": 32},
+        "quick_rounds": 3,
     },
 }
 EVALUATIONS = 10
@@ -89,6 +91,8 @@ def _config(dataset: str, label: str, lr: float, *, quick: bool, clients: int | 
     if clients is None:
         clients = s["quick_clients"] if quick else s["clients"]
     rounds = s["quick_rounds"] if quick else s["rounds"]
+    participation = _participation(dataset, quick)
+    options = s.get("quick_options", s["options"]) if quick else s["options"]
     sizes = [clients // 3, clients // 3, clients - 2 * (clients // 3)]
     algorithm: dict[str, Any] = {
         "name": method,
@@ -99,12 +103,12 @@ def _config(dataset: str, label: str, lr: float, *, quick: bool, clients: int | 
     if method == "dp_fedavg":
         algorithm.update(
             client_sampling="poisson",
-            sampling_rate=s["participation"],
+            sampling_rate=participation,
             target_epsilon=min(BUDGETS),
             clip=1.0,
         )
     else:
-        algorithm.update(participation=s["participation"], group_budgets=list(BUDGETS), group_sizes=sizes)
+        algorithm.update(participation=participation, group_budgets=list(BUDGETS), group_sizes=sizes)
         if method != "p_fedavg":
             algorithm["clip"] = 1.0
     algorithm.update(extra)
@@ -120,7 +124,7 @@ def _config(dataset: str, label: str, lr: float, *, quick: bool, clients: int | 
                 "num_clients": clients,
                 "samples_per_client": s["samples_per_client"],
             },
-            "model": {"name": s["model"], "options": s["options"]},
+            "model": {"name": s["model"], "options": options},
             "algorithm": algorithm,
             "privacy": {"accountant": "rdp", "delta": DELTA},
         }
@@ -203,13 +207,18 @@ def _result(
     }
 
 
+def _participation(dataset: str, quick: bool) -> float:
+    s = SETTINGS[dataset]
+    return float(s.get("quick_participation", s["participation"]) if quick else s["participation"])
+
+
 def _grid(dataset: str, quick: bool) -> tuple[float, ...]:
     s = SETTINGS[dataset]
     key = "quick_learning_rates" if quick else "learning_rates"
     return tuple(s.get(key, QUICK_LEARNING_RATES if quick else LEARNING_RATES))
 
 
-def _shakespeare_task() -> Any:
+def _shakespeare_task(quick: bool) -> Any:
     """Shakespeare with its natural partition (one client per role) and a seeded test subset."""
     import numpy as np
 
@@ -225,7 +234,8 @@ def _shakespeare_task() -> Any:
         ds.name, ds.x_train, ds.y_train, ds.x_test[keep], ds.y_test[keep], ds.num_classes, source=ds.source
     )
     s = SETTINGS["shakespeare"]
-    return Task(dataset=small, client_indices=parts, model=s["model"], model_options=dict(s["options"]))
+    options = s.get("quick_options", s["options"]) if quick else s["options"]
+    return Task(dataset=small, client_indices=parts, model=s["model"], model_options=dict(options))
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
@@ -252,7 +262,7 @@ def table2(
     for dataset in datasets:
         try:
             task = (
-                _shakespeare_task()
+                _shakespeare_task(quick)
                 if dataset == "shakespeare"
                 else build_task(_config(dataset, "p_fedavg", grid[0], quick=quick))
             )
@@ -289,7 +299,8 @@ def table2(
             )
         s = SETTINGS[dataset]
         ax.set_title(
-            f"{dataset}: N = {task.num_clients}, q = {s['participation']:g}, {s['model']}", fontsize=9
+            f"{dataset}: N = {task.num_clients}, q = {_participation(dataset, quick):g}, {s['model']}",
+            fontsize=9,
         )
         ax.set_xlabel("communication round")
         ax.set_ylabel("test accuracy (fraction correct)")
