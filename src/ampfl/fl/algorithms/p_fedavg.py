@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
-from ampfl.fl.algorithms.gdpfed import GroupFederatedAlgorithm, GroupParams
+from ampfl.fl.algorithms.gdpfed_groups import GroupFederatedAlgorithm, GroupParams
 
 
 class PFedAvgParams(GroupParams):
