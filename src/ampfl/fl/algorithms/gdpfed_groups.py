@@ -100,6 +100,8 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
         self.noise_multipliers = np.zeros(g)
         self.kappa = np.ones(g)
         self.active = np.ones(g, dtype=bool)
+        #: secure-aggregation sum of each group (GDPFed: its own; IDP-FedAvg: one sum for every group)
+        self.aggregate = np.arange(g)
         self.noise_sum = np.zeros(g)  # Σ over rounds of the measured ‖ξ_g‖² (after the mask)
         self.noise_rounds = np.zeros(g, dtype=np.int64)
         self.velocity = torch.zeros_like(self.global_params)
@@ -138,6 +140,15 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
         return w / w.sum() if w.sum() > 0 else w
 
     # -- one round ------------------------------------------------------------------------------------
+    def _aggregates(self) -> list[tuple[int, int]]:
+        """(aggregate, its first group: whose z and κ it uses) for every aggregate with an active group."""
+        out = []
+        for a in range(int(self.aggregate.max()) + 1):
+            members = np.flatnonzero(self.aggregate == a)
+            if members.size and self.active[members].any():
+                out.append((a, int(members[0])))
+        return out
+
     def masks(self, round_index: int) -> list[torch.Tensor | None]:
         """Per-group public masks (boolean ``[d]``) or None (no masking before the noise)."""
         return [None] * self.budgets.size
@@ -176,18 +187,20 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
                 norms = torch.linalg.vector_norm(rows, dim=1)
                 rows = rows * torch.clamp(clip / (norms + 1e-12), max=1.0)[:, None]
                 metrics["clipped_fraction"] = float((norms > clip).to(torch.float32).mean())
-        contributions, group_of, is_client = rows, labels, np.ones(clients.size, dtype=bool)
+        agg_labels = self.aggregate[labels]
+        contributions, group_of, is_client = rows, agg_labels, np.ones(clients.size, dtype=bool)
         noise_by_group = None
         if self.private:
             contributions, group_of, is_client, noise_by_group = self._add_noise(
-                round_index, rows, labels, chosen, masks
+                round_index, rows, agg_labels, masks
             )
+        present = {a for a, _ in self._aggregates()}
         sums = secure_group_sums(
             contributions,
             group_of,
-            num_groups=self.budgets.size,
+            num_groups=int(self.aggregate.max()) + 1,
             is_client=is_client,
-            present=[bool(a) for a in self.active],
+            present=[a in present for a in range(int(self.aggregate.max()) + 1)],
         )
         kept = self.server_update(sums)
         if noise_by_group is not None:
@@ -199,29 +212,28 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
         round_index: int,
         rows: torch.Tensor,
         labels: np.ndarray,
-        chosen: list[np.ndarray],
         masks: list[torch.Tensor | None],
     ) -> tuple[torch.Tensor, np.ndarray, np.ndarray, torch.Tensor]:
-        """Clients' rows plus their noise shares, grouped; one noise-only row per active empty group."""
-        active = np.flatnonzero(self.active)
-        counts = [chosen[g].size for g in active]
-        stds = [float(self.noise_multipliers[g]) * float(self.p.clip) for g in active]  # type: ignore[attr-defined]
+        """Clients' rows plus their noise shares, by aggregate; one noise-only row per active empty one."""
+        active = self._aggregates()
+        counts = [int((labels == a).sum()) for a, _ in active]
+        clip = float(self.p.clip)  # type: ignore[attr-defined]
         shares = noise_shares(
             self.torch_generator(round_index, ROLE_NOISE),
             counts,
-            stds,
+            [float(self.noise_multipliers[lead]) * clip for _, lead in active],
             rows.shape[1],
-            masks=[masks[g] for g in active],
+            masks=[masks[lead] for _, lead in active],
         )
         blocks, group_of, is_client = [], [], []
         noise_by_group = torch.zeros((self.budgets.size, rows.shape[1]))
         start = 0
-        for g, m in zip(active, counts, strict=True):
+        for (a, _), m in zip(active, counts, strict=True):
             share = shares[start : start + max(m, 1)]
             start += max(m, 1)
-            noise_by_group[g] = share.sum(0)  # diagnostics only (the simulator's, never the server's)
-            blocks.append(rows[labels == g] + share if m else share)
-            group_of.append(np.full(max(m, 1), g, dtype=np.int64))
+            noise_by_group[a] = share.sum(0)  # diagnostics only (the simulator's, never the server's)
+            blocks.append(rows[labels == a] + share if m else share)
+            group_of.append(np.full(max(m, 1), a, dtype=np.int64))
             is_client.append(np.full(max(m, 1), m > 0))
         return (
             torch.cat(blocks) if blocks else rows,
@@ -234,17 +246,18 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
         """The server step: it sees only the secure sums; returns the post-noise masks (if any)."""
         if not isinstance(sums, GroupSums):
             raise TypeError(f"server_update takes GroupSums only. Found {type(sums).__name__}.")
-        lam = self.weights()
+        # λ_g / (q_g N_g) = 1 / Σ_{active} q N for every group: one factor for every (aggregated) sum
+        cohort = float(np.where(self.active, self.rates * self.sizes, 0.0).sum())
         total = torch.zeros_like(self.global_params)
         kept: list[torch.Tensor | None] = [None] * sums.num_groups
-        for g in range(sums.num_groups):
-            if not sums.present[g] or lam[g] == 0.0:
+        for a, lead in self._aggregates():
+            if not sums.present[a]:
                 continue
-            u = sums.sums[g]
+            u = sums.sums[a]
             if self.sparsify_after_noise():
-                u = torch.from_numpy(top_kappa(u.numpy(), float(self.kappa[g])))
-                kept[g] = u != 0
-            total += float(lam[g] / (self.rates[g] * self.sizes[g])) * u
+                u = torch.from_numpy(top_kappa(u.numpy(), float(self.kappa[lead])))
+                kept[a] = u != 0
+            total += u / cohort
         step = self.p.server_learning_rate * total
         self.velocity = self.p.momentum * self.velocity + step
         self.global_params = self.global_params + self.velocity
@@ -256,7 +269,7 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
     def _measure(
         self, noise: torch.Tensor, kept: list[torch.Tensor | None], metrics: dict[str, float]
     ) -> None:
-        for g in np.flatnonzero(self.active):
+        for g, _ in self._aggregates():
             xi = noise[g] if kept[g] is None else noise[g] * kept[g].to(noise.dtype)  # type: ignore[union-attr]
             energy = float(xi.double().square().sum())
             self.noise_sum[g] += energy
@@ -265,11 +278,12 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
 
     # -- reporting and state --------------------------------------------------------------------------
     def expected_noise_energy(self) -> np.ndarray:
-        """E‖ξ_g‖² per round = ⌈κ_g d⌉ z_g² C² (the planner's κ d z² C², with the kept count)."""
+        """E‖ξ_a‖² per round and aggregate = ⌈κ d⌉ z² C² (the planner's κ d z² C², with the kept count)."""
         d = self.global_params.numel()
         kept = np.array([kept_count(float(k), d) for k in self.kappa], dtype=float)
         clip = float(getattr(self.p, "clip", 1.0))
-        return kept * self.noise_multipliers**2 * clip * clip
+        leads = [int(np.flatnonzero(self.aggregate == a)[0]) for a in range(int(self.aggregate.max()) + 1)]
+        return (kept * self.noise_multipliers**2 * clip * clip)[leads]
 
     def evaluate(self) -> dict[str, float]:
         out = super().evaluate()
@@ -280,6 +294,7 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
             if self.private:
                 out[f"noise_multiplier_g{g}"] = float(self.noise_multipliers[g])
                 out[f"kappa_g{g}"] = float(self.kappa[g])
+            if self.private and g < expected.size:  # noise per secure-aggregation sum (g = aggregate)
                 rounds = int(self.noise_rounds[g])
                 out[f"noise_energy_mean_g{g}"] = float(self.noise_sum[g] / rounds) if rounds else 0.0
                 out[f"noise_energy_expected_g{g}"] = float(expected[g])
