@@ -189,3 +189,20 @@ def test_bad_budgets_are_one_line_errors() -> None:
     with pytest.raises(ValueError, match="group_sizes"):
         build_algorithm(config, build_task(config))
     assert {"p_fedavg", "gdpfed", "gdpfed_minus", "gdpfed_plus"} <= set(ALGORITHMS)
+
+
+def test_idp_fedavg_one_sum_one_noise_rates_per_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = _config("idp_fedavg", rounds=3)
+    alg = build_algorithm(config, build_task(config))
+    z = float(alg.noise_multipliers[0])
+    assert np.all(alg.noise_multipliers == z) and alg.rates[0] < alg.rates[1]  # looser budget: sampled more
+    assert float(alg.rates @ alg.sizes) == pytest.approx(0.4 * 20, rel=0.05)
+    for g, budget in enumerate((1.0, 4.0)):
+        assert _dp_accounting_epsilon(float(alg.rates[g]), z, 3) <= budget
+    seen: list[Any] = []
+    original = GroupFederatedAlgorithm.server_update
+    monkeypatch.setattr(
+        GroupFederatedAlgorithm, "server_update", lambda self, s: seen.append(s) or original(self, s)
+    )
+    alg.run_round(0)
+    assert seen[0].sums.shape[0] == 1  # one secure sum over every group

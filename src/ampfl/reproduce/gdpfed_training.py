@@ -37,6 +37,7 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "gdpfed_minus": ("gdpfed_minus", {}),
     "gdpfed_plus": ("gdpfed_plus", {}),
     "gdpfed_plus_kappa0.5": ("gdpfed_plus", {"kappa": [0.5, 0.5, 0.5]}),
+    "idp_fedavg": ("idp_fedavg", {}),
 }
 LEARNING_RATES = (0.05, 0.1, 0.2, 0.4)
 QUICK_LEARNING_RATES = (0.1, 0.3)

@@ -11,6 +11,7 @@ from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
 from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
 from ampfl.fl.algorithms.fedavg import FedAvg
 from ampfl.fl.algorithms.gdpfed import GDPFed, GDPFedMinus, GDPFedPlus
+from ampfl.fl.algorithms.idp_fedavg import IDPFedAvg
 from ampfl.fl.algorithms.local_only import LocalOnly
 from ampfl.fl.algorithms.ms_pafl import MSPAFL
 from ampfl.fl.algorithms.p_fedavg import PFedAvg
@@ -25,6 +26,7 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     GDPFed.name: GDPFed,
     GDPFedMinus.name: GDPFedMinus,
     GDPFedPlus.name: GDPFedPlus,
+    IDPFedAvg.name: IDPFedAvg,
 }
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "GDPFed",
     "GDPFedMinus",
     "GDPFedPlus",
+    "IDPFedAvg",
     "LocalOnly",
     "PFedAvg",
 ]
