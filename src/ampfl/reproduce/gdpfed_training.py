@@ -173,19 +173,20 @@ def _result(
         z = {str(g): final[f"noise_multiplier_g{g}"] for g in groups}
         q = {str(g): final[f"q_g{g}"] for g in groups}
         kappa = {str(g): final[f"kappa_g{g}"] for g in groups}
+        sums = [g for g in groups if f"noise_energy_mean_g{g}" in final]  # one per secure sum
         energy = {
-            "measured": sum(final[f"noise_energy_mean_g{g}"] for g in groups),
-            "expected": sum(final[f"noise_energy_expected_g{g}"] for g in groups),
+            "measured": sum(final[f"noise_energy_mean_g{g}"] for g in sums),
+            "expected": sum(final[f"noise_energy_expected_g{g}"] for g in sums),
             "expected_topk": sum(
                 final.get(f"noise_energy_expected_topk_g{g}", final[f"noise_energy_expected_g{g}"])
-                for g in groups
+                for g in sums
             ),
-            "by_group": {
+            "by_sum": {
                 str(g): {
                     "measured": final[f"noise_energy_mean_g{g}"],
                     "expected": final[f"noise_energy_expected_g{g}"],
                 }
-                for g in groups
+                for g in sums
             },
         }
     if energy["expected"] > 0:
