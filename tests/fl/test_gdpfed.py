@@ -206,3 +206,20 @@ def test_idp_fedavg_one_sum_one_noise_rates_per_budget(monkeypatch: pytest.Monke
     )
     alg.run_round(0)
     assert seen[0].sums.shape[0] == 1  # one secure sum over every group
+
+
+def test_pfa_projects_private_sums_onto_public_span(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = _config("pfa", rounds=2, pfa_rank=1)
+    alg = build_algorithm(config, build_task(config))
+    seen: list[Any] = []
+    original = GroupFederatedAlgorithm.server_update
+    monkeypatch.setattr(
+        GroupFederatedAlgorithm, "server_update", lambda self, s: seen.append(s) or original(self, s)
+    )
+    before = alg.global_params.clone()
+    alg.run_round(0)
+    public = seen[0].sums[1]  # group 1 has the larger budget
+    change = alg.global_params - before
+    cosine = float(change @ public) / float(change.norm() * public.norm())
+    assert abs(cosine) == pytest.approx(1.0, abs=1e-4)  # private group 0 was projected onto span(public)
+    assert torch.allclose(seen[0].sums[0], (seen[0].sums[0] @ public) / (public @ public) * public, atol=1e-4)

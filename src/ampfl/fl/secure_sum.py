@@ -52,6 +52,13 @@ class GroupSums:
     def num_groups(self) -> int:
         return int(self.sums.shape[0])
 
+    @staticmethod
+    def project(sums: GroupSums, rows: torch.Tensor) -> GroupSums:
+        """Server-side post-processing of received sums (same shape: still one row per group)."""
+        if tuple(rows.shape) != tuple(sums.sums.shape):
+            raise ValueError(f"rows must have shape {tuple(sums.sums.shape)}. Found {tuple(rows.shape)}.")
+        return GroupSums(rows, sums.counts, sums.present, _SEAL)
+
 
 def noise_shares(
     generator: torch.Generator,

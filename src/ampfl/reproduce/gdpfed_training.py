@@ -38,6 +38,7 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "gdpfed_plus": ("gdpfed_plus", {}),
     "gdpfed_plus_kappa0.5": ("gdpfed_plus", {"kappa": [0.5, 0.5, 0.5]}),
     "idp_fedavg": ("idp_fedavg", {}),
+    "pfa": ("pfa", {}),
 }
 LEARNING_RATES = (0.05, 0.1, 0.2, 0.4)
 QUICK_LEARNING_RATES = (0.1, 0.3)

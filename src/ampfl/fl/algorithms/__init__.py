@@ -15,6 +15,7 @@ from ampfl.fl.algorithms.idp_fedavg import IDPFedAvg
 from ampfl.fl.algorithms.local_only import LocalOnly
 from ampfl.fl.algorithms.ms_pafl import MSPAFL
 from ampfl.fl.algorithms.p_fedavg import PFedAvg
+from ampfl.fl.algorithms.pfa import PFA
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
     FedAvg.name: FedAvg,
@@ -27,11 +28,13 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     GDPFedMinus.name: GDPFedMinus,
     GDPFedPlus.name: GDPFedPlus,
     IDPFedAvg.name: IDPFedAvg,
+    PFA.name: PFA,
 }
 
 __all__ = [
     "ALGORITHMS",
     "MSPAFL",
+    "PFA",
     "Algorithm",
     "DPDSGDRandomParticipation",
     "DPFedAvg",
