@@ -40,7 +40,7 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "idp_fedavg": ("idp_fedavg", {}),
     "pfa": ("pfa", {}),
 }
-LEARNING_RATES = (0.05, 0.1, 0.2, 0.4)
+LEARNING_RATES = (0.1, 0.2, 0.4, 0.8)
 QUICK_LEARNING_RATES = (0.1, 0.3)
 #: dataset -> setting (ampfl's choice; Table I of 001 was not recovered)
 SETTINGS: dict[str, dict[str, Any]] = {
