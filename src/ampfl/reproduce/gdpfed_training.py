@@ -41,7 +41,7 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "pfa": ("pfa", {}),
 }
 LEARNING_RATES = (0.1, 0.2, 0.4, 0.8)
-QUICK_LEARNING_RATES = (0.1, 0.3)
+QUICK_LEARNING_RATES = (0.1, 0.3, 0.9)
 #: dataset -> setting (ampfl's choice; Table I of 001 was not recovered)
 SETTINGS: dict[str, dict[str, Any]] = {
     "digits": {
