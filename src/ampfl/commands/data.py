@@ -14,7 +14,7 @@ from typing import Any
 from ampfl.commands import CommandFailed, Registry
 
 #: Same as ``ampfl.fl.data.FETCHABLE`` (a test checks it); not imported here so start-up stays light.
-_FETCHABLE = ("adult", "fmnist", "digits")
+_FETCHABLE = ("adult", "fmnist", "digits", "shakespeare")
 
 
 def register(registry: Registry) -> None:
@@ -27,7 +27,9 @@ def register(registry: Registry) -> None:
         help="fetch, verify and cache datasets",
         description="fetch, verify (SHA-256) and cache datasets",
     )
-    fetch.add_argument("names", nargs="+", choices=_FETCHABLE, metavar="NAME", help="adult, fmnist, digits")
+    fetch.add_argument(
+        "names", nargs="+", choices=_FETCHABLE, metavar="NAME", help="adult, fmnist, digits, shakespeare"
+    )
     fetch.add_argument(
         "--cache", type=Path, default=None, help="cache folder (default $AMPFL_DATA or ~/.cache/ampfl)"
     )

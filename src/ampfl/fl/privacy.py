@@ -8,6 +8,11 @@ and is saved in (and restored from) every checkpoint, so a resumed run reports t
 uninterrupted one. Before each round, :meth:`RunAccountant.would_exceed` tells the run whether that round
 would push ε above ``max_epsilon``.
 
+Per-group accounting (paper 001, GDPFed): a :class:`~ampfl.accounting.events.GroupRoundEvent` is composed
+in its group's own accountant (one privacy curve per group; client datasets of different groups are
+disjoint, so the run's ε is the max over groups, Corollary 1); :meth:`RunAccountant.groups_over_budget`
+names the groups whose next round would exceed their budget. A run mixes no other events with them.
+
 A non-private algorithm (``privacy_unit`` None: FedAvg, or zero noise) has no accountant; its ε is ``inf``
 (written as ``1e999`` in JSON), whatever δ.
 
@@ -24,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ampfl.accounting.accountants import Accountant, NeighboringRelation, make_accountant
 from ampfl.accounting.accountants.base import UnsupportedEventError, relation_name
-from ampfl.accounting.events import ComposedEvent, PrivacyEvent, SelfComposedEvent
+from ampfl.accounting.events import ComposedEvent, GroupRoundEvent, PrivacyEvent, SelfComposedEvent
 from ampfl.accounting.unamplified import without_amplification
 
 if TYPE_CHECKING:
@@ -34,6 +39,10 @@ if TYPE_CHECKING:
 __all__ = ["RunAccountant", "accounted", "as_one_event", "calibrate_noise"]
 
 Events = Sequence[tuple[PrivacyEvent, int]]
+
+#: Relative slack of a per-group budget check (a calibration composed at once vs. round by round can differ
+#: in the last bits of the floating-point sum).
+GROUP_BUDGET_RTOL = 1e-9
 
 
 def as_one_event(events: Events) -> tuple[PrivacyEvent, int] | None:
@@ -88,6 +97,7 @@ class RunAccountant:
         self.rounds_composed = 0
         self._kinds: list[str] = []
         self.accountant: Accountant | None = None
+        self.groups: dict[int, Accountant] = {}
         if self.unit is None:
             if privacy.max_epsilon is not None:
                 raise ValueError(
@@ -112,10 +122,49 @@ class RunAccountant:
     def delta(self) -> float:
         return float(self.privacy.delta)
 
+    def _group(self, g: int) -> Accountant:
+        if g not in self.groups:
+            self.groups[g] = make_accountant(self.privacy.accountant, neighboring_relation=self.relation)
+        return self.groups[g]
+
+    def _split(
+        self, events: Events
+    ) -> tuple[list[tuple[PrivacyEvent, int]], list[tuple[int, PrivacyEvent, int]]]:
+        """(plain events, (group, accounted event, count) of the group events), as accounted."""
+        plain: list[tuple[PrivacyEvent, int]] = []
+        grouped: list[tuple[int, PrivacyEvent, int]] = []
+        for (raw, _), (event, count) in zip(events, accounted(events, self.privacy), strict=True):
+            if isinstance(raw, GroupRoundEvent):
+                grouped.append((int(raw.group), event, int(count)))
+            else:
+                plain.append((event, int(count)))
+        if plain and (grouped or self.groups):
+            raise ValueError("privacy: a run cannot mix per-group events (GroupRoundEvent) with others.")
+        return plain, grouped
+
+    def groups_over_budget(self, events: Events, budgets: dict[int, float]) -> list[int]:
+        """Groups whose event in ``events`` would take their ε(δ) above min(budget, ``max_epsilon``)."""
+        if self.accountant is None:
+            return []
+        over = []
+        for g, event, count in self._split(events)[1]:
+            limit = min(budgets.get(g, math.inf), self.privacy.max_epsilon or math.inf)
+            if math.isfinite(limit) and self._group(g).would_exceed(
+                event, limit * (1.0 + GROUP_BUDGET_RTOL), self.privacy.delta, count=count
+            ):
+                over.append(g)
+        return over
+
+    def epsilon_by_group(self) -> dict[int, float]:
+        """ε at the run's δ of each group composed so far (empty without per-group events)."""
+        return {g: float(acc.get_epsilon(self.privacy.delta)) for g, acc in sorted(self.groups.items())}
+
     def would_exceed(self, events: Events) -> bool:
         """Whether composing ``events`` would push ε(δ) above ``max_epsilon`` (False without a budget)."""
         if self.accountant is None or self.privacy.max_epsilon is None:
             return False
+        if any(isinstance(event, GroupRoundEvent) for event, _ in events):
+            return bool(self.groups_over_budget(events, {}))
         one = as_one_event(accounted(events, self.privacy))
         if one is None:
             return False
@@ -129,14 +178,20 @@ class RunAccountant:
         self.rounds_composed += 1
         if self.accountant is None:
             return
-        for event, count in accounted(events, self.privacy):
-            if int(count) > 0:
-                self.accountant.compose(event, int(count))
+        plain, grouped = self._split(events)
+        for g, event, count in grouped:
+            if count > 0:
+                self._group(g).compose(event, count)
+        for event, count in plain:
+            if count > 0:
+                self.accountant.compose(event, count)
 
     def epsilon(self) -> float:
         """ε at the run's δ of everything composed so far (``inf`` without a guarantee)."""
         if self.accountant is None:
             return math.inf
+        if self.groups:  # parallel composition over groups of disjoint clients (paper 001, Corollary 1)
+            return max(self.epsilon_by_group().values())
         return float(self.accountant.get_epsilon(self.privacy.delta))
 
     def analysis(self) -> str:
@@ -144,6 +199,8 @@ class RunAccountant:
         if self.accountant is None:
             return "none (no privacy guarantee)"
         kinds = ", ".join(self._kinds) or "no"
+        if self.groups:
+            kinds += f" (one {self.privacy.accountant} accountant per group; ε = max over groups)"
         unamplified = ", no amplification" if self.privacy.accounting == "no-amplification" else ""
         return (
             f"{self.privacy.accountant} accountant over {kinds} events "
@@ -155,6 +212,7 @@ class RunAccountant:
         return {
             "rounds_composed": self.rounds_composed,
             "accountant": None if self.accountant is None else self.accountant.state_dict(),
+            "groups": {str(g): acc.state_dict() for g, acc in self.groups.items()},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -165,6 +223,9 @@ class RunAccountant:
                 raise ValueError("--resume: the checkpoint's privacy accountant does not match this run.")
         else:
             self.accountant.load_state_dict(saved)
+            self.groups = {}
+            for g, group_state in state.get("groups", {}).items():
+                self._group(int(g)).load_state_dict(group_state)
         self.rounds_composed = int(state["rounds_composed"])
 
 

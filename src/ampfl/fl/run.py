@@ -194,6 +194,13 @@ def _run_experiment(
         with open(out / METRICS, "a", encoding="utf-8") as handle:
             for round_index in range(rounds_done, last):
                 events = algorithm.round_events(round_index)
+                over = ledger.groups_over_budget(events, algorithm.group_budgets())
+                if over:  # per-group budgets (paper 001): those groups stop being sampled
+                    algorithm.retire_groups(over)
+                    events = algorithm.round_events(round_index)
+                    if not events:
+                        stopped = "budget"
+                        break
                 if ledger.would_exceed(events):
                     stopped = "budget"
                     break
@@ -252,6 +259,7 @@ def _run_experiment(
         "seed": config.seed,
         "params": config.algorithm.params.model_dump(mode="json"),
         "noise": _noise_levels(algorithm),
+        **_group_privacy(algorithm, ledger),
         "completed": True,
         "out_dir": str(out),
         "files": [
@@ -422,7 +430,20 @@ def _evaluation_line(
     line.update({key: _scalar(value) for key, value in round_metrics.items()})
     line.update({key: _scalar(value) for key, value in evaluation.items()})
     line.update({"epsilon": ledger.epsilon(), "delta": ledger.delta, "wall_seconds": wall})
+    line.update(_group_privacy(algorithm, ledger))
     return line
+
+
+def _group_privacy(algorithm: Algorithm, ledger: RunAccountant) -> dict[str, Any]:
+    """``epsilon_by_group`` and ``budget_by_group`` (keys: group ids) for per-group algorithms (paper 001)."""
+    budgets = algorithm.group_budgets()
+    if not budgets:
+        return {}
+    spent = ledger.epsilon_by_group()
+    return {
+        "epsilon_by_group": {str(g): spent.get(g, 0.0) for g in sorted(budgets)},
+        "budget_by_group": {str(g): budgets[g] for g in sorted(budgets)},
+    }
 
 
 @contextmanager

@@ -49,6 +49,12 @@ FIGURES: dict[str, FigureEntry] = {
         "dong_training", "table1_training", "002 Table 1 as training: split/BIS vs DP-SGD (train extra)"
     ),
     "gdpfed-fig1": FigureEntry("gdpfed", "figure1", "001 Fig. 1: optimal group sampling rates vs epsilon_3"),
+    "gdpfed-table2": FigureEntry(
+        "gdpfed_training", "table2", "001 Table II/III, Fig. 2: GDPFed(+) vs DP-FedAvg training (train extra)"
+    ),
+    "gdpfed-shakespeare": FigureEntry(
+        "gdpfed_training", "shakespeare", "001 Table II, Shakespeare column: char GRU per role (train extra)"
+    ),
     "hasircioglu-fig1": FigureEntry("hasircioglu", "fig1", "004 Fig. 1: delta vs epsilon"),
     "hasircioglu-fig2": FigureEntry("hasircioglu", "fig2", "004 Fig. 2: epsilon vs sigma"),
     "hasircioglu-fig3": FigureEntry("hasircioglu", "fig3", "004 Fig. 3: delta vs sigma"),

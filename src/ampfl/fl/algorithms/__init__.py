@@ -11,8 +11,12 @@ from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
 from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
 from ampfl.fl.algorithms.dp_sgd_partition import DPSGDPartition
 from ampfl.fl.algorithms.fedavg import FedAvg
+from ampfl.fl.algorithms.gdpfed import GDPFed, GDPFedMinus, GDPFedPlus
+from ampfl.fl.algorithms.idp_fedavg import IDPFedAvg
 from ampfl.fl.algorithms.local_only import LocalOnly
 from ampfl.fl.algorithms.ms_pafl import MSPAFL
+from ampfl.fl.algorithms.p_fedavg import PFedAvg
+from ampfl.fl.algorithms.pfa import PFA
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
     FedAvg.name: FedAvg,
@@ -21,15 +25,27 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     MSPAFL.name: MSPAFL,
     DPDSGDRandomParticipation.name: DPDSGDRandomParticipation,
     DPSGDPartition.name: DPSGDPartition,
+    PFedAvg.name: PFedAvg,
+    GDPFed.name: GDPFed,
+    GDPFedMinus.name: GDPFedMinus,
+    GDPFedPlus.name: GDPFedPlus,
+    IDPFedAvg.name: IDPFedAvg,
+    PFA.name: PFA,
 }
 
 __all__ = [
     "ALGORITHMS",
     "MSPAFL",
+    "PFA",
     "Algorithm",
     "DPDSGDRandomParticipation",
     "DPFedAvg",
     "DPSGDPartition",
     "FedAvg",
+    "GDPFed",
+    "GDPFedMinus",
+    "GDPFedPlus",
+    "IDPFedAvg",
     "LocalOnly",
+    "PFedAvg",
 ]

@@ -137,6 +137,18 @@ class Algorithm(ABC):
         """
         return []
 
+    def group_budgets(self) -> dict[int, float]:
+        """Per-group ε budgets of an algorithm whose events are per-group (``GroupRoundEvent``; default none).
+
+        The run keeps one accountant per group, reports ``epsilon_by_group`` against these budgets and calls
+        :meth:`retire_groups` before a round that would take a group over its budget (paper 001).
+        """
+        return {}
+
+    def retire_groups(self, groups: list[int]) -> None:
+        """Stop sampling ``groups`` (their next round would exceed their budget); default: nothing to do."""
+        return None
+
     @abstractmethod
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume (``torch.save``-able)."""

@@ -64,10 +64,11 @@ DATASETS: dict[str, str] = {
     "emnist": "EMNIST ByClass (or emnist-<split>) in idx format at a user path: [1, 28, 28], 62 classes",
     "idx": "any folder of MNIST-format idx files at a user path (train-/t10k- images and labels)",
     "femnist": "FEMNIST (LEAF): not supported directly; see the error message",
+    "shakespeare": "Shakespeare plays (LEAF-style): 80-char windows, next char of 80, one client per role",
 }
 
 #: Names accepted by :func:`fetch` and ``ampfl data fetch``.
-FETCHABLE: tuple[str, ...] = ("adult", "fmnist", "digits")
+FETCHABLE: tuple[str, ...] = ("adult", "fmnist", "digits", "shakespeare")
 
 #: Version of the parsed-array cache format; bump it when preprocessing changes.
 _CACHE_VERSION = "v1"
@@ -178,6 +179,10 @@ def load_dataset(
         folder = _cifar10_folder(path, cache)
         return _make(name, _float_images(loaders.load_cifar10_arrays(folder)), 10, f"user path {folder}",
                      _CIFAR10_CLASSES)  # fmt: skip
+    if name == "shakespeare":  # its natural partition: ampfl.fl.data.shakespeare.load_shakespeare
+        from ampfl.fl.data.shakespeare import load_shakespeare
+
+        return load_shakespeare(cache)[0]
     if base == "emnist":
         folder, files = _emnist_files(name, path, cache)
         a = loaders.load_idx_folder(folder, files, transpose=True)
@@ -207,6 +212,9 @@ def fetch_one(name: str, *, cache_dir: Path | None = None) -> Path:
 
         return Path(sklearn.datasets.__file__).parent / "data" / "digits.csv.gz"
     cache = cache_dir if cache_dir is not None else data_dir()
+    if name == "shakespeare":
+        load_dataset(name, cache_dir=cache)
+        return cache / name
     _cached(name, name, cache, None)
     return cache / name
 

@@ -17,6 +17,7 @@ from typing import Any
 from torch import nn
 
 from ampfl.fl.models.base import FLModel
+from ampfl.fl.models.char_gru import CharGRU
 from ampfl.fl.models.cnn import HasirciogluCNN
 from ampfl.fl.models.gn_cnn import GroupNormCNN
 from ampfl.fl.models.linear import LogisticRegression
@@ -24,6 +25,7 @@ from ampfl.fl.models.mlp import MLP
 
 MODELS: dict[str, type[FLModel]] = {"logreg": LogisticRegression, "mlp": MLP, "cnn": HasirciogluCNN}
 MODELS["cnn_gn"] = GroupNormCNN  # issue 14: 002 Sec. 4 fine-tuning (GroupNorm)
+MODELS["char_gru"] = CharGRU  # Shakespeare next-character prediction (paper 001)
 
 
 def build_model(name: str, *, input_shape: tuple[int, ...], num_classes: int, **options: Any) -> FLModel:

@@ -1,0 +1,214 @@
+"""GDPFed, GDPFed− and GDPFed+ (paper 001, Xu, Hu, Kotevska, arXiv:2505.13655v3, Sec. III–V, Algorithm 1).
+
+Clients are partitioned into privacy groups g (budget ε_g = the smallest budget among the group's clients).
+Round t, for every group g still within its budget:
+
+1. the server samples each client of g independently with probability q_g (Poisson; see below);
+2. each sampled client runs Q local SGD steps from w^t, forms Δ_i = w_i − w^t, (GDPFed+ with the public
+   mask: keeps only the mask's coordinates,) clips to C and adds its noise share N(0, z_g² C² / m_g)
+   (m_g = the group's participants), so the secure sum carries N(0, z_g² C² I) (:mod:`ampfl.fl.secure_sum`);
+3. the server receives only the group sums U_g (:class:`~ampfl.fl.secure_sum.GroupSums`), (GDPFed+ with
+   ``mask = "after_noise"``: Û_g = top_κ(U_g), Algorithm 1 line 17,) and updates
+   w^{t+1} = w^t + η_s Σ_g λ_g Û_g / (q_g N_g) with λ_g = q_g N_g / Σ_{g' active} q_g' N_g' (the paper's one
+   reweighting rule for every group method, [I], :func:`ampfl.accounting.groups.reweighting`), i.e.
+   η_s Σ_g Û_g / (Σ_{g' active} q_g' N_g').
+
+Variants (``name``): ``gdpfed``: q_g = q for every group, κ_g = 1; ``gdpfed_minus``: the planner's optimised
+q_g (:func:`ampfl.accounting.groups.plan_groups`, ``sparsify="none"``), κ_g = 1; ``gdpfed_plus``: the
+planner's q_g and κ_g (``sparsify="auto"``, or ``kappa`` given). z_g is calibrated for (ε_g, q_g, T, δ) by
+the planner's sound RDP calibration (``analysis = "paper"``: the inferred Theorem 1, labelled, can
+under-noise). Every group is its own secure-aggregation sum (``merge="none"``).
+
+Sparsification order (``mask``): the paper applies top-κ on the server to the *noisy* sum (post-processing,
+``"after_noise"``, the default); then top-κ also selects large noise coordinates and keeps more than a κ
+share of the noise energy (docs/planner.md, A5). ``"public"`` fixes the mask before the noise: group g's
+mask is the top-⌈κ_g d⌉ support of |w^t|, the magnitude of the current global model (the paper's
+importance criterion, absolute magnitude; w^t is public, a post-processing of earlier DP releases), clients
+sparsify, clip and add noise on the mask only, and the noise energy is exactly ⌈κ_g d⌉ z_g² C² per round.
+
+Sampling: the paper samples q_g N_g clients *without replacement*; ampfl samples Poisson at rate q_g, the
+mechanism :class:`~ampfl.accounting.events.GroupRoundEvent` accounts and the planner calibrates (fixed-size
+group sampling would need replace-one accounting, which the planner does not offer). The number of
+participants per group is disclosed by secure aggregation, as in any such protocol.
+
+Privacy (unit: one client): each round reports one ``GroupRoundEvent(q_g, z_g, group=g)`` per active group;
+the run keeps one accountant per group (``ampfl.fl.privacy``), reports ``epsilon_by_group`` against
+:meth:`GDPFed.group_budgets`, and retires a group (:meth:`GDPFed.retire_groups`) before a round that would
+take it over its budget; run ε = max over groups (Corollary 1, disjoint client datasets).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, Field, model_validator
+
+from ampfl.accounting.events import GroupRoundEvent, PrivacyEvent
+from ampfl.fl.algorithms.gdpfed_groups import (
+    ROLE_GROUPS,
+    GroupFederatedAlgorithm,
+    GroupParams,
+    top_kappa_noise_share,
+)
+from ampfl.sparsify import kept_count
+
+if TYPE_CHECKING:
+    from ampfl.fl.config import PrivacyConfig
+    from ampfl.fl.engine import Engine
+    from ampfl.fl.task import Task
+
+#: Plans by their inputs (plan_groups is deterministic given them and costs seconds).
+_PLANS: dict[tuple[Any, ...], Any] = {}
+
+__all__ = [
+    "ROLE_GROUPS",
+    "GDPFed",
+    "GDPFedMinus",
+    "GDPFedParams",
+    "GDPFedPlus",
+    "GroupFederatedAlgorithm",
+    "GroupParams",
+    "top_kappa_noise_share",
+]
+
+
+class GDPFedParams(GroupParams):
+    """Hyper-parameters of GDPFed / GDPFed− / GDPFed+ (module docstring)."""
+
+    clip: float = Field(1.0, gt=0.0, description="C, L2 bound of each client's update")
+    num_rounds: int = Field(100, ge=1, description="T, the horizon the noise is calibrated for")
+    analysis: Literal["sound", "paper"] = "sound"
+    kappa: list[float] | None = Field(None, description="κ_g per group (gdpfed_plus; default: planner)")
+    signal_norm: float = Field(1.0, ge=0.0, description="m / C of the planner's error model (κ auto)")
+    mask: Literal["after_noise", "public"] = "after_noise"
+
+    @model_validator(mode="after")
+    def _budgets_required(self) -> GDPFedParams:
+        if self.group_budgets is None and self.client_budgets is None:
+            raise ValueError("give group_budgets with group_sizes, or client_budgets")
+        if self.kappa is not None and not all(0.0 < k <= 1.0 for k in self.kappa):
+            raise ValueError("kappa must be in (0, 1]")
+        return self
+
+
+class GDPFed(GroupFederatedAlgorithm):
+    """GDPFed: per-group noise for the group's smallest budget, q_g = q, κ_g = 1 (module docstring)."""
+
+    name: ClassVar[str] = "gdpfed"
+    Params: ClassVar[type[BaseModel]] = GDPFedParams
+    #: how q_g and κ_g are chosen: "uniform" (q_g = q), "optimised" (planner, κ = 1), "sparse" (planner, κ)
+    variant: ClassVar[str] = "uniform"
+
+    def __init__(
+        self,
+        params: BaseModel,
+        task: Task,
+        *,
+        seed: int,
+        engine: Engine | None = None,
+        privacy: PrivacyConfig | None = None,
+    ) -> None:
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
+        self.p: GDPFedParams = params  # type: ignore[assignment]
+        if self.p.kappa is not None and (self.variant != "sparse" or len(self.p.kappa) != self.budgets.size):
+            raise ValueError(f"kappa: only for gdpfed_plus, one value per group ({self.budgets.size}).")
+        self._plan()
+        self.privacy_unit = "client"
+
+    def _plan(self) -> None:
+        from ampfl.accounting.groups import ErrorModel, group_sigma, plan_groups
+
+        p, delta = self.p, float(self.privacy.delta)
+        if self.variant == "uniform":
+            self.noise_multipliers = np.array(
+                [
+                    group_sigma(
+                        float(e),
+                        sampling_rate=p.participation,
+                        rounds=p.num_rounds,
+                        target_delta=delta,
+                        analysis=p.analysis,
+                    )
+                    for e in self.budgets
+                ]
+            )
+            return
+        sparse = self.variant == "sparse"
+        key = (
+            tuple(self.budgets.tolist()),
+            tuple(self.sizes.tolist()),
+            p.participation,
+            p.num_rounds,
+            delta,
+            self.global_params.numel(),
+            p.clip,
+            p.signal_norm,
+            ("given" if p.kappa is not None else "auto") if sparse else "none",
+            tuple(p.kappa) if sparse and p.kappa is not None else None,
+            p.analysis,
+            self.seed,
+        )
+        if key not in _PLANS:  # deterministic in its inputs: a learning-rate grid plans once
+            _PLANS[key] = plan_groups(
+                list(key[0]),
+                list(key[1]),
+                participation=p.participation,
+                rounds=p.num_rounds,
+                target_delta=delta,
+                model=ErrorModel(dim=key[5], clip_norm=p.clip, signal_norm=p.signal_norm),
+                sparsify=key[8],
+                kappa=None if key[9] is None else list(key[9]),
+                analysis=p.analysis,
+                merge="none",
+                seed=self.seed,
+                check_pld=False,  # the run's per-group accountant certifies ε ≤ ε_g round by round
+            )
+        plan = _PLANS[key]
+        self.rates = np.array(plan.q, dtype=float)
+        self.noise_multipliers = np.array(plan.noise_multiplier, dtype=float)
+        self.kappa = np.array(plan.kappa, dtype=float)
+
+    def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
+        return [
+            (
+                GroupRoundEvent(
+                    sampling_rate=float(self.rates[g]),
+                    noise_multiplier=float(self.noise_multipliers[g]),
+                    group=int(g),
+                ),
+                1,
+            )
+            for g in np.flatnonzero(self.active)
+        ]
+
+
+class GDPFedMinus(GDPFed):
+    """GDPFed−: the planner's optimised q_g, κ_g = 1 (Table III of paper 001)."""
+
+    name: ClassVar[str] = "gdpfed_minus"
+    variant: ClassVar[str] = "optimised"
+
+
+class GDPFedPlus(GDPFed):
+    """GDPFed+: the planner's q_g and κ_g, per-group top-κ (Algorithm 1; ``mask`` chooses the order)."""
+
+    name: ClassVar[str] = "gdpfed_plus"
+    variant: ClassVar[str] = "sparse"
+
+    def sparsify_after_noise(self) -> bool:
+        return self.p.mask == "after_noise"
+
+    def masks(self, round_index: int) -> list[torch.Tensor | None]:
+        if self.p.mask == "after_noise":
+            return [None] * self.budgets.size
+        d = self.global_params.numel()
+        # magnitude of the current global model w^t: public (a post-processing of earlier DP releases)
+        order = torch.argsort(self.global_params.abs(), descending=True, stable=True)
+        out: list[torch.Tensor | None] = []
+        for k in self.kappa:
+            mask = torch.zeros(d, dtype=torch.bool)
+            mask[order[: kept_count(float(k), d)]] = True
+            out.append(mask)
+        return out

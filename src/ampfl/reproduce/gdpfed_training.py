@@ -1,0 +1,380 @@
+"""Paper 001 (GDPFed / GDPFed+, arXiv:2505.13655v3): Table II (accuracy per method), Fig. 2 (curves) and
+Table III (noise per method: noise multipliers and the measured noise energy next to the planner's value).
+
+Table I (N, T, q, budgets), the learning rates, κ defaults and every number of Tables II–III were not
+recovered (RECOVERED_MATH.md §2.9), so the settings below are ampfl's and are printed on the plot and in the
+CSV. Three privacy groups of equal size with budgets ``BUDGETS`` (nats, δ = ``DELTA``), IID data, C = 1.
+Methods (``[algorithm] name``): ``p_fedavg`` (non-private), ``dp_fedavg`` (every client at the strictest
+budget; Poisson sampling at q, central noise), ``gdpfed`` (q_g = q, per-group z_g), ``gdpfed_minus``
+(planner's q_g), ``gdpfed_plus`` (planner's q_g and κ_g, top-κ of each noisy group sum as in Algorithm 1;
+``gdpfed_plus_kappa0.5``: κ_g = 0.5 for every group). Every method gets
+the same learning-rate grid (``LEARNING_RATES``) and is reported at its best final accuracy (the grid search
+itself is not accounted, as in the paper). Noise multipliers come from ampfl's sound RDP calibration, which
+needs less noise than the paper's inferred Theorem 1 (docs/gdpfed.md says what that does to the ordering).
+
+Noise energy: per round and group, ‖ξ_g‖² of the noise in the group's secure sum on the kept coordinates,
+averaged over rounds (``measured``), against the planner's ⌈κ_g d⌉ z_g² C² (``expected``), summed over
+groups (top-κ after the noise keeps more than a κ share of the noise, docs/planner.md A5); for
+DP-FedAvg the noise of its one sum, re-drawn from the run's own noise generator, against d z² C².
+``quick=True`` (``ampfl reproduce gdpfed-table2 --quick``): digits and a Fashion-MNIST subset, fewer rounds
+and two learning rates (a few minutes on 2 cores). Finished runs of the same configuration are reused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+BUDGETS = (1.0, 2.0, 4.0)
+DELTA = 1e-5
+#: label -> (``[algorithm] name``, extra parameters). 001's κ defaults were not recovered: ``gdpfed_plus``
+#: takes the planner's κ_g (``sparsify="auto"``), ``gdpfed_plus_kappa0.5`` κ_g = 0.5 (a sensitivity row).
+METHODS: dict[str, tuple[str, dict[str, Any]]] = {
+    "p_fedavg": ("p_fedavg", {}),
+    "dp_fedavg": ("dp_fedavg", {}),
+    "gdpfed": ("gdpfed", {}),
+    "gdpfed_minus": ("gdpfed_minus", {}),
+    "gdpfed_plus": ("gdpfed_plus", {}),
+    "gdpfed_plus_kappa0.5": ("gdpfed_plus", {"kappa": [0.5, 0.5, 0.5]}),
+    "idp_fedavg": ("idp_fedavg", {}),
+    "pfa": ("pfa", {}),
+}
+LEARNING_RATES = (0.1, 0.2, 0.4, 0.8)
+QUICK_LEARNING_RATES = (0.1, 0.3, 0.9)
+#: dataset -> setting (ampfl's choice; Table I of 001 was not recovered)
+SETTINGS: dict[str, dict[str, Any]] = {
+    "digits": {
+        "clients": 471,
+        "samples_per_client": 3,
+        "participation": 0.2,
+        "rounds": 60,
+        "quick_rounds": 30,
+        "model": "logreg",
+        "options": {},
+        "quick_clients": 471,
+    },
+    "fmnist": {
+        "clients": 3000,
+        "samples_per_client": 20,
+        "participation": 0.05,
+        "rounds": 150,
+        "quick_rounds": 25,
+        "model": "mlp",
+        "options": {"hidden": [32]},
+        "quick_clients": 1200,
+    },
+    # natural partition (one client per role, ampfl.fl.data.shakespeare); slow on CPU: its own figure
+    "shakespeare": {
+        "clients": 0,
+        "samples_per_client": 10,
+        "participation": 0.05,
+        "rounds": 100,
+        "model": "char_gru",
+        "options": {},
+        "quick_clients": 0,
+        "learning_rates": (0.5, 1.0, 2.0),
+        "quick_learning_rates": (1.0,),
+        "quick_participation": 0.02,
+        "quick_options": {"hidden": 32},
+        "quick_rounds": 3,
+    },
+}
+EVALUATIONS = 10
+#: Shakespeare's test set is cut to this many windows (seeded) to keep evaluation affordable.
+SHAKESPEARE_TEST = 2000
+
+
+def _config(dataset: str, label: str, lr: float, *, quick: bool, clients: int | None = None) -> Any:
+    from ampfl.fl.config import parse_config
+
+    method, extra = METHODS[label]
+    s = SETTINGS[dataset]
+    if clients is None:
+        clients = s["quick_clients"] if quick else s["clients"]
+    rounds = s["quick_rounds"] if quick else s["rounds"]
+    participation = _participation(dataset, quick)
+    options = s.get("quick_options", s["options"]) if quick else s["options"]
+    sizes = [clients // 3, clients // 3, clients - 2 * (clients // 3)]
+    algorithm: dict[str, Any] = {
+        "name": method,
+        "learning_rate": lr,
+        "num_local_steps": 3,
+        "batch_size": min(10, s["samples_per_client"]),
+    }
+    if method == "dp_fedavg":
+        algorithm.update(
+            client_sampling="poisson",
+            sampling_rate=participation,
+            target_epsilon=min(BUDGETS),
+            clip=1.0,
+        )
+    else:
+        algorithm.update(participation=participation, group_budgets=list(BUDGETS), group_sizes=sizes)
+        if method != "p_fedavg":
+            algorithm["clip"] = 1.0
+    algorithm.update(extra)
+    return parse_config(
+        {
+            "seed": 0,
+            "rounds": rounds,
+            "eval_every": max(1, rounds // EVALUATIONS),
+            "checkpoint_every": 0,
+            "dataset": {"name": dataset},
+            "partition": {
+                "scheme": "fixed",
+                "num_clients": clients,
+                "samples_per_client": s["samples_per_client"],
+            },
+            "model": {"name": s["model"], "options": options},
+            "algorithm": algorithm,
+            "privacy": {"accountant": "rdp", "delta": DELTA},
+        }
+    )
+
+
+def _dp_fedavg_noise(config: Any, task: Any) -> dict[str, float]:
+    """DP-FedAvg's noise energy: its central noise re-drawn from the run's own generator, every round."""
+    import torch
+
+    from ampfl.fl.algorithms.base import ROLE_NOISE
+    from ampfl.fl.run import build_algorithm
+
+    alg = build_algorithm(config, task)
+    shape = alg.global_params.shape  # type: ignore[attr-defined]
+    std = float(alg.noise_std)  # type: ignore[attr-defined]
+    total = 0.0
+    for r in range(config.rounds):
+        noise = torch.randn(shape, generator=alg.torch_generator(r, ROLE_NOISE)) * std
+        total += float(noise.double().square().sum())
+    z = float(alg.noise_multiplier)  # type: ignore[attr-defined]
+    return {"measured": total / config.rounds, "expected": shape.numel() * z * z, "noise_multiplier": z}
+
+
+def _result(
+    method: str, dataset: str, lr: float, summary: dict[str, Any], extra: dict[str, float] | None
+) -> dict[str, Any]:
+    final = summary["final_metrics"]
+    groups = range(len(BUDGETS))
+    if METHODS[method][0] == "dp_fedavg":
+        assert extra is not None
+        eps = {str(g): summary["epsilon"] for g in groups}  # one mechanism over every client
+        z = {str(g): extra["noise_multiplier"] for g in groups}
+        q = {str(g): summary["params"]["sampling_rate"] for g in groups}
+        kappa = {str(g): 1.0 for g in groups}
+        energy: dict[str, Any] = {"measured": extra["measured"], "expected": extra["expected"]}
+    elif METHODS[method][0] == "p_fedavg":
+        eps = {str(g): summary["epsilon"] for g in groups}
+        z = {str(g): 0.0 for g in groups}
+        q = {str(g): final[f"q_g{g}"] for g in groups}
+        kappa = {str(g): 1.0 for g in groups}
+        energy = {"measured": 0.0, "expected": 0.0}
+    else:
+        eps = dict(summary["epsilon_by_group"])
+        z = {str(g): final[f"noise_multiplier_g{g}"] for g in groups}
+        q = {str(g): final[f"q_g{g}"] for g in groups}
+        kappa = {str(g): final[f"kappa_g{g}"] for g in groups}
+        sums = [g for g in groups if f"noise_energy_mean_g{g}" in final]  # one per secure sum
+        energy = {
+            "measured": sum(final[f"noise_energy_mean_g{g}"] for g in sums),
+            "expected": sum(final[f"noise_energy_expected_g{g}"] for g in sums),
+            "expected_topk": sum(
+                final.get(f"noise_energy_expected_topk_g{g}", final[f"noise_energy_expected_g{g}"])
+                for g in sums
+            ),
+            "by_sum": {
+                str(g): {
+                    "measured": final[f"noise_energy_mean_g{g}"],
+                    "expected": final[f"noise_energy_expected_g{g}"],
+                }
+                for g in sums
+            },
+        }
+    if energy["expected"] > 0:
+        energy["ratio"] = energy["measured"] / energy["expected"]
+        energy["ratio_topk"] = energy["measured"] / energy.get("expected_topk", energy["expected"])
+    return {
+        "method": method,
+        "dataset": dataset,
+        "learning_rate": lr,
+        "final_accuracy": summary["final_accuracy"],
+        "best_accuracy": summary["best_accuracy"],
+        "epsilon": eps,
+        "budget": {str(g): b for g, b in enumerate(BUDGETS)},
+        "delta": summary["delta"],
+        "noise_multiplier": z,
+        "sampling_rate": q,
+        "kappa": kappa,
+        "noise_energy": energy,
+        "stopped": summary["stopped"],
+    }
+
+
+def _participation(dataset: str, quick: bool) -> float:
+    s = SETTINGS[dataset]
+    return float(s.get("quick_participation", s["participation"]) if quick else s["participation"])
+
+
+def _grid(dataset: str, quick: bool) -> tuple[float, ...]:
+    s = SETTINGS[dataset]
+    key = "quick_learning_rates" if quick else "learning_rates"
+    return tuple(s.get(key, QUICK_LEARNING_RATES if quick else LEARNING_RATES))
+
+
+def _shakespeare_task(quick: bool) -> Any:
+    """Shakespeare with its natural partition (one client per role) and a seeded test subset."""
+    import numpy as np
+
+    from ampfl.fl.data import Dataset
+    from ampfl.fl.data.shakespeare import load_shakespeare
+    from ampfl.fl.task import Task
+
+    ds, parts = load_shakespeare()
+    keep = np.sort(
+        np.random.default_rng(0).choice(ds.y_test.size, min(SHAKESPEARE_TEST, ds.y_test.size), replace=False)
+    )
+    small = Dataset(
+        ds.name, ds.x_train, ds.y_train, ds.x_test[keep], ds.y_test[keep], ds.num_classes, source=ds.source
+    )
+    s = SETTINGS["shakespeare"]
+    options = s.get("quick_options", s["options"]) if quick else s["options"]
+    return Task(dataset=small, client_indices=parts, model=s["model"], model_options=dict(options))
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def table2(
+    out: Path, *, quick: bool = False, datasets: tuple[str, ...] = ("digits", "fmnist")
+) -> dict[str, Any]:
+    """001 Table II / Fig. 2 / Table III on digits and Fashion-MNIST (ampfl's settings, module docstring)."""
+    import matplotlib
+
+    from ampfl.fl.data import DataUnavailableError
+    from ampfl.fl.run import build_task, run_or_reuse
+    from ampfl.io import atomic_write_csv
+    from ampfl.reproduce._plot import legend_below, save
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    grid = QUICK_LEARNING_RATES if quick else LEARNING_RATES
+    results, runs, rows, skipped = [], [], [], []
+    used = []
+    for dataset in datasets:
+        try:
+            task = (
+                _shakespeare_task(quick)
+                if dataset == "shakespeare"
+                else build_task(_config(dataset, "p_fedavg", grid[0], quick=quick))
+            )
+        except DataUnavailableError as exc:
+            skipped.append(f"{dataset}: {exc}")
+            continue
+        used.append((dataset, task))
+    if not used:
+        raise ValueError("gdpfed-table2: no dataset available: " + "; ".join(skipped))
+    fig, axes = plt.subplots(1, len(used), figsize=(6 * len(used), 4.2), squeeze=False)
+    for ax, (dataset, task) in zip(axes[0], used, strict=True):
+        for method in METHODS:
+            best: tuple[float, dict[str, Any], list[dict[str, Any]]] | None = None
+            for lr in _grid(dataset, quick):
+                config = _config(dataset, method, lr, quick=quick, clients=task.num_clients)
+                folder = out / dataset / method / f"lr{lr:g}"
+                summary = run_or_reuse(config, folder, task=task, label=f"{dataset} {method} η={lr:g}")
+                extra = _dp_fedavg_noise(config, task) if METHODS[method][0] == "dp_fedavg" else None
+                result = _result(method, dataset, lr, summary, extra)
+                runs.append(result)
+                lines = _read(folder / "metrics.jsonl")
+                for m in lines:
+                    rows.append([dataset, method, lr, m["round"], m["accuracy"], m["epsilon"]])
+                if best is None or result["final_accuracy"] > best[0]:
+                    best = (result["final_accuracy"], result, lines)
+            assert best is not None
+            results.append(best[1])
+            ax.plot(
+                [m["round"] for m in best[2]],
+                [m["accuracy"] for m in best[2]],
+                marker="o",
+                ms=3,
+                label=f"{method} (best η = {best[1]['learning_rate']:g}, acc {best[0]:.3f})",
+            )
+        s = SETTINGS[dataset]
+        ax.set_title(
+            f"{dataset}: N = {task.num_clients}, q = {_participation(dataset, quick):g}, {s['model']}",
+            fontsize=9,
+        )
+        ax.set_xlabel("communication round")
+        ax.set_ylabel("test accuracy (fraction correct)")
+        ax.grid(alpha=0.3)
+        legend_below(ax, ncol=1, fontsize=8)
+    note = (
+        f"ampfl settings (001 Table I not recovered): 3 equal groups, budgets ε = {list(BUDGETS)} nats, "
+        f"δ = {DELTA:g}, C = 1, IID, 3 local steps; sound RDP calibration; each method at its best η of "
+        f"{ {d: list(_grid(d, quick)) for d, _ in used} }; DP-FedAvg at the strictest budget."
+        + (" QUICK RUN (--quick)." if quick else "")
+    )
+    png = save(fig, out / "gdpfed_table2.png", note=note)
+    csv_path = atomic_write_csv(
+        out / "gdpfed_table2.csv",
+        ["dataset", "method", "learning_rate", "round", "accuracy", "epsilon"],
+        rows,
+    )
+    table = [
+        [
+            r["dataset"],
+            r["method"],
+            r["learning_rate"],
+            r["final_accuracy"],
+            *(r["epsilon"][str(g)] for g in range(len(BUDGETS))),
+            *(r["sampling_rate"][str(g)] for g in range(len(BUDGETS))),
+            *(r["noise_multiplier"][str(g)] for g in range(len(BUDGETS))),
+            *(r["kappa"][str(g)] for g in range(len(BUDGETS))),
+            r["noise_energy"]["measured"],
+            r["noise_energy"]["expected"],
+        ]
+        for r in results
+    ]
+    per_group = [
+        f"{k}_g{g}" for k in ("epsilon", "q", "noise_multiplier", "kappa") for g in range(len(BUDGETS))
+    ]
+    table_path = atomic_write_csv(
+        out / "gdpfed_table3.csv",
+        [
+            "dataset",
+            "method",
+            "learning_rate",
+            "final_accuracy",
+            *per_group,
+            "noise_measured",
+            "noise_expected",
+        ],
+        table,
+    )
+    return {
+        "files": [str(png), str(csv_path), str(table_path)],
+        "quick": quick,
+        "learning_rates": {d: list(_grid(d, quick)) for d, _ in used},
+        "budgets": list(BUDGETS),
+        "delta": DELTA,
+        "skipped": skipped,
+        "results": results,
+        "runs": runs,
+        "ordering": {
+            dataset: [
+                r["method"]
+                for r in sorted(results, key=lambda r: r["final_accuracy"])
+                if r["dataset"] == dataset
+            ]
+            for dataset, _ in used
+        },
+    }
+
+
+def shakespeare(out: Path, *, quick: bool = False) -> dict[str, Any]:
+    """Table II's Shakespeare column (char GRU, one client per role); hours on CPU unless ``quick``."""
+    return table2(out, quick=quick, datasets=("shakespeare",))
+
+
+FIGURES = {"gdpfed-table2": table2, "gdpfed-shakespeare": shakespeare}
