@@ -12,6 +12,7 @@ from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
 from ampfl.fl.algorithms.fedavg import FedAvg
 from ampfl.fl.algorithms.local_only import LocalOnly
 from ampfl.fl.algorithms.ms_pafl import MSPAFL
+from ampfl.fl.split.algorithms import ALGORITHMS as SPLIT_ALGORITHMS
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
     FedAvg.name: FedAvg,
@@ -19,6 +20,7 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     DPFedAvg.name: DPFedAvg,
     MSPAFL.name: MSPAFL,
     DPDSGDRandomParticipation.name: DPDSGDRandomParticipation,
+    **SPLIT_ALGORITHMS,
 }
 
 __all__ = [
