@@ -118,7 +118,7 @@ def bottom_forward(weights: Sequence[torch.Tensor], x: torch.Tensor, groups: int
 
 def bottom_forward_stacked(weights: Sequence[torch.Tensor], x: torch.Tensor, groups: int) -> torch.Tensor:
     """K bottoms at once: ``weights[l]`` is ``[K, *shape_l]``, ``x`` is ``[K, b, C, H, W]``."""
-    return vmap(lambda ws, xs: bottom_forward(ws, xs, groups))(list(weights), x)  # type: ignore[no-any-return]
+    return vmap(lambda ws, xs: bottom_forward(ws, xs, groups))(list(weights), x)
 
 
 def init_bottom_weights(spec: SplitCNNSpec, generator: torch.Generator) -> list[torch.Tensor]:
@@ -132,11 +132,11 @@ def init_bottom_weights(spec: SplitCNNSpec, generator: torch.Generator) -> list[
 
 class _ClampStraightThrough(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: torch.Tensor, low: float, high: float) -> torch.Tensor:  # type: ignore[no-untyped-def, override]
+    def forward(ctx, x: torch.Tensor, low: float, high: float) -> torch.Tensor:  # type: ignore[no-untyped-def]
         return x.clamp(low, high)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[no-untyped-def, override]
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[no-untyped-def]
         return grad, None, None
 
 
@@ -147,7 +147,7 @@ def keep_probability(scores: torch.Tensor, c: float) -> torch.Tensor:
     theta = torch.sigmoid(scores)
     if c == 0.0:
         return theta
-    out: torch.Tensor = _ClampStraightThrough.apply(theta, c, 1.0 - c)
+    out: torch.Tensor = _ClampStraightThrough.apply(theta, c, 1.0 - c)  # type: ignore[no-untyped-call]
     return out
 
 
@@ -195,7 +195,9 @@ class MaskedBottom(nn.Module):
     def forward(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         masks = [sample_mask(t, torch.rand(t.shape, generator=generator)) for t in self.theta()]
         self._mask = [m.detach() for m in masks]
-        return bottom_forward([w * m for w, m in zip(self.weights(), masks, strict=True)], x, self.spec.groups)
+        return bottom_forward(
+            [w * m for w, m in zip(self.weights(), masks, strict=True)], x, self.spec.groups
+        )
 
     def last_mask(self) -> list[torch.Tensor]:
         """The binary mask of the last forward pass."""
@@ -215,7 +217,9 @@ class SplitTop(nn.Module):
         self.convs = nn.ParameterList(weights)
         features = spec.feature_size()
         bound = 1.0 / math.sqrt(features)
-        self.head_weight = nn.Parameter((torch.rand((spec.num_classes, features), generator=generator) * 2 - 1) * bound)
+        self.head_weight = nn.Parameter(
+            (torch.rand((spec.num_classes, features), generator=generator) * 2 - 1) * bound
+        )
         self.head_bias = nn.Parameter(torch.zeros(spec.num_classes))
 
     def forward(self, smashed: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""Split federated learning (paper 003): SplitFed, Standalone, SplitFed-PM, PM-SFL and the reconstruction attack.
+"""Split federated learning (paper 003): SplitFed, Standalone, SplitFed-PM, PM-SFL, reconstruction attack.
 
 Modules: :mod:`~ampfl.fl.split.common` (the split training loop and evaluation), :mod:`~ampfl.fl.split.masks`
 (Eq. 7 aggregation, personalised-mask selection), :mod:`~ampfl.fl.split.algorithms` (the four algorithms,

@@ -138,7 +138,9 @@ class PMSFLParams(SplitParams):
     c: float = Field(0.01, ge=0.0, lt=0.5, description="θ clamped to [c, 1 − c] (003 Thm 2/3 domain)")
     init_theta: float = Field(0.5, gt=0.0, lt=1.0, description="initial global keep-probability")
     upload: Literal["binary", "probabilities"] = Field("binary", description="M ~ Bern(θ_k) (Eq. 5) or θ_k")
-    personalization: Literal["fine", "layer", "none"] = Field("fine", description="003 Sec. 4.2 / layer / none")
+    personalization: Literal["fine", "layer", "none"] = Field(
+        "fine", description="003 Sec. 4.2 / layer / none"
+    )
     agreement_rounds: int = Field(5, ge=0, description="rounds before personal selection starts (003: 10%)")
     personal_ratio: float = Field(0.5, ge=0.0, le=1.0, description="largest personal share of d_b (003: 0.5)")
     personal_step: float = Field(0.1, gt=0.0, le=1.0, description="share of d_b added per participation")

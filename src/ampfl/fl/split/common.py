@@ -1,4 +1,4 @@
-"""Machinery shared by the split-learning algorithms (paper 003): data, cohort, split training loop, evaluation.
+"""Machinery shared by the split algorithms (paper 003): data, cohort, split training loop, evaluation.
 
 One local step of split learning for a cohort of K clients (003 Sec. 2.1 and Steps 2.1–2.3):
 
@@ -13,8 +13,8 @@ One local step of split learning for a cohort of K clients (003 Sec. 2.1 and Ste
 Steps 1–3 are exactly the chain rule through the cut: the client and server gradients equal those of the
 composed model (tested). The clients' optimizer (Adam by default, as 003 Sec. 6.3, or SGD) is elementwise, so
 one optimizer over the ``[K, ...]`` stacked tensors is K independent client optimizers; its state starts
-fresh every round (clients keep no optimizer state). The server's top has its own Adam (``server_learning_rate``
-, default 1e-3 as 003 Sec. 6.3) whose state persists across rounds.
+fresh every round (clients keep no optimizer state). The server's top has its own Adam
+(``server_learning_rate``, default 1e-3 as 003 Sec. 6.3) whose state persists across rounds.
 """
 
 from __future__ import annotations
@@ -48,7 +48,9 @@ class SplitParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    client_fraction: float = Field(0.1, gt=0.0, le=1.0, description="C, share of clients per round (003: 10%)")
+    client_fraction: float = Field(
+        0.1, gt=0.0, le=1.0, description="C, share of clients per round (003: 10%)"
+    )
     num_local_steps: int = Field(10, ge=1, description="R, local split-learning steps per round")
     batch_size: int = Field(32, ge=1, description="examples per local step (003: 32)")
     learning_rate: float = Field(1e-3, gt=0.0, description="client learning rate (weights or mask scores)")
@@ -88,12 +90,12 @@ def split_step(
     smashed = bottom_forward_stacked(weights, x, spec.groups)  # client side
     received = smashed.detach().requires_grad_(True)  # what the server sees
     losses = F.cross_entropy(top(received.flatten(0, 1)), y.reshape(-1), reduction="none").view(k, b)
-    (losses.sum() / b).backward()  # q.grad: each client's mean-loss gradient; top: K × the union mean
+    torch.autograd.backward(losses.sum() / b)  # q.grad: each client's mean-loss gradient; top: K × the union mean
     for p in top.parameters():
         if p.grad is not None:
             p.grad.div_(k)
     assert received.grad is not None
-    smashed.backward(received.grad)  # client side: back-propagate the returned gradient
+    torch.autograd.backward(smashed, received.grad)  # client side: back-propagate the returned gradient
     return losses.detach().mean(1)
 
 
@@ -119,18 +121,22 @@ class SplitAlgorithm(Algorithm):
         super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
         self.sp: SplitParams = params  # type: ignore[assignment]
         if task.model != SPLIT_MODEL:
-            raise ValueError(f"model must be {SPLIT_MODEL!r} for algorithm {self.name!r}. Found {task.model!r}.")
+            raise ValueError(
+                f"model must be {SPLIT_MODEL!r} for algorithm {self.name!r}. Found {task.model!r}."
+            )
         ds = task.dataset
         self.x_train = torch.from_numpy(np.ascontiguousarray(ds.x_train, dtype=np.float32))
         self.y_train = torch.from_numpy(np.ascontiguousarray(ds.y_train, dtype=np.int64))
         self.x_test = torch.from_numpy(np.ascontiguousarray(ds.x_test, dtype=np.float32))
         self.y_test = torch.from_numpy(np.ascontiguousarray(ds.y_test, dtype=np.int64))
-        side = int(round(self.x_train.shape[1] ** 0.5)) if self.x_train.dim() == 2 else 0
+        side = round(self.x_train.shape[1] ** 0.5) if self.x_train.dim() == 2 else 0
         if side and side * side == self.x_train.shape[1]:  # flat square images (digits: 64 = 8 × 8)
             self.x_train = self.x_train.view(-1, 1, side, side)
             self.x_test = self.x_test.view(-1, 1, side, side)
         if self.x_train.dim() != 4:
-            raise ValueError(f"dataset must hold images [n, C, H, W] (or flat square ones) for {self.name!r}. Found {ds.name!r}.")
+            raise ValueError(
+                f"dataset must hold [n, C, H, W] (or flat square) images for {self.name}. Found {ds.name!r}."
+            )
         options = dict(task.model_options)
         if "channels" in options:
             options["channels"] = tuple(int(c) for c in options["channels"])
@@ -182,7 +188,9 @@ class SplitAlgorithm(Algorithm):
             idx = batches[:, step]
             opt.zero_grad(set_to_none=True)
             self.top_opt.zero_grad(set_to_none=True)
-            total += split_step(self.spec, self.top, make_weights(leaves, step), self.x_train[idx], self.y_train[idx])
+            total += split_step(
+                self.spec, self.top, make_weights(leaves, step), self.x_train[idx], self.y_train[idx]
+            )
             self.top_opt.step()
             opt.step()
         for leaf in leaves:
@@ -202,7 +210,9 @@ class SplitAlgorithm(Algorithm):
         k = min(self.sp.eval_clients, n)
         self._eval_ids = np.sort(rng.choice(n, k, replace=False))
         classes = self.task.dataset.num_classes
-        counts = np.stack([np.bincount(self.task.dataset.y_train[ix], minlength=classes) for ix in self.client_indices])
+        counts = np.stack(
+            [np.bincount(self.task.dataset.y_train[ix], minlength=classes) for ix in self.client_indices]
+        )
         self._proportions = torch.from_numpy(counts / np.maximum(counts.sum(1, keepdims=True), 1)).float()
 
     def eval_ids(self) -> np.ndarray:
@@ -223,7 +233,9 @@ class SplitAlgorithm(Algorithm):
         counts = torch.bincount(self._eval_y, minlength=classes)[:classes].float()
         return correct / counts.clamp(min=1.0)
 
-    def scores(self, per_client: Sequence[Sequence[torch.Tensor]] | None, shared: Sequence[torch.Tensor] | None) -> dict[str, float]:
+    def scores(
+        self, per_client: Sequence[Sequence[torch.Tensor]] | None, shared: Sequence[torch.Tensor] | None
+    ) -> dict[str, float]:
         """``accuracy``: mean over :meth:`eval_ids` of each client's accuracy on its own label distribution
         (003 Sec. 6.4: "averaging all clients' performance on their respective local datasets"), using the
         client's own bottom (``per_client``, one per evaluated client) or the ``shared`` global bottom; with a
@@ -237,7 +249,9 @@ class SplitAlgorithm(Algorithm):
             out["global_accuracy"] = float((acc * counts).sum() / counts.sum())
         else:
             assert per_client is not None
-            local = torch.stack([self._proportions[c] @ self.class_accuracy(w) for c, w in zip(ids, per_client, strict=True)])
+            local = torch.stack(
+                [self._proportions[c] @ self.class_accuracy(w) for c, w in zip(ids, per_client, strict=True)]
+            )
         out.update(accuracy=float(local.mean()), local_accuracy_std=float(local.std(unbiased=False)))
         return out
 
@@ -251,7 +265,9 @@ class SplitAlgorithm(Algorithm):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("algorithm") != self.name:
-            raise ValueError(f"state must come from algorithm {self.name!r}. Found {state.get('algorithm')!r}.")
+            raise ValueError(
+                f"state must come from algorithm {self.name!r}. Found {state.get('algorithm')!r}."
+            )
         self.top.load_state_dict(state["top"])
         self.top_opt.load_state_dict(state["top_opt"])
 

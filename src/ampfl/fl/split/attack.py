@@ -1,0 +1,130 @@
+"""DLG-style data reconstruction from smashed data (003 Sec. 2.2–3), with PSNR and SSIM.
+
+The honest-but-curious server receives a client's smashed data q = f_{w_b ⊙ M}(x) and knows the bottom it
+believes the client used. Following DLG [59] (dummy inputs optimised until their observations match), it
+draws a dummy batch x̂ and minimises ‖f_{ŵ}(x̂) − q‖² over x̂ with Adam, projecting x̂ onto the data range
+after each step. For SplitFed ŵ is the client's exact bottom (the global bottom the client starts the round
+from; its first smashed batch). For PM-SFL the client's mask M ~ Bern(θ_k) is never sent: the server knows the
+global θ and uses its most likely mask ŵ = w ⊙ 1[θ > 0.5] (``attacker_mask = "map"``) or the expected
+weights w ⊙ θ (``"expected"``). Labels are not needed (the smashed data alone is matched); gradients of
+updates are not used (003 also matches them; the smashed-data term is the one 003 calls the easier
+channel, and for masks the uploaded binary mask carries no per-example gradient).
+
+Scores: PSNR = 10 log₁₀(L² / MSE) and SSIM (Wang et al. 2004: 11×11 Gaussian window, σ = 1.5, K₁ = 0.01,
+K₂ = 0.03, 'valid' windows, population moments), per image, data range L.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+__all__ = ["psnr", "reconstruct", "save_grid", "ssim"]
+
+
+def psnr(x: torch.Tensor, y: torch.Tensor, data_range: float = 1.0) -> torch.Tensor:
+    """Peak signal-to-noise ratio in dB per image (``[n, ...]`` inputs); ∞ for identical images."""
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must have the same shape. Found {tuple(x.shape)} and {tuple(y.shape)}.")
+    mse = ((x.double() - y.double()) ** 2).flatten(1).mean(1)
+    return 10.0 * torch.log10(data_range**2 / mse)
+
+
+def _gaussian_window(size: int, sigma: float) -> torch.Tensor:
+    coords = torch.arange(size, dtype=torch.float64) - (size - 1) / 2.0
+    g = torch.exp(-(coords**2) / (2.0 * sigma**2))
+    g = g / g.sum()
+    return torch.outer(g, g)
+
+
+def ssim(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    data_range: float = 1.0,
+    *,
+    window: int = 11,
+    sigma: float = 1.5,
+    k1: float = 0.01,
+    k2: float = 0.03,
+) -> torch.Tensor:
+    """Mean structural similarity per image of ``[n, C, H, W]`` batches (channels averaged)."""
+    if x.shape != y.shape or x.dim() != 4:
+        raise ValueError(
+            f"x and y must be equal [n, C, H, W] batches. Found {tuple(x.shape)}, {tuple(y.shape)}."
+        )
+    size = min(window, x.shape[2], x.shape[3])
+    w = _gaussian_window(size, sigma)[None, None]
+    n, c = x.shape[:2]
+    a = x.double().reshape(n * c, 1, *x.shape[2:])
+    b = y.double().reshape(n * c, 1, *y.shape[2:])
+    mu_a, mu_b = F.conv2d(a, w), F.conv2d(b, w)
+    var_a = F.conv2d(a * a, w) - mu_a**2
+    var_b = F.conv2d(b * b, w) - mu_b**2
+    cov = F.conv2d(a * b, w) - mu_a * mu_b
+    c1, c2 = (k1 * data_range) ** 2, (k2 * data_range) ** 2
+    num = (2 * mu_a * mu_b + c1) * (2 * cov + c2)
+    den = (mu_a**2 + mu_b**2 + c1) * (var_a + var_b + c2)
+    return (num / den).reshape(n, c, -1).mean(dim=(1, 2))
+
+
+def reconstruct(
+    forward: Callable[[torch.Tensor], torch.Tensor],
+    smashed: torch.Tensor,
+    shape: Sequence[int],
+    *,
+    steps: int = 300,
+    learning_rate: float = 0.05,
+    generator: torch.Generator | None = None,
+    bounds: tuple[float, float] = (0.0, 1.0),
+) -> torch.Tensor:
+    """Dummy inputs ``[n, *shape]`` optimised so that ``forward(x̂)`` matches ``smashed`` (squared error)."""
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1. Found {steps}.")
+    low, high = bounds
+    target = smashed.detach()
+    dummy = (torch.rand((target.shape[0], *shape), generator=generator) * (high - low) + low).requires_grad_(
+        True
+    )
+    opt = torch.optim.Adam([dummy], lr=learning_rate)
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = ((forward(dummy) - target) ** 2).sum() / target.shape[0]
+        torch.autograd.backward(loss)
+        opt.step()
+        with torch.no_grad():
+            dummy.clamp_(low, high)
+    return dummy.detach()
+
+
+def save_grid(
+    path: Path, originals: torch.Tensor, rows: dict[str, torch.Tensor], *, note: str | None = None
+) -> Path:
+    """PNG grid: the original images on the first row, one row of reconstructions per method."""
+    from ampfl.reproduce._plot import new_figure, save
+
+    labels = ["original", *rows]
+    images = [originals, *rows.values()]
+    n = originals.shape[0]
+    fig, _ = new_figure(width=1.1 * n + 1.2, height=1.15 * len(labels) + 0.3)
+    fig.clf()
+    axes = fig.subplots(len(labels), n, squeeze=False)
+    for r, (label, batch) in enumerate(zip(labels, images, strict=True)):
+        for col in range(n):
+            ax = axes[r][col]
+            img = batch[col].detach().cpu()
+            ax.imshow(img[0] if img.shape[0] == 1 else img.permute(1, 2, 0), cmap="gray", vmin=0.0, vmax=1.0)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if col == 0:
+                ax.set_ylabel(label, fontsize=7)
+    return save(fig, path, note=note)
+
+
+def finite_mean(values: torch.Tensor) -> float:
+    """Mean of the finite entries (an exact reconstruction has PSNR = ∞); ∞ if none are finite."""
+    finite = values[torch.isfinite(values)]
+    return float(finite.mean()) if finite.numel() else math.inf
