@@ -76,6 +76,7 @@ def test_stacked_bottoms_equal_the_loop():
     stacks = [torch.stack(ws) for ws in zip(*(init_bottom_weights(SPEC, gen) for _ in range(3)), strict=True)]
     x = torch.rand(3, 4, 1, 8, 8, generator=gen)
     out = bottom_forward_stacked(stacks, x, SPEC.groups)
+    assert torch.allclose(out, bottom_forward_stacked(stacks, x, SPEC.groups, use_vmap=True), atol=1e-5)
     for k in range(3):
         ref = bottom_forward([s[k] for s in stacks], x[k], SPEC.groups)
         assert torch.allclose(out[k], ref, atol=1e-5)

@@ -90,7 +90,8 @@ def split_step(
     smashed = bottom_forward_stacked(weights, x, spec.groups)  # client side
     received = smashed.detach().requires_grad_(True)  # what the server sees
     losses = F.cross_entropy(top(received.flatten(0, 1)), y.reshape(-1), reduction="none").view(k, b)
-    torch.autograd.backward(losses.sum() / b)  # q.grad: each client's mean-loss gradient; top: K × the union mean
+    # received.grad: each client's mean-loss gradient; the top's: K × that of the union's mean loss
+    torch.autograd.backward(losses.sum() / b)
     for p in top.parameters():
         if p.grad is not None:
             p.grad.div_(k)
