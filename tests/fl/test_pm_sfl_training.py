@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -125,3 +126,30 @@ def test_bad_model_is_rejected():
     )  # fmt: skip
     with pytest.raises(ValueError, match="model must be 'split_cnn'"):
         build_algorithm(config, build_task(config))
+
+
+@pytest.mark.realdata
+def test_reproductions_run_tiny(tmp_path, monkeypatch):
+    """pm-sfl-table1 and pm-sfl-attack end to end on a tiny Fashion-MNIST setting (files, result keys)."""
+    from ampfl.fl.data import DataUnavailableError, load_dataset
+    from ampfl.reproduce import pm_sfl_training, run_figure
+
+    try:
+        load_dataset("fmnist")
+    except DataUnavailableError as exc:
+        pytest.skip(f"Fashion-MNIST cannot be loaded offline: {exc}")
+    tiny = {**pm_sfl_training.QUICK, "num_clients": 4, "client_fraction": 0.5, "rounds": 2, "local_steps": 1,
+            "evaluations": 1, "learning_rates": (0.05,), "eval_examples": 100, "eval_clients": 2}  # fmt: skip
+    monkeypatch.setattr(pm_sfl_training, "QUICK", tiny)
+    monkeypatch.setattr(pm_sfl_training, "MODEL", {"channels": [4, 8, 8], "groups": 2, "split_layer": 2})
+    monkeypatch.setattr(pm_sfl_training, "ATTACK_STEPS", 4)
+    monkeypatch.setattr(pm_sfl_training, "ATTACK_IMAGES", 2)
+    table = run_figure("pm-sfl-table1", tmp_path / "t", quick=True)
+    assert [r["method"] for r in table["results"]] == list(pm_sfl_training.METHODS)
+    assert all(0.0 <= r["final_accuracy"] <= 1.0 for r in table["results"])
+    eps = {r["method"]: r["epsilon"] for r in table["results"]}
+    assert eps["SplitFed"] == math.inf and 0.0 < eps["PM-SFL"] < math.inf  # BernoulliMaskEvent, RDP
+    result = run_figure("pm-sfl-attack", tmp_path / "a", quick=True)
+    assert {r["method"] for r in result["results"]} >= {"SplitFed", "PM-SFL"}
+    assert all(-1.0 <= r["ssim"] <= 1.0 and r["psnr"] > 0.0 for r in result["results"])
+    assert all(Path(f).is_file() for f in table["files"] + result["files"])

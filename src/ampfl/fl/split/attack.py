@@ -115,8 +115,10 @@ def save_grid(
     for r, (label, batch) in enumerate(zip(labels, images, strict=True)):
         for col in range(n):
             ax = axes[r][col]
-            img = batch[col].detach().cpu()
-            ax.imshow(img[0] if img.shape[0] == 1 else img.permute(1, 2, 0), cmap="gray", vmin=0.0, vmax=1.0)
+            img = batch[col].detach().cpu().numpy()
+            ax.imshow(
+                img[0] if img.shape[0] == 1 else img.transpose(1, 2, 0), cmap="gray", vmin=0.0, vmax=1.0
+            )
             ax.set_xticks([])
             ax.set_yticks([])
             if col == 0:
