@@ -139,9 +139,10 @@ def test_reproductions_run_tiny(tmp_path, monkeypatch):
     except DataUnavailableError as exc:
         pytest.skip(f"Fashion-MNIST cannot be loaded offline: {exc}")
     tiny = {**pm_sfl_training.QUICK, "num_clients": 4, "client_fraction": 0.5, "rounds": 2, "local_steps": 1,
-            "evaluations": 1, "learning_rates": (0.05,), "eval_examples": 100, "eval_clients": 2}  # fmt: skip
+            "evaluations": 1, "learning_rates": (0.05,), "eval_examples": 100, "eval_clients": 2,
+            "channels": [4, 8, 8]}  # fmt: skip
     monkeypatch.setattr(pm_sfl_training, "QUICK", tiny)
-    monkeypatch.setattr(pm_sfl_training, "MODEL", {"channels": [4, 8, 8], "groups": 2, "split_layer": 2})
+    monkeypatch.setattr(pm_sfl_training, "MODEL", {"groups": 2, "split_layer": 2})
     monkeypatch.setattr(pm_sfl_training, "ATTACK_STEPS", 4)
     monkeypatch.setattr(pm_sfl_training, "ATTACK_IMAGES", 2)
     table = run_figure("pm-sfl-table1", tmp_path / "t", quick=True)
