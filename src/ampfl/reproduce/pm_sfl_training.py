@@ -65,6 +65,8 @@ MODEL = {"groups": 4, "split_layer": 2}
 #: Learning rates of the attack's training runs (SplitFed trains weights, PM-SFL mask scores).
 ATTACK_LR = {"splitfed": 1e-2, "pm_sfl": 1e-1}
 ATTACK_IMAGES = 6
+#: Cases of :func:`ampfl.fl.split.attack.attack_client` on PM-SFL, and their labels.
+PM_CASES = {"masked": "PM-SFL", "oracle": "PM-SFL (oracle: mask known)"}
 ATTACK_STEPS = 400
 
 
@@ -202,67 +204,38 @@ def _trained(algorithm: str, s: dict[str, Any], out: Path, task: Any) -> tuple[A
 
 def attack(out: Path, *, quick: bool = False) -> dict[str, Any]:
     """003 Sec. 3 / Fig. 5: DLG-style reconstruction from smashed data, SplitFed vs PM-SFL (PSNR, SSIM)."""
-    import torch
-
-    from ampfl.fl.models.split_cnn import bottom_forward
-    from ampfl.fl.split.attack import finite_mean, psnr, reconstruct, save_grid, ssim
-    from ampfl.fl.split.common import unflatten
+    from ampfl.fl.split.attack import attack_client, save_grid
     from ampfl.io import atomic_write_csv
 
     s = QUICK if quick else FULL
     task = _task(_config("splitfed", {}, 1e-3, s), "pm-sfl-attack")
-    splitfed, sf_summary = _trained("splitfed", s, out, task)
-    pm, pm_summary = _trained("pm_sfl", s, out, task)
-    victim = torch.from_numpy(task.client_indices[0][:ATTACK_IMAGES])
-    x = splitfed.x_train[victim]
-    shape = tuple(x.shape[1:])
-    groups = splitfed.spec.groups
-    gen = torch.Generator().manual_seed(0)
-    secret = (torch.rand(pm.weights.shape, generator=gen) < pm.start_theta([0])[0]).float()
-    cases = {
-        "SplitFed": (
-            unflatten(splitfed.bottom, splitfed.shapes),
-            unflatten(splitfed.bottom, splitfed.shapes),
-        ),
-        "PM-SFL": (
-            unflatten(pm.weights * secret, pm.shapes),
-            unflatten(pm.weights * (pm.theta > 0.5).float(), pm.shapes),
-        ),
-        "PM-SFL (oracle: mask known)": (
-            unflatten(pm.weights * secret, pm.shapes),
-            unflatten(pm.weights * secret, pm.shapes),
-        ),
-    }
-    accuracy = {"SplitFed": sf_summary["final_accuracy"], "PM-SFL": pm_summary["final_accuracy"]}
     steps = ATTACK_STEPS // 2 if quick else ATTACK_STEPS
     results: list[dict[str, Any]] = []
     recon_rows: dict[str, Any] = {}
     csv_rows: list[list[Any]] = []
-    for label, (victim_w, attacker_w) in cases.items():
-        with torch.no_grad():
-            smashed = bottom_forward(victim_w, x, groups)
-        recon = reconstruct(
-            lambda z, w=attacker_w: bottom_forward(w, z, groups),  # type: ignore[misc]
-            smashed,
-            shape,
-            steps=steps,
-            generator=torch.Generator().manual_seed(1),
-        )
-        p, q = psnr(x, recon), ssim(x, recon)
-        recon_rows[label] = recon
-        results.append(
-            {
-                "method": label,
-                "psnr": finite_mean(p),
-                "ssim": float(q.mean()),
-                "final_accuracy": accuracy.get(label, accuracy["PM-SFL"]),
-            }
-        )
-        csv_rows.extend([label, i, float(p[i]), float(q[i])] for i in range(len(p)))
+    x = None
+    for algorithm, cases in (("splitfed", {"exact": "SplitFed"}), ("pm_sfl", PM_CASES)):
+        alg, summary = _trained(algorithm, s, out, task)
+        x, found = attack_client(alg, 0, images=ATTACK_IMAGES, steps=steps)
+        for case, label in cases.items():
+            r = found[case]
+            recon_rows[label] = r["reconstruction"]
+            results.append(
+                {
+                    "method": label,
+                    "psnr": r["psnr"],
+                    "ssim": r["ssim"],
+                    "final_accuracy": summary["final_accuracy"],
+                }
+            )
+            csv_rows.extend(
+                [label, i, p, q]
+                for i, (p, q) in enumerate(zip(r["psnr_per_image"], r["ssim_per_image"], strict=True))
+            )
+    assert x is not None
     note = (
         f"DLG-style attack on smashed data ({steps} Adam steps), {ATTACK_IMAGES} training images of client 0,"
-        " "
-        f"Fashion-MNIST; models after {s['rounds']} rounds. PM-SFL attacker uses the mask 1[θ > 0.5]."
+        f" Fashion-MNIST; models after {s['rounds']} rounds. PM-SFL attacker uses the mask 1[θ > 0.5]."
         + (" QUICK RUN (--quick)." if quick else "")
     )
     png = save_grid(out / "pm_sfl_attack.png", x, recon_rows, note=note)
