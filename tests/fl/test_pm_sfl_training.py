@@ -154,3 +154,18 @@ def test_reproductions_run_tiny(tmp_path, monkeypatch):
     assert {r["method"] for r in result["results"]} >= {"SplitFed", "PM-SFL"}
     assert all(-1.0 <= r["ssim"] <= 1.0 and r["psnr"] > 0.0 for r in result["results"])
     assert all(Path(f).is_file() for f in table["files"] + result["files"])
+
+
+def test_attack_cli_on_a_run_folder(tmp_path, capsys):
+    import json
+
+    from ampfl.cli import main
+    from ampfl.fl.run import run_experiment
+
+    run_experiment(_config("pm_sfl", rounds=1, c=0.05), tmp_path / "run", plots=False, progress=False)
+    code = main(["attack", "dlg", str(tmp_path / "run"), "--steps", "3", "--images", "2", "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and [r["case"] for r in result["results"]] == ["masked", "oracle"]
+    assert all(Path(f).is_file() for f in result["files"])
+    assert main(["attack", "dlg", str(tmp_path / "run"), "--client", "6"]) == 2
+    assert "--client must be in [0, 5]" in capsys.readouterr().err
