@@ -28,6 +28,34 @@ def test_aggregation_matches_eq7_by_hand():
     assert torch.allclose(plain, uploads.mean(0))  # Eq. 5
 
 
+def test_knowledge_compensation_matches_eq8_by_hand():
+    from ampfl.fl.split.hetero import compensate
+
+    client = torch.tensor([0.8, 0.2, 0.0])
+    server = torch.tensor([0.4, 0.6, 0.9])
+    holders = torch.tensor([4, 1, 0])  # |K^l| of |K| = 4
+    previous = torch.tensor([0.5, 0.5, 0.5])
+    on = compensate(client, server, holders, 4, previous, on=True)
+    assert torch.allclose(on, torch.tensor([0.8, 0.75 * 0.6 + 0.25 * 0.2, 0.9]))
+    off = compensate(client, server, holders, 4, previous, on=False)
+    assert torch.allclose(off, torch.tensor([0.8, 0.2, 0.5]))
+
+
+def test_hetero_uploads_only_held_blocks():
+    config = _config("pm_sfl_hetero", rounds=1, c=0.05, client_splits=[1, 3], compensation=False)
+    alg = build_algorithm(config, build_task(config))
+    sizes = [4 * 9, 8 * 4 * 9, 8 * 8 * 9]
+    assert alg.round_events(0) == [(BernoulliMaskEvent(c=0.05, dim=sum(sizes)), 1)]
+    start = alg.theta.clone()
+    alg.run_round(0)
+    clients = alg.participants(0)
+    deepest = bool((alg.splits[torch.from_numpy(clients)] == 3).any())
+    # without compensation, block 2 and 3 only change if a participant holds them
+    changed = ~torch.isclose(alg.theta, start)
+    assert bool(changed[: sizes[0]].any())
+    assert bool(changed[sizes[0] :].any()) == deepest
+
+
 def test_personal_selection_prefers_disagreement():
     before = torch.tensor([[0.6, 0.45, 0.95, 0.1, 0.5]])
     after = torch.tensor([[0.4, 0.55, 0.55, 0.4, 0.5]])  # 0, 1 cross 0.5 (small |Δ|); 2, 3 do not (large |Δ|)
@@ -77,7 +105,7 @@ def _config(name: str, rounds: int = 2, **algo: object):
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["splitfed", "standalone", "pm_sfl", "splitfed_pm"])
+@pytest.mark.parametrize("name", ["splitfed", "standalone", "pm_sfl", "splitfed_pm", "pm_sfl_hetero"])
 def test_algorithms_run_and_resume_identically(name):
     extra = {"agreement_rounds": 1, "c": 0.05} if name == "pm_sfl" else {}
     config = _config(name, **extra)

@@ -279,4 +279,10 @@ class SplitFedPM(PMSFL):
     Params: ClassVar[type[BaseModel]] = SplitFedPMParams
 
 
-ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (SplitFed, Standalone, PMSFL, SplitFedPM)}
+def _registry() -> dict[str, type[Algorithm]]:
+    from ampfl.fl.split.hetero import PMSFLHetero
+
+    return {cls.name: cls for cls in (SplitFed, Standalone, PMSFL, SplitFedPM, PMSFLHetero)}
+
+
+ALGORITHMS: dict[str, type[Algorithm]] = _registry()

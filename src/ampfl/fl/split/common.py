@@ -20,7 +20,7 @@ fresh every round (clients keep no optimizer state). The server's top has its ow
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -108,7 +108,14 @@ def make_optimizer(kind: str, params: list[torch.Tensor], lr: float) -> torch.op
 
 
 class SplitAlgorithm(Algorithm):
-    """Base of the split algorithms: task data, cohort sampling, the server's top and evaluation."""
+    """Base of the split algorithms: task data, cohort sampling, the server's top and evaluation.
+
+    ``full_depth = True`` (adaptive split depth) treats every block as "bottom" (per-client stacked weights)
+    and keeps only the linear head as the shared server module; who owns which block is the subclass's
+    business.
+    """
+
+    full_depth: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -141,6 +148,8 @@ class SplitAlgorithm(Algorithm):
         options = dict(task.model_options)
         if "channels" in options:
             options["channels"] = tuple(int(c) for c in options["channels"])
+        if self.full_depth:  # every block masked/owned per client; only the head is a shared server part
+            options["split_layer"] = len(options.get("channels", SplitCNNSpec.channels))
         try:
             self.spec = SplitCNNSpec(
                 input_shape=tuple(int(s) for s in self.x_train.shape[1:]),  # type: ignore[arg-type]
