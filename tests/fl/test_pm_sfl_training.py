@@ -173,6 +173,9 @@ def test_reproductions_run_tiny(tmp_path, monkeypatch):
     monkeypatch.setattr(pm_sfl_training, "MODEL", {"groups": 2, "split_layer": 2})
     monkeypatch.setattr(pm_sfl_training, "ATTACK_STEPS", 4)
     monkeypatch.setattr(pm_sfl_training, "ATTACK_IMAGES", 2)
+    monkeypatch.setattr(
+        pm_sfl_training, "HETERO_METHODS", dict(list(pm_sfl_training.HETERO_METHODS.items())[:1])
+    )
     table = run_figure("pm-sfl-table1", tmp_path / "t", quick=True)
     assert [r["method"] for r in table["results"]] == list(pm_sfl_training.METHODS)
     assert all(0.0 <= r["final_accuracy"] <= 1.0 for r in table["results"])
@@ -181,7 +184,9 @@ def test_reproductions_run_tiny(tmp_path, monkeypatch):
     result = run_figure("pm-sfl-attack", tmp_path / "a", quick=True)
     assert {r["method"] for r in result["results"]} >= {"SplitFed", "PM-SFL"}
     assert all(-1.0 <= r["ssim"] <= 1.0 and r["psnr"] > 0.0 for r in result["results"])
-    assert all(Path(f).is_file() for f in table["files"] + result["files"])
+    hetero = run_figure("pm-sfl-hetero", tmp_path / "h", quick=True)
+    assert [r["method"] for r in hetero["results"]] == list(pm_sfl_training.HETERO_METHODS)
+    assert all(Path(f).is_file() for f in table["files"] + result["files"] + hetero["files"])
 
 
 def test_attack_cli_on_a_run_folder(tmp_path, capsys):

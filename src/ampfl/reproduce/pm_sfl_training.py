@@ -10,8 +10,12 @@ Every method gets the same client learning-rate grid and is reported at its best
 search itself is not accounted, as in 003). The accuracy is 003's: the mean over clients of each client's
 accuracy on its own label distribution (``accuracy`` of the split algorithms).
 
-Not reproduced here (not implemented): SplitFed-DP, DepthFL, adaptive split depth with knowledge compensation
-(Eq. 8), the system-heterogeneous rows, FEMNIST/CIFAR-100/HAR.
+``pm-sfl-hetero``: the system-heterogeneous rows' question (003 Sec. 6.6): clients split after block 1, 2
+or 3 in equal shares (:mod:`ampfl.fl.split.hetero`), PM-SFL with and without the knowledge compensation of
+Eq. 8, on the same data and grid.
+
+Not reproduced here (not implemented): SplitFed-DP, DepthFL, LG-FedAvg proper (weights; here its layer-level
+idea applied to masks), personalisation combined with adaptive depth, FEMNIST/CIFAR-100/HAR.
 
 ``pm-sfl-attack``: trains SplitFed and PM-SFL (same setting, a fixed learning rate each), then runs the
 DLG-style smashed-data attack of :mod:`ampfl.fl.split.attack` on ``ATTACK_IMAGES`` training images of client
@@ -34,6 +38,11 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "SplitFed-PM": ("splitfed_pm", {}),
     "PM-SFL (layer-level)": ("pm_sfl", {"personalization": "layer", "personal_layers": 1}),
     "PM-SFL": ("pm_sfl", {"personalization": "fine"}),
+}
+#: The system-heterogeneous comparison (client i splits after block 1 + i mod 3).
+HETERO_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
+    "PM-SFL adaptive depth, no compensation": ("pm_sfl_hetero", {"compensation": False}),
+    "PM-SFL adaptive depth + compensation (Eq. 8)": ("pm_sfl_hetero", {"compensation": True}),
 }
 FULL: dict[str, Any] = {
     "num_clients": 100,
@@ -84,7 +93,7 @@ def _config(algorithm: str, extra: dict[str, Any], lr: float, s: dict[str, Any])
         "eval_clients": s["eval_clients"],
         **extra,
     }
-    if algorithm in ("pm_sfl", "splitfed_pm"):
+    if algorithm in ("pm_sfl", "splitfed_pm", "pm_sfl_hetero"):
         params["c"] = C
     if algorithm == "pm_sfl":
         params["agreement_rounds"] = max(1, rounds // 10)  # 003 Sec. 6.5.1: 10% of the rounds
@@ -101,6 +110,15 @@ def _config(algorithm: str, extra: dict[str, Any], lr: float, s: dict[str, Any])
             "privacy": {"accountant": "rdp", "delta": 1e-5},
         }
     )
+
+
+def _variant(extra: dict[str, Any]) -> str:
+    """Sub-folder of a method variant (layer-level personalisation, compensation off)."""
+    if extra.get("personalization") == "layer":
+        return "layer"
+    if extra.get("compensation") is False:
+        return "no_compensation"
+    return ""
 
 
 def _task(config: Any, figure: str) -> Any:
@@ -121,18 +139,32 @@ def _read(path: Path) -> list[dict[str, Any]]:
 
 def table1(out: Path, *, quick: bool = False) -> dict[str, Any]:
     """003 Table 1, first row's setting (Dirichlet α = 0.3, no system heterogeneity), on Fashion-MNIST."""
+    title = "003 Table 1 (Dirichlet α = 0.3, homogeneous split) on Fashion-MNIST"
+    return _compare(out, quick, METHODS, "pm_sfl_table1", title)
+
+
+def hetero(out: Path, *, quick: bool = False) -> dict[str, Any]:
+    """003 Table 1, system-heterogeneous setting (split after block 1, 2 or 3, equal shares): PM-SFL with and
+    without the layer-wise knowledge compensation of Eq. 8 (DepthFL is not implemented)."""
+    title = "003 Sec. 6.6: adaptive split depth, knowledge compensation (Eq. 8), Fashion-MNIST"
+    return _compare(out, quick, HETERO_METHODS, "pm_sfl_hetero", title)
+
+
+def _compare(
+    out: Path, quick: bool, methods: dict[str, tuple[str, dict[str, Any]]], stem: str, title: str
+) -> dict[str, Any]:
     from ampfl.fl.run import run_or_reuse
     from ampfl.io import atomic_write_csv
     from ampfl.reproduce._plot import legend_below, new_figure, save
 
     s = QUICK if quick else FULL
     grid = tuple(s["learning_rates"])
-    task = _task(_config("splitfed", {}, grid[0], s), "pm-sfl-table1")
+    task = _task(_config("splitfed", {}, grid[0], s), stem.replace("_", "-"))
     rows: list[list[Any]] = []
     runs: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
     fig, ax = new_figure(width=6.5, height=4.2)
-    for label, (algorithm, extra) in METHODS.items():
+    for label, (algorithm, extra) in methods.items():
         best: tuple[float, dict[str, Any], list[dict[str, Any]]] | None = None
         for lr in grid:
             folder = (
@@ -169,7 +201,7 @@ def table1(out: Path, *, quick: bool = False) -> dict[str, Any]:
         )
     ax.set_xlabel("communication round")
     ax.set_ylabel("mean accuracy on the clients' own distributions")
-    ax.set_title("003 Table 1 (Dirichlet α = 0.3, homogeneous split) on Fashion-MNIST", fontsize=9)
+    ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     legend_below(ax, ncol=2, fontsize=8)
     note = (
@@ -178,9 +210,9 @@ def table1(out: Path, *, quick: bool = False) -> dict[str, Any]:
         f"split CNN {s['channels']} split after block {MODEL['split_layer']}; each method at its best "
         f"client η of {list(grid)}." + (" QUICK RUN (--quick)." if quick else "")
     )
-    png = save(fig, out / "pm_sfl_table1.png", note=note)
+    png = save(fig, out / f"{stem}.png", note=note)
     csv_path = atomic_write_csv(
-        out / "pm_sfl_table1.csv", ["method", "learning_rate", "round", "accuracy", "epsilon"], rows
+        out / f"{stem}.csv", ["method", "learning_rate", "round", "accuracy", "epsilon"], rows
     )
     return {
         "files": [str(png), str(csv_path)],
@@ -243,4 +275,4 @@ def attack(out: Path, *, quick: bool = False) -> dict[str, Any]:
     return {"files": [str(png), str(csv_path)], "quick": quick, "attack_steps": steps, "results": results}
 
 
-FIGURES = {"pm-sfl-table1": table1, "pm-sfl-attack": attack}
+FIGURES = {"pm-sfl-table1": table1, "pm-sfl-attack": attack, "pm-sfl-hetero": hetero}
