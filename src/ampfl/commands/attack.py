@@ -27,6 +27,9 @@ def register(registry: Registry) -> None:
     parser.add_argument(
         "--steps", type=int, default=400, help="attack optimisation steps (>= 1, default 400)"
     )
+    parser.add_argument(
+        "--tv", type=float, default=0.0, help="total-variation prior weight (>= 0, default 0)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="output folder (default RUN/attack)")
 
 
@@ -56,7 +59,9 @@ def _attack(args: argparse.Namespace) -> dict[str, Any]:
     except ValueError as exc:
         raise ValueError(str(exc).replace("--resume: ", "RUN: ")) from None
     try:
-        x, found = attack_client(algorithm, args.client, images=args.images, steps=args.steps)
+        x, found = attack_client(
+            algorithm, args.client, images=args.images, steps=args.steps, tv_weight=args.tv
+        )
     except ValueError as exc:
         raise ValueError(f"--{exc}") from None
     out: Path = args.out if args.out is not None else run / "attack"
@@ -76,6 +81,7 @@ def _attack(args: argparse.Namespace) -> dict[str, Any]:
         "algorithm": label,
         "client": args.client,
         "steps": args.steps,
+        "tv": args.tv,
         "results": [{"case": case, "psnr": r["psnr"], "ssim": r["ssim"]} for case, r in found.items()],
         "files": [str(png), str(table)],
     }

@@ -82,8 +82,11 @@ def reconstruct(
     learning_rate: float = 0.05,
     generator: torch.Generator | None = None,
     bounds: tuple[float, float] = (0.0, 1.0),
+    tv_weight: float = 0.0,
 ) -> torch.Tensor:
-    """Dummy inputs ``[n, *shape]`` optimised so that ``forward(x̂)`` matches ``smashed`` (squared error)."""
+    """Dummy inputs ``[n, *shape]`` optimised so that ``forward(x̂)`` matches ``smashed`` (squared error per
+    example), plus ``tv_weight`` × the anisotropic total variation of x̂ (an image prior, as in inverting-
+    gradients attacks; 0 = plain DLG)."""
     if steps < 1:
         raise ValueError(f"steps must be >= 1. Found {steps}.")
     low, high = bounds
@@ -95,6 +98,11 @@ def reconstruct(
     for _ in range(steps):
         opt.zero_grad(set_to_none=True)
         loss = ((forward(dummy) - target) ** 2).sum() / target.shape[0]
+        if tv_weight > 0.0:
+            tv = (dummy[..., 1:, :] - dummy[..., :-1, :]).abs().sum() + (
+                dummy[..., 1:] - dummy[..., :-1]
+            ).abs().sum()
+            loss = loss + tv_weight * tv / target.shape[0]
         torch.autograd.backward(loss)
         opt.step()
         with torch.no_grad():
@@ -142,6 +150,7 @@ def attack_client(
     steps: int = 400,
     learning_rate: float = 0.05,
     seed: int = 0,
+    tv_weight: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, dict[str, Any]]]:
     """Attack the smashed data of client ``client``'s first ``images`` training images under a trained split
     algorithm (``splitfed``, ``standalone``, ``pm_sfl``, ``splitfed_pm``, e.g. restored from a run's
@@ -161,6 +170,8 @@ def attack_client(
         raise ValueError(f"client must be in [0, {n - 1}]. Found {client}.")
     if images < 1:
         raise ValueError(f"images must be >= 1. Found {images}.")
+    if not tv_weight >= 0.0:
+        raise ValueError(f"tv must be >= 0. Found {tv_weight}.")
     own = torch.from_numpy(algorithm.client_indices[client][:images])
     x = algorithm.x_train[own]
     shapes, groups = algorithm.shapes, algorithm.spec.groups
@@ -191,6 +202,7 @@ def attack_client(
             steps=steps,
             learning_rate=learning_rate,
             generator=torch.Generator().manual_seed(seed + 1),
+            tv_weight=tv_weight,
         )
         p, q = psnr(x, recon), ssim(x, recon)
         out[case] = {
