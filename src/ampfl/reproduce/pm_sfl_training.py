@@ -58,12 +58,12 @@ FULL: dict[str, Any] = {
 QUICK: dict[str, Any] = {
     "num_clients": 20,
     "client_fraction": 0.25,
-    "rounds": 20,
+    "rounds": 40,
     "local_steps": 10,
     "evaluations": 2,
-    "learning_rates": (1e-2, 1e-1),
+    "learning_rates": (1e-1,),
     "eval_examples": 500,
-    "eval_clients": 10,
+    "eval_clients": 20,
     "channels": [8, 16, 16],
 }
 ALPHA = 0.3
