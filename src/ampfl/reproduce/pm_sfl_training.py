@@ -14,8 +14,9 @@ accuracy on its own label distribution (``accuracy`` of the split algorithms).
 or 3 in equal shares (:mod:`ampfl.fl.split.hetero`), PM-SFL with and without the knowledge compensation of
 Eq. 8, on the same data and grid.
 
-Not reproduced here (not implemented): SplitFed-DP, DepthFL, LG-FedAvg proper (weights; here its layer-level
-idea applied to masks), personalisation combined with adaptive depth, FEMNIST/CIFAR-100/HAR.
+Not reproduced here (not implemented): SplitFed-DP, DepthFL, personalisation combined with adaptive depth,
+FEMNIST/CIFAR-100/HAR. (Table 1 lists LG-FedAvg under "Training Probabilistic Masks": here layer-level
+personalisation of the masks.)
 
 ``pm-sfl-attack``: trains SplitFed and PM-SFL (same setting, a fixed learning rate each), then runs the
 DLG-style smashed-data attack of :mod:`ampfl.fl.split.attack` on ``ATTACK_IMAGES`` training images of client
