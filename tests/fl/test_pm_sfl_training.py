@@ -56,6 +56,20 @@ def test_hetero_uploads_only_held_blocks():
     assert bool(changed[sizes[0] :].any()) == deepest
 
 
+@pytest.mark.parametrize("mode", ["fine", "layer"])
+def test_hetero_personalises_only_held_blocks(mode):
+    config = _config("pm_sfl_hetero", rounds=2, c=0.05, client_splits=[1, 2], personalization=mode,
+                     agreement_rounds=0, personal_step=0.5, personal_ratio=0.5)  # fmt: skip
+    alg = build_algorithm(config, build_task(config))
+    alg.run_round(0)
+    alg.run_round(1)
+    held = alg.block_of[None, :] < alg.splits[:, None]
+    assert bool(alg.personal.any()) and not bool((alg.personal & ~held).any())
+    if mode == "fine":  # at most half of each client's own bits
+        assert bool((alg.personal.sum(1) <= (0.5 * held.sum(1)).long()).all())
+    assert torch.isfinite(alg.theta).all() and bool(((alg.theta >= 0) & (alg.theta <= 1)).all())
+
+
 def test_personal_selection_prefers_disagreement():
     before = torch.tensor([[0.6, 0.45, 0.95, 0.1, 0.5]])
     after = torch.tensor([[0.4, 0.55, 0.55, 0.4, 0.5]])  # 0, 1 cross 0.5 (small |Δ|); 2, 3 do not (large |Δ|)
@@ -64,6 +78,9 @@ def test_personal_selection_prefers_disagreement():
     assert chosen.tolist() == [[True, True, False, False, False]]
     grown = select_personalized(before, after, chosen, add=2, limit=3)  # limit caps the growth at 3
     assert grown.tolist() == [[True, True, True, False, False]]
+    allowed = torch.tensor([[False, True, True, True, True]])  # coordinate 0 may not be chosen
+    only = select_personalized(before, after, none, add=2, limit=torch.tensor([4]), allowed=allowed)
+    assert only.tolist() == [[False, True, True, False, False]]
     assert layer_indicator([(2, 1, 1, 1), (3, 1, 1, 1)], 1).tolist() == [True, True, False, False, False]
 
 

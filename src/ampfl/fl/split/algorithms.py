@@ -194,21 +194,31 @@ class PMSFL(SplitAlgorithm):
         return unflatten(self.weights * mask, self.shapes)
 
     def _indicator_update(
-        self, clients: np.ndarray, round_index: int, before: torch.Tensor, after: torch.Tensor
+        self,
+        clients: np.ndarray,
+        round_index: int,
+        before: torch.Tensor,
+        after: torch.Tensor,
+        allowed: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """The participants' new personal indicators; ``allowed`` restricts them (adaptive depth: the
+        blocks each client holds)."""
         ids = torch.from_numpy(clients)
         current = self.personal[ids]
         if self.p.personalization == "none" or round_index < self.p.agreement_rounds:
             return current
         if self.p.personalization == "layer":
-            return layer_indicator(self.shapes, self.p.personal_layers).expand_as(current).clone()
+            layers = layer_indicator(self.shapes, self.p.personal_layers).expand_as(current)
+            return layers.clone() if allowed is None else layers & allowed
         d = after.shape[1]
+        candidates = torch.full((len(ids),), d) if allowed is None else allowed.sum(1)
         return select_personalized(
             before,
             after,
             current,
             add=max(1, math.ceil(self.p.personal_step * d)),
-            limit=int(self.p.personal_ratio * d),
+            limit=(self.p.personal_ratio * candidates).long(),
+            allowed=allowed,
         )
 
     def run_round(self, round_index: int) -> dict[str, float]:

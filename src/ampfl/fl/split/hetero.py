@@ -16,7 +16,9 @@ Aggregation per block l, with K^l the participants holding block l and K all par
 - ``compensation = False`` (the "simply averaging the overlapping layers" of Sec. 4.3): θ^l = θ^l_client,
   and the previous θ^l where no participant holds block l (server-side updates are discarded).
 
-Personalisation is not combined with adaptive depth here (``personalization`` must be ``"none"``). Privacy:
+Personalisation (``personalization = "fine" | "layer"``, default ``"none"``) works as in ``pm_sfl`` but only
+over the blocks the client holds (``personal_ratio`` of those); |K^l| in Eq. 8 then counts, per coordinate,
+the holders that upload it (not personal), as Eq. 7's denominator does. Privacy:
 one :class:`~ampfl.accounting.events.BernoulliMaskEvent` per round for the deepest client's bits (an upper
 bound on any client's upload), under the same scope as ``pm_sfl`` (mask uploads only).
 """
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field
 
 from ampfl.accounting.events import BernoulliMaskEvent, PrivacyEvent
 from ampfl.fl.algorithms.base import ROLE_NOISE
@@ -47,12 +49,6 @@ class PMSFLHeteroParams(PMSFLParams):
     personalization: Literal["fine", "layer", "none"] = "none"
     client_splits: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
     compensation: bool = Field(True, description="003 Eq. 8 knowledge compensation")
-
-    @model_validator(mode="after")
-    def _no_personalisation(self) -> PMSFLHeteroParams:
-        if self.personalization != "none":
-            raise ValueError("personalization must be 'none' for pm_sfl_hetero")
-        return self
 
 
 def compensate(
@@ -117,8 +113,13 @@ class PMSFLHetero(PMSFL):
             uploads = (torch.rand(after.shape, generator=self._gen) < after).to(after.dtype)
         else:
             uploads = after
-        holders = held.sum(0)
-        client_theta = (uploads * held).sum(0) / holders.clamp(min=1)
+        personal = self._indicator_update(clients, round_index, before, after, allowed=held)
+        ids = torch.from_numpy(np.asarray(clients))
+        self.personal[ids] = personal
+        self.personal_theta[ids] = torch.where(personal, after, self.personal_theta[ids])
+        shared = held & ~personal  # the bits a client uploads (Eq. 7 over its own blocks)
+        holders = shared.sum(0)
+        client_theta = (uploads * shared).sum(0) / holders.clamp(min=1)
         others = (~held).sum(0)
         server_theta = torch.where(others > 0, (after * ~held).sum(0) / others.clamp(min=1), self.theta)
         self.theta = compensate(
@@ -129,4 +130,5 @@ class PMSFLHetero(PMSFL):
             "participants": float(len(clients)),
             "train_loss": float(loss.mean()),
             "mean_theta": float(self.theta.mean()),
+            "personal_fraction": float(personal.float().mean()),
         }

@@ -30,22 +30,27 @@ def select_personalized(
     personal: torch.Tensor,
     *,
     add: int,
-    limit: int,
+    limit: int | torch.Tensor,
+    allowed: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Grow the personal indicators (003 Sec. 4.2, Alg. 1 lines 14–16); returns the new ``[K, d]`` bool.
 
     |Δθ| = |θ_after − θ_before|; coordinates whose θ crossed 0.5 (the *Disagree Group*) rank before every
     other coordinate, each group by |Δθ| descending; each client adds its top ``add`` not yet personal
-    coordinates, never exceeding ``limit`` personal coordinates in total.
+    coordinates, never exceeding ``limit`` personal coordinates in total (one int, or one per client).
+    ``allowed`` (``[K, d]`` bool, e.g. the blocks a client holds) restricts the candidates; ``personal`` must
+    lie inside it and ``limit`` must not exceed its row counts.
     """
     delta = (after - before).abs()
     disagree = (before > 0.5) != (after > 0.5)
     key = delta + disagree.to(delta.dtype) * 2.0  # |Δθ| ≤ 1, so every disagreeing coordinate ranks first
-    key = torch.where(personal, torch.full_like(key, -1.0), key)
+    excluded = personal if allowed is None else personal | ~allowed
+    key = torch.where(excluded, torch.full_like(key, -1.0), key)
     out = personal.clone()
     have = personal.sum(1)
+    limits = torch.as_tensor(limit).expand(personal.shape[0])
     for row in range(personal.shape[0]):
-        n_new = min(add, limit - int(have[row]))
+        n_new = min(add, int(limits[row]) - int(have[row]))
         if n_new > 0:
             out[row, torch.topk(key[row], n_new).indices] = True
     return out
