@@ -15,8 +15,8 @@ or 3 in equal shares (:mod:`ampfl.fl.split.hetero`), PM-SFL with and without the
 Eq. 8, on the same data and grid.
 
 Not reproduced here: SplitFed-DP and DepthFL (not implemented), personalisation combined with adaptive
-depth (implemented in ``pm_sfl_hetero``, not part of this comparison), FEMNIST/CIFAR-100/HAR. (Table 1 lists LG-FedAvg under "Training Probabilistic Masks": here layer-level
-personalisation of the masks.)
+depth (implemented in ``pm_sfl_hetero``, not part of this comparison), FEMNIST/CIFAR-100/HAR. (Table 1
+lists LG-FedAvg under "Training Probabilistic Masks": here layer-level personalisation of the masks.)
 
 ``pm-sfl-attack``: trains SplitFed and PM-SFL (same setting, a fixed learning rate each), then runs the
 DLG-style smashed-data attack of :mod:`ampfl.fl.split.attack` on ``ATTACK_IMAGES`` training images of client
