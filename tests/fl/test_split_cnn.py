@@ -57,6 +57,16 @@ def test_straight_through_gradient():
     assert bool((s.grad != 0).all())
 
 
+def test_paper_gradient_variant():
+    """003 Eq. 4 / App. A: ∂/∂s Σ w·M = w ⊙ σ(s) ⊙ σ'(s)."""
+    s = torch.tensor([-1.0, 0.5, 2.0], requires_grad=True)
+    w = torch.tensor([1.5, -2.0, 0.7])
+    mask = sample_mask(keep_probability(s, 0.0), torch.rand(3), paper_gradient=True)
+    (w * mask).sum().backward()
+    sig = torch.sigmoid(s.detach())
+    assert s.grad is not None and torch.allclose(s.grad, w * sig * sig * (1 - sig))
+
+
 def test_masked_bottom_forward_uses_its_mask():
     gen = torch.Generator().manual_seed(2)
     weights = init_bottom_weights(SPEC, gen)

@@ -14,7 +14,8 @@ score s, its keep-probability is θ = clamp(σ(s), c, 1 − c) (the clamp is the
 privacy analysis, Thm 2/3 and :class:`~ampfl.accounting.events.BernoulliMaskEvent`), and the forward pass
 uses w ⊙ M with M ~ Bern(θ). The gradient is straight-through (003 Eq. 4, [24]): ∂M/∂θ is taken as 1, and the
 clamp passes the gradient through unchanged, so ∂q/∂s = ∂q/∂(w⊙M) ⊙ w ⊙ σ'(s). (Eq. 4 prints an extra factor
-σ(s); we follow the standard estimator of its reference [24] instead, see docs/pm_sfl.md. A plain clamp would
+σ(s), from App. A's ∂M/∂σ(s) = σ(s); we use the standard estimator, the paper's is ``paper_gradient``; see
+docs/pm_sfl.md. A plain clamp would
 zero the gradient of a score whose θ sits at the bound, freezing every weight whose aggregated θ was 0 or 1.)
 
 Everything here is functional over explicit weight lists, so a cohort's bottoms are one ``[K, ...]`` tensor
@@ -173,9 +174,12 @@ def score_from_probability(theta: torch.Tensor, c: float) -> torch.Tensor:
     return torch.logit(theta.clamp(bound, 1.0 - bound))
 
 
-def sample_mask(theta: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
-    """Binary M = 1[u < θ] ~ Bern(θ) in the forward pass, gradient ∂M/∂θ = 1 (straight-through)."""
+def sample_mask(theta: torch.Tensor, uniforms: torch.Tensor, *, paper_gradient: bool = False) -> torch.Tensor:
+    """Binary M = 1[u < θ] ~ Bern(θ) in the forward pass, gradient ∂M/∂θ = 1 (straight-through);
+    ``paper_gradient=True``: ∂M/∂θ = θ, the factor of 003 Eq. 4 / App. A Eq. 17."""
     hard = (uniforms < theta).to(theta.dtype)
+    if paper_gradient:
+        return hard + (theta - theta.detach()) * theta.detach()
     return hard + theta - theta.detach()
 
 

@@ -145,6 +145,9 @@ class PMSFLParams(SplitParams):
     personal_ratio: float = Field(0.5, ge=0.0, le=1.0, description="largest personal share of d_b (003: 0.5)")
     personal_step: float = Field(0.1, gt=0.0, le=1.0, description="share of d_b added per participation")
     personal_layers: int = Field(1, ge=0, description="bottom layers kept personal ('layer')")
+    estimator: Literal["straight_through", "paper"] = Field(
+        "straight_through", description="∂M/∂θ = 1, or θ as 003 Eq. 4 / App. A prints"
+    )
 
 
 class PMSFL(SplitAlgorithm):
@@ -190,7 +193,8 @@ class PMSFL(SplitAlgorithm):
     def _masked(self, leaves: list[torch.Tensor], step: int) -> list[torch.Tensor]:
         assert self._gen is not None
         theta = keep_probability(leaves[0], self.p.c)
-        mask = sample_mask(theta, torch.rand(theta.shape, generator=self._gen))
+        uniforms = torch.rand(theta.shape, generator=self._gen)
+        mask = sample_mask(theta, uniforms, paper_gradient=self.p.estimator == "paper")
         return unflatten(self.weights * mask, self.shapes)
 
     def _indicator_update(
