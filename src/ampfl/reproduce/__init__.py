@@ -77,6 +77,15 @@ FIGURES: dict[str, FigureEntry] = {
         "ms_pafl", "fig5", "000 Fig. 5: client total epsilon, WOR vs WR vs DP-FedAvg"
     ),
     "ms-pafl-fig6": FigureEntry("ms_pafl", "fig6", "000 Fig. 6: global total epsilon for b = 1, 5, 13"),
+    "pm-sfl-attack": FigureEntry(
+        "pm_sfl_training", "attack", "003 Fig. 5: smashed-data attack, SplitFed vs PM-SFL (train extra)"
+    ),
+    "pm-sfl-hetero": FigureEntry(
+        "pm_sfl_training", "hetero", "003 Table 1 hetero rows: adaptive split depth, Eq. 8 (train extra)"
+    ),
+    "pm-sfl-table1": FigureEntry(
+        "pm_sfl_training", "table1", "003 Table 1: split FL accuracy, Dirichlet FMNIST (train extra)"
+    ),
 }
 
 

@@ -17,6 +17,7 @@ from ampfl.fl.algorithms.local_only import LocalOnly
 from ampfl.fl.algorithms.ms_pafl import MSPAFL
 from ampfl.fl.algorithms.p_fedavg import PFedAvg
 from ampfl.fl.algorithms.pfa import PFA
+from ampfl.fl.split.algorithms import ALGORITHMS as SPLIT_ALGORITHMS
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
     FedAvg.name: FedAvg,
@@ -31,6 +32,7 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     GDPFedPlus.name: GDPFedPlus,
     IDPFedAvg.name: IDPFedAvg,
     PFA.name: PFA,
+    **SPLIT_ALGORITHMS,
 }
 
 __all__ = [

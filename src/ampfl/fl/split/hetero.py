@@ -1,0 +1,134 @@
+"""Adaptive split depth with layer-wise knowledge compensation (003 Sec. 4.3, Eq. 8), for probabilistic masks.
+
+Client i splits after block ``client_splits[i mod len]`` (003 Sec. 6.2: equal shares of each depth). Every
+convolution weight is frozen and masked (003 Sec. 4.3: the top's training also uses probabilistic masks); the
+client trains the scores of its blocks, the server trains the scores of the remaining blocks for that client
+(a per-client copy, as SplitFed's server does for its top) and the shared linear head. Because split
+back-propagation is the chain rule through the cut (tested for the fixed split), the composed per-client
+network is computed directly; the split point decides only who owns (and uploads) which scores.
+
+Aggregation per block l, with K^l the participants holding block l and K all participants:
+
+- θ^l_client: Eq. 7 over K^l of the uploaded binary masks (clients upload only their own blocks);
+- θ^l_sl: the mean of the server-side keep-probabilities of block l over the participants without it (the
+  server's own values: nothing is released, so no sampling);
+- ``compensation = True`` (Eq. 8): θ^l = (1 − |K^l|/|K|) θ^l_sl + (|K^l|/|K|) θ^l_client;
+- ``compensation = False`` (the "simply averaging the overlapping layers" of Sec. 4.3): θ^l = θ^l_client,
+  and the previous θ^l where no participant holds block l (server-side updates are discarded).
+
+Personalisation (``personalization = "fine" | "layer"``, default ``"none"``) works as in ``pm_sfl`` but only
+over the blocks the client holds (``personal_ratio`` of those); |K^l| in Eq. 8 then counts, per coordinate,
+the holders that upload it (not personal), as Eq. 7's denominator does. Privacy:
+one :class:`~ampfl.accounting.events.BernoulliMaskEvent` per round for the deepest client's bits (an upper
+bound on any client's upload), under the same scope as ``pm_sfl`` (mask uploads only).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, Field
+
+from ampfl.accounting.events import BernoulliMaskEvent, PrivacyEvent
+from ampfl.fl.algorithms.base import ROLE_NOISE
+from ampfl.fl.models.split_cnn import keep_probability, score_from_probability
+from ampfl.fl.split.algorithms import PMSFL, PMSFLParams
+
+if TYPE_CHECKING:
+    from ampfl.fl.config import PrivacyConfig
+    from ampfl.fl.engine import Engine
+    from ampfl.fl.task import Task
+
+
+class PMSFLHeteroParams(PMSFLParams):
+    """PM-SFL with per-client split depth; see the module docstring."""
+
+    personalization: Literal["fine", "layer", "none"] = "none"
+    client_splits: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
+    compensation: bool = Field(True, description="003 Eq. 8 knowledge compensation")
+
+
+def compensate(
+    client: torch.Tensor,
+    server: torch.Tensor,
+    holders: torch.Tensor,
+    total: int,
+    previous: torch.Tensor,
+    *,
+    on: bool,
+) -> torch.Tensor:
+    """003 Eq. 8 per coordinate: ``holders`` = |K^l| (clients holding the coordinate's block) of ``total``."""
+    share = holders.to(client.dtype) / total
+    if on:
+        return (1.0 - share) * server + share * client
+    return torch.where(holders > 0, client, previous)
+
+
+class PMSFLHetero(PMSFL):
+    """PM-SFL with adaptive split depth and (optionally) layer-wise knowledge compensation (Eq. 8)."""
+
+    name: ClassVar[str] = "pm_sfl_hetero"
+    Params: ClassVar[type[BaseModel]] = PMSFLHeteroParams
+    full_depth: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        params: BaseModel,
+        task: Task,
+        *,
+        seed: int,
+        engine: Engine | None = None,
+        privacy: PrivacyConfig | None = None,
+    ) -> None:
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
+        self.hp: PMSFLHeteroParams = params  # type: ignore[assignment]
+        blocks = len(self.shapes)
+        for s in self.hp.client_splits:
+            if not 1 <= s <= blocks:
+                raise ValueError(f"client_splits entries must be in [1, {blocks}]. Found {s}.")
+        sizes = [math.prod(s) for s in self.shapes]
+        self.block_of = torch.cat([torch.full((n,), i) for i, n in enumerate(sizes)])
+        self.splits = torch.tensor(
+            [self.hp.client_splits[i % len(self.hp.client_splits)] for i in range(task.num_clients)]
+        )
+        self.upload_bits = int(sum(sizes[: max(self.hp.client_splits)]))
+
+    def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
+        if not self.binary:
+            return []
+        return [(BernoulliMaskEvent(c=self.p.c, dim=self.upload_bits), 1)]
+
+    def run_round(self, round_index: int) -> dict[str, float]:
+        clients = self.participants(round_index)
+        before = self.start_theta(clients)
+        scores = score_from_probability(before, self.p.c)
+        self._gen = self.torch_generator(round_index, ROLE_NOISE)
+        loss = self.train_cohort(clients, round_index, [scores], self._masked)
+        after = keep_probability(scores, self.p.c).detach()
+        held = self.block_of[None, :] < self.splits[torch.from_numpy(np.asarray(clients))][:, None]  # [K, d]
+        if self.binary:
+            uploads = (torch.rand(after.shape, generator=self._gen) < after).to(after.dtype)
+        else:
+            uploads = after
+        personal = self._indicator_update(clients, round_index, before, after, allowed=held)
+        ids = torch.from_numpy(np.asarray(clients))
+        self.personal[ids] = personal
+        self.personal_theta[ids] = torch.where(personal, after, self.personal_theta[ids])
+        shared = held & ~personal  # the bits a client uploads (Eq. 7 over its own blocks)
+        holders = shared.sum(0)
+        client_theta = (uploads * shared).sum(0) / holders.clamp(min=1)
+        others = (~held).sum(0)
+        server_theta = torch.where(others > 0, (after * ~held).sum(0) / others.clamp(min=1), self.theta)
+        self.theta = compensate(
+            client_theta, server_theta, holders, len(clients), self.theta, on=self.hp.compensation
+        )
+        self._gen = None
+        return {
+            "participants": float(len(clients)),
+            "train_loss": float(loss.mean()),
+            "mean_theta": float(self.theta.mean()),
+            "personal_fraction": float(personal.float().mean()),
+        }
