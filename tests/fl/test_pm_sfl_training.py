@@ -45,7 +45,8 @@ def test_hetero_uploads_only_held_blocks():
     config = _config("pm_sfl_hetero", rounds=1, c=0.05, client_splits=[1, 3], compensation=False)
     alg = build_algorithm(config, build_task(config))
     sizes = [4 * 9, 8 * 4 * 9, 8 * 8 * 9]
-    assert alg.round_events(0) == [(BernoulliMaskEvent(c=0.05, dim=sum(sizes)), 1)]
+    assert alg.mask_upload_events(0) == [(BernoulliMaskEvent(c=0.05, dim=sum(sizes)), 1)]
+    assert alg.round_events(0) == [] and alg.privacy_unit is None  # smashed data uncovered: ε = ∞
     start = alg.theta.clone()
     alg.run_round(0)
     clients = alg.participants(0)
@@ -151,8 +152,8 @@ def test_pm_sfl_masks_events_and_personalisation():
     config = _config("pm_sfl", rounds=3, agreement_rounds=1, c=0.05, personal_step=0.2, personal_ratio=0.5)
     alg = build_algorithm(config, build_task(config))
     d_b = alg.spec.bottom_dim()
-    events = alg.round_events(0)
-    assert events == [(BernoulliMaskEvent(c=0.05, dim=d_b), 1)]
+    assert alg.mask_upload_events(0) == [(BernoulliMaskEvent(c=0.05, dim=d_b), 1)]
+    assert alg.round_events(0) == [] and alg.privacy_unit is None
     alg.run_round(0)
     # binary uploads of K = 3 clients, nobody personal yet: θ is a multiple of 1/3
     assert torch.allclose(alg.theta * 3, (alg.theta * 3).round(), atol=1e-5)
@@ -197,7 +198,7 @@ def test_reproductions_run_tiny(tmp_path, monkeypatch):
     assert [r["method"] for r in table["results"]] == list(pm_sfl_training.METHODS)
     assert all(0.0 <= r["final_accuracy"] <= 1.0 for r in table["results"])
     eps = {r["method"]: r["epsilon"] for r in table["results"]}
-    assert eps["SplitFed"] == math.inf and 0.0 < eps["PM-SFL"] < math.inf  # BernoulliMaskEvent, RDP
+    assert eps["SplitFed"] == math.inf and eps["PM-SFL"] == math.inf  # smashed data are released in the clear
     result = run_figure("pm-sfl-attack", tmp_path / "a", quick=True)
     assert {r["method"] for r in result["results"]} >= {"SplitFed", "PM-SFL"}
     assert all(-1.0 <= r["ssim"] <= 1.0 and r["psnr"] > 0.0 for r in result["results"])

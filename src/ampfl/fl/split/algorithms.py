@@ -17,7 +17,10 @@ split-learning steps with the server (:mod:`ampfl.fl.split.common`); then
 - ``splitfed_pm``: masks without personalisation, uploading the probabilities θ_k (003 Sec. 6.2) instead of
   binary masks.
 
-Privacy. ``pm_sfl`` with binary uploads and c > 0 reports one
+Privacy. Every split algorithm here reports ε = ∞ (``privacy_unit`` None, no round events): the smashed data
+(activations of every training example) go to the server without noise, as in 003's training, and no
+guarantee covers them — a finite ε for the run would claim protection that does not exist. What the mask
+uploads alone cost is :meth:`PMSFL.mask_upload_events`: with binary uploads and c > 0, one
 :class:`~ampfl.accounting.events.BernoulliMaskEvent` ``(c, d_b)`` per round (unit: one client, whatever its
 data): the uploaded bits have keep-probabilities in [c, 1 − c] because θ is clamped there
 (:func:`~ampfl.fl.models.split_cnn.keep_probability`), the domain the bound needs. d_b bounds the number of
@@ -176,10 +179,11 @@ class PMSFL(SplitAlgorithm):
         if self.p.personalization == "layer":
             layer_indicator(self.shapes, self.p.personal_layers)  # validates personal_layers
         self.binary = self.p.upload == "binary" and self.p.c > 0.0
-        self.privacy_unit = "client" if self.binary else None
+        self.privacy_unit = None  # smashed data are released without noise: ε = ∞ (module docstring)
         self._gen: torch.Generator | None = None
 
-    def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
+    def mask_upload_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
+        """The events of round ``round_index``'s mask uploads alone (the smashed data are not covered)."""
         if not self.binary:
             return []
         return [(BernoulliMaskEvent(c=self.p.c, dim=int(self.weights.numel())), 1)]

@@ -18,9 +18,10 @@ Aggregation per block l, with K^l the participants holding block l and K all par
 
 Personalisation (``personalization = "fine" | "layer"``, default ``"none"``) works as in ``pm_sfl`` but only
 over the blocks the client holds (``personal_ratio`` of those); |K^l| in Eq. 8 then counts, per coordinate,
-the holders that upload it (not personal), as Eq. 7's denominator does. Privacy:
-one :class:`~ampfl.accounting.events.BernoulliMaskEvent` per round for the deepest client's bits (an upper
-bound on any client's upload), under the same scope as ``pm_sfl`` (mask uploads only).
+the holders that upload it (not personal), as Eq. 7's denominator does. Privacy: the run's ε is ∞, as for
+``pm_sfl`` (smashed data in the clear); :meth:`mask_upload_events` gives the mask uploads alone, one
+:class:`~ampfl.accounting.events.BernoulliMaskEvent` per round for the deepest client's bits (an upper bound
+on any client's upload).
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ class PMSFLHetero(PMSFL):
         )
         self.upload_bits = int(sum(sizes[: max(self.hp.client_splits)]))
 
-    def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
+    def mask_upload_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
         if not self.binary:
             return []
         return [(BernoulliMaskEvent(c=self.p.c, dim=self.upload_bits), 1)]
