@@ -33,6 +33,12 @@ def register(registry: Registry) -> None:
         "--resume", action="store_true", help="continue the run folder's last checkpoint (same config)"
     )
     parser.add_argument(
+        "--secure-aggregation",
+        default="none",
+        choices=("none", "secaggplus"),
+        help="secaggplus: Flower's SecAgg+ (dp_dsgd_rp; the server sees only the sum, not who checked in)",
+    )
+    parser.add_argument(
         "--timeout", type=float, default=3600.0, help="seconds the Flower run may take (default 3600)"
     )
 
@@ -57,7 +63,14 @@ def _deploy(args: argparse.Namespace) -> dict[str, Any]:
     config = load_config(args.config)
     out = check_out_dir(args.out if args.out is not None else Path("runs") / f"{args.config.stem}-flower")
     try:
-        summary = deploy(config, out, superlink=args.superlink, timeout=args.timeout, resume=args.resume)
+        summary = deploy(
+            config,
+            out,
+            superlink=args.superlink,
+            timeout=args.timeout,
+            resume=args.resume,
+            secure_aggregation=args.secure_aggregation,
+        )
     except RuntimeError as exc:
         raise CommandFailed([str(exc)]) from None
     if args.json:

@@ -28,6 +28,8 @@ DEPLOYABLE = ("fedavg", "dp_fedavg", "dp_dsgd_rp", "ms_pafl")
 CONFIG_KEY = "ampfl-config"
 OUT_KEY = "out-dir"
 RESUME_KEY = "resume"
+#: ``none`` or ``secaggplus`` (:mod:`ampfl.flower.secagg`).
+SECAGG_KEY = "secure-aggregation"
 #: Message types beyond Flower's ``train``: the server asks each node which partition it holds.
 QUERY = "query"
 

@@ -18,7 +18,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ampfl.flower.common import CONFIG_KEY, OUT_KEY, RESUME_KEY, check_deployable, encode_config
+from ampfl.flower.common import (
+    CONFIG_KEY,
+    OUT_KEY,
+    RESUME_KEY,
+    SECAGG_KEY,
+    check_deployable,
+    encode_config,
+)
 from ampfl.flower.local import LocalFederation, flower_env, flwr_run
 
 if TYPE_CHECKING:
@@ -46,20 +53,28 @@ publisher = "ampfl"
 
 [tool.flwr.app.components]
 serverapp = "ampfl.flower.server_app:app"
-clientapp = "ampfl.flower.client_app:app"
+clientapp = "{clientapp}"
 
 [tool.flwr.app.config]
 {config_key} = "{config}"
 {out_key} = {out}
 {resume_key} = {resume}
 reply-timeout = {reply_timeout}
+{secagg_key} = "{secagg}"
 """
 
 
 def write_app(
-    app_dir: Path, resolved: dict[str, Any], out: Path, *, resume: bool = False, reply_timeout: float = 600.0
+    app_dir: Path,
+    resolved: dict[str, Any],
+    out: Path,
+    *,
+    resume: bool = False,
+    reply_timeout: float = 600.0,
+    secure_aggregation: str = "none",
 ) -> Path:
-    """The Flower app folder of one run (module docstring)."""
+    """The Flower app folder of one run (module docstring); SecAgg+ runs :mod:`ampfl.flower.secagg`'s
+    ClientApp."""
     app_dir.mkdir(parents=True, exist_ok=True)
     text = _APP_TOML.format(
         config_key=CONFIG_KEY,
@@ -69,6 +84,10 @@ def write_app(
         resume_key=RESUME_KEY,
         resume="true" if resume else "false",
         reply_timeout=float(reply_timeout),
+        clientapp="ampfl.flower."
+        + ("secagg:app" if secure_aggregation == "secaggplus" else "client_app:app"),
+        secagg_key=SECAGG_KEY,
+        secagg=secure_aggregation,
     )
     (app_dir / "pyproject.toml").write_text(text, encoding="utf-8")
     return app_dir
@@ -81,6 +100,7 @@ def deploy(
     superlink: str | None = None,
     timeout: float = RUN_TIMEOUT,
     resume: bool = False,
+    secure_aggregation: str = "none",
 ) -> dict[str, Any]:
     """Run ``config`` on Flower and return the summary (``summary.json``, plus bring-up/teardown seconds).
 
@@ -91,6 +111,8 @@ def deploy(
         timeout: seconds ``flwr run`` may take.
         resume: continue the run folder's last checkpoint (written after every round) with the same config;
             the ledger keeps every released round and drops the rows of a round that was never released.
+        secure_aggregation: ``none`` or ``secaggplus`` (DP-DSGD-RP: the server sees only the sum of the
+            clients' contributions, not who checked in; :mod:`ampfl.flower.secagg`).
 
     Raises:
         ValueError: an algorithm or setting deploy does not support, or a used run folder (one line).
@@ -101,6 +123,9 @@ def deploy(
     from ampfl.io import atomic_write_json, atomic_write_text
 
     check_deployable(config)
+    from ampfl.flower.secagg import check_secure_aggregation
+
+    check_secure_aggregation(secure_aggregation, config.algorithm.name, config.partition.num_clients)
     if superlink is None and config.partition.num_clients > MAX_LOCAL_CLIENTS:
         raise ValueError(
             f"partition.num_clients: a local federation starts one SuperNode per client, at most "
@@ -121,7 +146,9 @@ def deploy(
     atomic_write_text(out / CONFIG_TOML, to_toml(resolved))
     timings: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="ampfl-flower-") as tmp:
-        app_dir = write_app(Path(tmp) / "app", resolved, out, resume=resume)
+        app_dir = write_app(
+            Path(tmp) / "app", resolved, out, resume=resume, secure_aggregation=secure_aggregation
+        )
         begun = time.perf_counter()
         if superlink is None:
             federation = LocalFederation(

@@ -40,7 +40,7 @@ from flwr.serverapp import Grid, ServerApp
 from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
 from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
 from ampfl.fl.algorithms.ms_pafl import MSPAFL
-from ampfl.flower.common import OUT_KEY, QUERY, RESUME_KEY, algorithm_from_run_config
+from ampfl.flower.common import OUT_KEY, QUERY, RESUME_KEY, SECAGG_KEY, algorithm_from_run_config
 from ampfl.flower.ledger import LEDGER, PrivacyLedger
 from ampfl.io import atomic_write_json, dumps_json
 
@@ -181,6 +181,7 @@ def main(grid: Grid, context: Context) -> None:
     config, algorithm = algorithm_from_run_config(context.run_config)
     out = Path(str(context.run_config[OUT_KEY]))
     timeout = float(context.run_config.get("reply-timeout", 600.0))
+    secure = str(context.run_config.get(SECAGG_KEY, "none")) == "secaggplus"
     n = config.partition.num_clients
     nodes = _discover(grid, n, timeout)
     bring_up = time.perf_counter() - started
@@ -211,7 +212,14 @@ def main(grid: Grid, context: Context) -> None:
             else:
                 drawn = sampler.sample(round_index, algorithm.rng(round_index, ROLE_SAMPLING))
                 cohort = [int(c) for c in drawn if int(c) in eligible]
-            updates, round_metrics = _train_round(grid, algorithm, nodes, cohort, round_index, timeout)
+            if secure:  # SecAgg+: the sum of the cohort's contributions only (ampfl.flower.secagg)
+                from ampfl.flower.secagg import secure_sum
+
+                asked = [nodes[c] for c in cohort]
+                total, round_metrics = secure_sum(grid, context, algorithm, asked, round_index, timeout)  # type: ignore[arg-type]
+                updates = [(-1, total)]
+            else:
+                updates, round_metrics = _train_round(grid, algorithm, nodes, cohort, round_index, timeout)
             ledger.record(round_index, sorted(eligible), events)  # committed before the release below
             run_accountant.compose(events)
             _release(algorithm, updates, len(cohort))
@@ -248,6 +256,7 @@ def main(grid: Grid, context: Context) -> None:
     files = write_plots(out, metrics, title=f"{config.algorithm.name} on {config.dataset.name} (Flower)")
     summary: dict[str, Any] = {
         "engine": "flower",
+        "secure_aggregation": "secaggplus" if secure else None,
         "algorithm": config.algorithm.name,
         "dataset": config.dataset.name,
         "rounds": config.rounds,
