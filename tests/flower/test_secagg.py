@@ -1,6 +1,6 @@
-"""``ampfl deploy --secure-aggregation secaggplus``: DP-DSGD-RP (004) on real Flower processes under SecAgg+.
+"""``ampfl deploy --secure-aggregation secaggplus``: DP-DSGD-RP (004) and MS-PAFL (000) on real Flower processes.
 
-One real run (3 SuperNodes, 1 round: 4 SecAgg+ exchanges, ~30 s on an idle core) checks the property the
+One real run per algorithm (3 SuperNodes, 1 round: 4 SecAgg+ exchanges) checks the property the
 papers assume: the server-side code never sees an individual contribution or a participation flag. The
 ServerApp's strategy and every client record what they see/send (``AMPFL_SECAGG_SPY``); the test checks that
 
@@ -45,13 +45,14 @@ num_clients = 3
 name = "logreg"
 
 [algorithm]
-name = "dp_dsgd_rp"
+name = "{name}"
 participation = 0.5
-sampling_rate = 0.2
 clip = 1.0
 noise_multiplier = 1.0
 learning_rate = 0.5
+{extra}
 """
+EXTRA = {"dp_dsgd_rp": "sampling_rate = 0.2", "ms_pafl": ""}
 
 
 def _read(path: Path) -> list[dict]:  # type: ignore[type-arg]
@@ -59,10 +60,13 @@ def _read(path: Path) -> list[dict]:  # type: ignore[type-arg]
 
 
 @pytest.mark.slow
-def test_secaggplus_server_sees_only_the_sum(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("name", sorted(EXTRA))
+def test_secaggplus_server_sees_only_the_sum(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
     spy = tmp_path / "spy"
     monkeypatch.setenv(SPY_ENV, str(spy))
-    config = parse_config(tomllib.loads(CONFIG))
+    config = parse_config(tomllib.loads(CONFIG.format(name=name, extra=EXTRA[name])))
     out = tmp_path / "flower"
     summary = deploy(config, out, secure_aggregation="secaggplus")
 
@@ -94,6 +98,10 @@ def test_secaggplus_server_sees_only_the_sum(tmp_path: Path, monkeypatch: pytest
     assert line["epsilon"] == pytest.approx(accountant.epsilon(), rel=1e-12)
     assert summary["secure_aggregation"] == "secaggplus"
     assert marked_processes(str(out.resolve())) == []
+    if name == "ms_pafl":  # w_α stays on the node: a state file for each client that checked in
+        kept = sorted((out / "node-state").glob("node-*/ampfl-ms-pafl-private-*.npy"))
+        assert len(kept) == joined.sum()
+        return
 
     # The encoding the sum is decoded from: every entry in [-1, 1], zeros for a non-participant.
     import torch

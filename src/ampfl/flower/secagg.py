@@ -5,8 +5,8 @@ layout (``FitRes``); the ServerApp runs one ``SecAggPlusWorkflow`` per round (:f
 ``LegacyContext`` whose strategy (:class:`SumStrategy`) asks every eligible node and keeps the unmasked
 aggregate. The ServerApp's round loop (ledger commit before release, checkpoint, metrics) is unchanged.
 
-DP-DSGD-RP (004) only. Every asked node runs the protocol in every round; a node whose check-in coin
-B ~ Bern(p) says no contributes a vector of zeros. Every node reports the **same weight** (``num_examples =
+DP-DSGD-RP (004) and MS-PAFL (000). Every asked node runs the protocol in every round; a node whose check-in
+coin B ~ Bern(p_i) says no contributes a vector of zeros. Every node reports the **same weight** (``num_examples =
 1``) and no metrics: in flwr 1.41 the weight and the metrics of each ``FitRes`` travel in the clear (only the
 arrays are masked), so a weight 0 for a non-participant would reveal it. The server learns the mean over the N
 nodes that completed the protocol and multiplies by N.
@@ -20,6 +20,10 @@ sum on S_i, capped at L = :data:`LOSS_CAP` per example; |S_i|: its local sample 
 size), quantised by SecAgg+ on ``clipping_range = 1`` with 2^22 levels (an error of at most C d / 2^22 per
 gradient coordinate per client). The server decodes Σ_i g_i, the loss sum, Σ|S_i| and the number of clients
 that checked in K (an aggregate that does not depend on any record).
+
+MS-PAFL's contribution is v_i = B_i · [w̃_{i,p} / R, 1] with w̃_{i,p} its clipped, noised public part (client
+side, :func:`ampfl.flower.client_app._ms_pafl`: w_{i,α} stays on the node) and R = C + 10σ
+(:func:`public_range`); the server decodes Σ_i w̃_{i,p} and K for Eq. (13).
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from flwr.common import (
 from flwr.compat.common import recorddict_compat as compat
 from flwr.server.strategy import Strategy
 
-from ampfl.flower.client_app import _checks_in, _partition, query
+from ampfl.flower.client_app import _checks_in, _ms_pafl, _partition, query
 from ampfl.flower.common import CONFIG_KEY, algorithm_from_run_config, decode_raw
 
 if TYPE_CHECKING:
@@ -55,12 +59,14 @@ if TYPE_CHECKING:
     from flwr.server.client_proxy import ClientProxy
     from flwr.serverapp import Grid
 
+    from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
+    from ampfl.fl.algorithms.ms_pafl import MSPAFL
 
 #: ``ampfl deploy --secure-aggregation`` values.
 SECURE_AGGREGATION = ("none", "secaggplus")
 #: Algorithms deployable with SecAgg+.
-SECAGG_ALGORITHMS = ("dp_dsgd_rp",)
+SECAGG_ALGORITHMS = ("dp_dsgd_rp", "ms_pafl")
 #: Per-example loss cap of the securely summed loss (a metric only).
 LOSS_CAP = 100.0
 #: Fewest clients SecAgg+ runs with (with two, the sum and one's own vector reveal the other's).
@@ -123,17 +129,48 @@ def train(msg: Message, context: Context) -> Message:
     raw = decode_raw(str(context.run_config[CONFIG_KEY]))
     pid = _partition(context, int(raw["partition"]["num_clients"]))
     own = np.random.default_rng()  # the client's own randomness (OS entropy): the server cannot replay it
-    vector = contribution_for(context, pid, fitins, own) if _checks_in(raw, pid, own) else None
-    if vector is None:
-        _, algorithm = algorithm_from_run_config(context.run_config)
-        vector = contribution(algorithm, None, 0.0, 0.0)  # type: ignore[arg-type]
+    joined = _checks_in(raw, pid, own)
+    # Every node builds the algorithm (torch, data), whether it joined or not: less of a timing signal.
+    _, algorithm = algorithm_from_run_config(context.run_config)
+    if not joined:
+        vector = np.zeros(vector_size(algorithm))
+    elif algorithm.name == "ms_pafl":
+        vector = _ms_pafl_contribution(msg, context, algorithm, pid, fitins, own)  # type: ignore[arg-type]
+    else:
+        vector = contribution_for(context, pid, fitins, own)
     _spy(f"client-{pid}.jsonl", {"round": int(fitins.config["round"]), "vector": vector.tolist()})
     fitres = FitRes(Status(Code.OK, ""), ndarrays_to_parameters([vector]), num_examples=1, metrics={})
     return Message(compat.fitres_to_recorddict(fitres, keep_input=True), reply_to=msg)
 
 
+def vector_size(algorithm: Algorithm) -> int:
+    """Length of every node's contribution: d + 3 (DP-DSGD-RP) or d_p + 1 (MS-PAFL)."""
+    if algorithm.name == "ms_pafl":
+        return int(algorithm.public.numel()) + 1  # type: ignore[attr-defined]
+    return int(algorithm.global_params.numel()) + 3  # type: ignore[attr-defined]
+
+
+def public_range(algorithm: MSPAFL) -> float:
+    """R of MS-PAFL's encoding: a noised public part's entries lie in [-(C + 10σ), C + 10σ] but with
+    probability below 1e-22 per entry (the clipped part has norm ≤ C, the noise is N(0, σ²))."""
+    return float(algorithm.p.clip + 10.0 * algorithm.noise_std)
+
+
+def _ms_pafl_contribution(
+    msg: Message, context: Context, algorithm: MSPAFL, pid: int, fitins: FitIns, own: np.random.Generator
+) -> np.ndarray:
+    """[w̃_{i,p} / R, 1]: client_app's MS-PAFL step (w_{i,α} stays on the node), then the encoding."""
+    import torch
+
+    torch.set_num_threads(1)
+    public = torch.from_numpy(parameters_to_ndarrays(fitins.parameters)[0].copy())
+    reply = _ms_pafl(msg, context, algorithm, pid, public, own)
+    noisy = reply.content.array_records["arrays"]["update"].numpy().astype(np.float64)
+    return np.concatenate([noisy / public_range(algorithm), [1.0]])
+
+
 def contribution_for(context: Context, pid: int, fitins: FitIns, own: np.random.Generator) -> np.ndarray:
-    """A checked-in client's v_i: 004's local Poisson sample and clipped gradient sum at the sent model."""
+    """A checked-in DP-DSGD-RP client's v_i: 004's local Poisson sample and clipped gradient sum."""
     import torch
 
     torch.set_num_threads(1)
@@ -210,7 +247,7 @@ class SumStrategy(Strategy):
 def secure_sum(
     grid: Grid,
     context: Context,
-    algorithm: DPDSGDRandomParticipation,
+    algorithm: DPDSGDRandomParticipation | MSPAFL,
     node_ids: list[int],
     round_index: int,
     timeout: float,
@@ -223,7 +260,8 @@ def secure_sum(
     from flwr.server.workflow import SecAggPlusWorkflow
     from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD, Key
 
-    params = algorithm.global_params.numpy()
+    ms_pafl = algorithm.name == "ms_pafl"
+    params = (algorithm.public if ms_pafl else algorithm.global_params).numpy()  # type: ignore[union-attr]
     proxies: list[ClientProxy] = [GridClientProxy(n, grid, context.run_id) for n in node_ids]
     strategy = SumStrategy(proxies, params, round_index)
     legacy = LegacyContext(context, strategy=strategy)
@@ -241,9 +279,13 @@ def secure_sum(
     workflow(grid, legacy)
     metrics = {"asked": float(len(node_ids)), "completed": float(strategy.completed)}
     if strategy.total is None:  # the protocol halted (too many dropouts): nothing is released but noise
-        return torch.zeros_like(algorithm.global_params), metrics
+        return torch.zeros(params.shape, dtype=algorithm.global_params.dtype), metrics
     total = strategy.total
-    d, clip, m = float(algorithm.d), float(algorithm.p.clip), algorithm.global_params.numel()
+    if ms_pafl:
+        metrics["participants"] = float(round(total[-1]))
+        public = torch.from_numpy(total[:-1] * public_range(algorithm))  # type: ignore[arg-type]
+        return public.to(algorithm.global_params.dtype), metrics
+    d, clip, m = float(algorithm.d), float(algorithm.p.clip), algorithm.global_params.numel()  # type: ignore[union-attr]
     metrics["participants"] = float(round(total[m + 2]))
     metrics["examples"] = float(round(total[m + 1] * d))
     if metrics["examples"] > 0:

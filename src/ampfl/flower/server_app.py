@@ -134,8 +134,11 @@ def _train_round(
     return updates, out
 
 
-def _release(algorithm: Algorithm, updates: list[tuple[int, torch.Tensor]], asked: int) -> None:
-    """The simulator's server step on the replies: the new global model."""
+def _release(
+    algorithm: Algorithm, updates: list[tuple[int, torch.Tensor]], asked: int, joined: int | None = None
+) -> None:
+    """The simulator's server step on the replies: the new global model. Under SecAgg+ ``updates`` is the
+    one securely summed vector and ``joined`` the number of clients that checked in."""
     import torch
 
     current: torch.Tensor = algorithm.global_params  # type: ignore[attr-defined]
@@ -146,8 +149,9 @@ def _release(algorithm: Algorithm, updates: list[tuple[int, torch.Tensor]], aske
     elif isinstance(algorithm, DPDSGDRandomParticipation):
         algorithm.server_update(total, noise)
     elif isinstance(algorithm, MSPAFL):
-        if updates:  # nobody checked in: w̄_p is kept
-            algorithm.aggregate_public(total, len(updates))
+        count = len(updates) if joined is None else joined
+        if count:  # nobody checked in: w̄_p is kept
+            algorithm.aggregate_public(total, count)
     elif updates:  # FedAvg, 000 Eq. (3); an empty cohort leaves the model unchanged
         algorithm.global_params = total / len(updates)  # type: ignore[attr-defined]
 
@@ -222,7 +226,8 @@ def main(grid: Grid, context: Context) -> None:
                 updates, round_metrics = _train_round(grid, algorithm, nodes, cohort, round_index, timeout)
             ledger.record(round_index, sorted(eligible), events)  # committed before the release below
             run_accountant.compose(events)
-            _release(algorithm, updates, len(cohort))
+            joined = int(round_metrics.get("participants", 0)) if secure else None
+            _release(algorithm, updates, len(cohort), joined)
             done = round_index + 1
             round_seconds.append(time.perf_counter() - round_started)
             wall = time.perf_counter() - started
