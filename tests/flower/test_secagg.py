@@ -1,4 +1,4 @@
-"""``ampfl deploy --secure-aggregation secaggplus``: DP-DSGD-RP (004) and MS-PAFL (000) on real Flower processes.
+"""``ampfl deploy --secure-aggregation secaggplus``: DP-DSGD-RP (004) and MS-PAFL (000) on real Flower.
 
 One real run per algorithm (3 SuperNodes, 1 round: 4 SecAgg+ exchanges) checks the property the
 papers assume: the server-side code never sees an individual contribution or a participation flag. The
