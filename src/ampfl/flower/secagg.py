@@ -8,8 +8,8 @@ aggregate. The ServerApp's round loop (ledger commit before release, checkpoint,
 DP-DSGD-RP (004) and MS-PAFL (000). Every asked node runs the protocol in every round; a node whose check-in
 coin B ~ Bern(p_i) says no contributes a vector of zeros. Every node reports the **same weight**
 (``num_examples = 1``) and no metrics: in flwr 1.41 the weight and the metrics of each ``FitRes`` travel in
-the clear (only the arrays are masked), so a weight 0 for a non-participant would reveal it. The server learns the mean over the N
-nodes that completed the protocol and multiplies by N.
+the clear (only the arrays are masked), so a weight 0 for a non-participant would reveal it. The server
+learns the mean over the N nodes that completed the protocol and multiplies by N.
 
 The contribution of client i is the flat vector (:func:`contribution`)
 
