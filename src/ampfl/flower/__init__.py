@@ -5,6 +5,8 @@
 - :mod:`ampfl.flower.server_app` / :mod:`ampfl.flower.client_app`: the ServerApp (own Grid loop, privacy
   ledger, run-level accountant) and ClientApp (local training on the node's partition), both reusing the
   simulator's algorithm code (``ampfl.fl.algorithms``) for the math;
+- :mod:`ampfl.flower.secagg`: SecAgg+ (``ampfl deploy --secure-aggregation secaggplus``): its ClientApp and
+  the per-round secure sum of the ServerApp;
 - :mod:`ampfl.flower.ledger`: the SQLite privacy ledger; :mod:`ampfl.flower.local`: SuperLink/SuperNode
   processes.
 

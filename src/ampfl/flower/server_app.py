@@ -10,7 +10,9 @@ the order of ``ampfl.fl.run``:
    restricted to the eligible clients; for DP-DSGD-RP and MS-PAFL every eligible client (each checks in with
    its own coin on its node);
 3. one ``train`` message to each node of the cohort; replies that are empty, failed or late (``reply-timeout``
-   of the run config, default 600 s) are dropped;
+   of the run config, default 600 s) are dropped. With the run config ``secure-aggregation = "secaggplus"``
+   (DP-DSGD-RP, MS-PAFL) one SecAgg+ round instead, and the server gets only the sum of the contributions
+   (:func:`ampfl.flower.secagg.secure_sum`);
 4. the round's events committed to ``ledger.sqlite`` and composed by the run's accountant, **then** the
    aggregate released: FedAvg averages the local models (000 Eq. 3); DP-FedAvg sums the clipped updates and
    adds the Gaussian noise in :meth:`DPFedAvg.server_update`, from a generator seeded by the operating system
