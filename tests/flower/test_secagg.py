@@ -125,3 +125,13 @@ def test_secure_aggregation_refusals(name: str, algorithm: str, clients: int, ke
     with pytest.raises(ValueError, match=key):
         check_secure_aggregation(name, algorithm, clients)
     check_secure_aggregation("none", algorithm, clients)
+
+
+def test_cli_refuses_secure_aggregation_for_fedavg(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    text = CONFIG.format(name="fedavg", extra="").replace("participation = 0.5\n", "")
+    text = text.replace("clip = 1.0\nnoise_multiplier = 1.0\n", "cohort_size = 3\n")
+    (tmp_path / "cfg.toml").write_text(text)
+    flags = ["--out", str(tmp_path / "o"), "--secure-aggregation", "secaggplus"]
+    code, _, err = run_cli(["deploy", str(tmp_path / "cfg.toml"), *flags])
+    assert code == 2 and "algorithm.name" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o" / "config.json").exists()
