@@ -39,11 +39,13 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "SplitFed-PM": ("splitfed_pm", {}),
     "PM-SFL (layer-level)": ("pm_sfl", {"personalization": "layer", "personal_layers": 1}),
     "PM-SFL": ("pm_sfl", {"personalization": "fine"}),
+    "LG-FedAvg": ("lg_fedavg", {"personal_layers": 1}),
 }
 #: The system-heterogeneous comparison (client i splits after block 1 + i mod 3).
 HETERO_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "PM-SFL adaptive depth, no compensation": ("pm_sfl_hetero", {"compensation": False}),
     "PM-SFL adaptive depth + compensation (Eq. 8)": ("pm_sfl_hetero", {"compensation": True}),
+    "DepthFL": ("depthfl", {}),
 }
 FULL: dict[str, Any] = {
     "num_clients": 100,
@@ -170,9 +172,7 @@ def _compare(
     for label, (algorithm, extra) in methods.items():
         best: tuple[float, dict[str, Any], list[dict[str, Any]]] | None = None
         for lr in grid:
-            folder = (
-                out / algorithm / ("layer" if extra.get("personalization") == "layer" else "") / f"lr{lr:g}"
-            )
+            folder = out / algorithm / _variant(extra) / f"lr{lr:g}"
             summary = run_or_reuse(
                 _config(algorithm, extra, lr, s), folder, task=task, label=f"{label} η={lr:g}"
             )
