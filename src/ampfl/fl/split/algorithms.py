@@ -302,7 +302,9 @@ def _registry() -> dict[str, type[Algorithm]]:
     from ampfl.fl.split.hetero import PMSFLHetero
     from ampfl.fl.split.lg_fedavg import LGFedAvg
 
-    return {cls.name: cls for cls in (SplitFed, Standalone, PMSFL, SplitFedPM, PMSFLHetero, DepthFL, LGFedAvg)}
+    return {
+        cls.name: cls for cls in (SplitFed, Standalone, PMSFL, SplitFedPM, PMSFLHetero, DepthFL, LGFedAvg)
+    }
 
 
 ALGORITHMS: dict[str, type[Algorithm]] = _registry()

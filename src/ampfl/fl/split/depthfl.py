@@ -54,7 +54,9 @@ class DepthFLParams(SplitParams):
     distillation: bool = Field(True, description="mutual self-distillation among the client's heads")
 
 
-def depthfl_loss(logits: torch.Tensor, y: torch.Tensor, depth: torch.Tensor, *, distill: bool) -> torch.Tensor:
+def depthfl_loss(
+    logits: torch.Tensor, y: torch.Tensor, depth: torch.Tensor, *, distill: bool
+) -> torch.Tensor:
     """DepthFL's per-client loss ``[K]`` from head logits ``[L, K, b, C]``, labels ``[K, b]``, depths ``[K]``.
 
     Σ_{l < d_k} CE_l + [distill] 1/(d_k − 1) Σ_{l ≠ j < d_k} KL(p_j.detach() ‖ p_l), each term a mean over the
@@ -118,7 +120,9 @@ class DepthFL(SplitAlgorithm):
         )
         sizes = [math.prod(s) for s in self.shapes]
         self.block_of = torch.cat([torch.full((n,), i) for i, n in enumerate(sizes)])
-        self.head_of = torch.cat([torch.full((math.prod(s),), i // 2) for i, s in enumerate(self.head_shapes)])
+        self.head_of = torch.cat(
+            [torch.full((math.prod(s),), i // 2) for i, s in enumerate(self.head_shapes)]
+        )
         self.bottom = self.initial_bottom.clone()
         self.heads = self._initial_heads.clone()
         self.privacy_unit = None  # weights are uploaded in the clear: ε = ∞
@@ -168,7 +172,7 @@ class DepthFL(SplitAlgorithm):
                 depth,
                 distill=self.dp_.distillation,
             )
-            losses.sum().backward()  # clients' parameters are disjoint: each gets its own gradient
+            torch.autograd.backward(losses.sum())  # disjoint client parameters: own gradients
             opt.step()
             total += losses.detach()
         convs, heads = convs.detach(), heads.detach()
@@ -192,7 +196,9 @@ class DepthFL(SplitAlgorithm):
 
     def evaluate(self) -> dict[str, float]:
         ids = self.eval_ids()
-        per_depth = {d: self._class_accuracy(d) for d in sorted(set(self.splits.tolist()) | {len(self.shapes)})}
+        per_depth = {
+            d: self._class_accuracy(d) for d in sorted(set(self.splits.tolist()) | {len(self.shapes)})
+        }
         full = per_depth[len(self.shapes)]
         counts = torch.bincount(self._eval_y, minlength=self.task.dataset.num_classes).float()
         local = self._proportions[ids] @ full
