@@ -137,7 +137,7 @@ def test_lg_fedavg_limits_are_splitfed_and_standalone(layers, reference):
     assert alg.evaluate()["accuracy"] == ref.evaluate()["accuracy"]
 
 
-@pytest.mark.parametrize("name", ["depthfl", "lg_fedavg"])
+@pytest.mark.parametrize("name", ["depthfl", "lg_fedavg", "splitfed_dp"])
 def test_baselines_resume_identically(name):
     config = _config(name)
     task = build_task(config)
@@ -157,3 +157,50 @@ def test_baselines_resume_identically(name):
         if isinstance(a[key], torch.Tensor):
             assert torch.equal(a[key], b[key]), key
     assert all(torch.equal(a["top"][k], b["top"][k]) for k in a["top"])
+
+
+def test_splitfed_dp_without_noise_or_clipping_is_splitfed():
+    loose = {"optimizer": "sgd", "learning_rate": 0.05}
+    config = _config("splitfed_dp", smashed_clip=1e6, clip_norm=1e6, noise_multiplier=0.0,
+                     smashed_noise_multiplier=0.0, **loose)  # fmt: skip
+    task = build_task(config)
+    alg, ref = build_algorithm(config, task), build_algorithm(_config("splitfed", **loose), task)
+    assert alg.privacy_unit is None and alg.round_events(0) == []
+    for r in range(2):
+        assert alg.run_round(r)["train_loss"] == pytest.approx(ref.run_round(r)["train_loss"], rel=1e-5)
+    assert torch.allclose(alg.bottom, ref.bottom, atol=1e-6)
+    # with clipping active the update differs
+    tight = build_algorithm(_config("splitfed_dp", clip_norm=1e-3, noise_multiplier=0.0, **loose), task)
+    tight.run_round(0)
+    fresh = build_algorithm(_config("splitfed", **loose), task)
+    fresh.run_round(0)
+    assert not torch.allclose(tight.bottom, fresh.bottom, atol=1e-6)
+
+
+def test_clip_rows_bounds_norms():
+    from ampfl.fl.split.splitfed_dp import clip_rows
+
+    v = torch.tensor([[3.0, 4.0], [0.3, 0.4], [0.0, 0.0]]).view(3, 1, 2)
+    out = clip_rows(v, 1.0)
+    assert torch.allclose(out.flatten(1), torch.tensor([[0.6, 0.8], [0.3, 0.4], [0.0, 0.0]]))
+
+
+@pytest.mark.parametrize("steps", [2, 40])
+def test_splitfed_dp_events_bound_appearances(steps):
+    from ampfl.accounting.events import GaussianEvent
+    from ampfl.fl.sampling import local_batches
+
+    config = _config("splitfed_dp", num_local_steps=steps, noise_multiplier=1.2, smashed_noise_multiplier=0.8)
+    alg = build_algorithm(config, build_task(config))
+    m = alg.appearances
+    assert alg.privacy_unit == "record"
+    assert alg.round_events(0) == [
+        (GaussianEvent(noise_multiplier=0.4), m),
+        (GaussianEvent(noise_multiplier=0.6 / m), 1),
+    ]
+    # independent check: no example appears more than m times in a round's batches
+    for r in range(3):
+        batches = local_batches(alg.client_indices, alg.participants(r), num_steps=steps, batch_size=8,
+                                scheme="wor", rng=alg.rng(r, 2))  # fmt: skip
+        assert int(torch.bincount(batches.flatten()).max()) <= m
+    assert (m > 1) == (steps == 40)

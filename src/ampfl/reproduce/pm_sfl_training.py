@@ -40,6 +40,7 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "PM-SFL (layer-level)": ("pm_sfl", {"personalization": "layer", "personal_layers": 1}),
     "PM-SFL": ("pm_sfl", {"personalization": "fine"}),
     "LG-FedAvg": ("lg_fedavg", {"personal_layers": 1}),
+    "SplitFed-DP": ("splitfed_dp", {}),
 }
 #: The system-heterogeneous comparison (client i splits after block 1 + i mod 3).
 HETERO_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
