@@ -5,18 +5,19 @@ over clients with Dirichlet(α = 0.3) label shares (003 Sec. 6.1), the GroupNorm
 :mod:`ampfl.fl.models.split_cnn` (3 blocks, split after block 2, as 003 splits ResNet-18 after its second of
 four blocks), Adam (003 Sec. 6.3), batch 32, a share C of clients per round. Methods (``METHODS``):
 Standalone, SplitFed, SplitFed-PM, PM-SFL with layer-level personalisation (the "LG-FedAvg" column's
-mechanism applied to masks: the first bottom layer personal) and PM-SFL (data-aware fine-grained selection).
+mechanism applied to masks: the first bottom layer personal), PM-SFL (data-aware fine-grained selection),
+LG-FedAvg (:mod:`ampfl.fl.split.lg_fedavg`: trained weights, first bottom block personal, the rest FedAvg)
+and SplitFed-DP (:mod:`ampfl.fl.split.splitfed_dp`: noisy clipped smashed data + DP-SGD, record-level ε).
 Every method gets the same client learning-rate grid and is reported at its best final accuracy (the grid
 search itself is not accounted, as in 003). The accuracy is 003's: the mean over clients of each client's
 accuracy on its own label distribution (``accuracy`` of the split algorithms).
 
 ``pm-sfl-hetero``: the system-heterogeneous rows' question (003 Sec. 6.6): clients split after block 1, 2
 or 3 in equal shares (:mod:`ampfl.fl.split.hetero`), PM-SFL with and without the knowledge compensation of
-Eq. 8, on the same data and grid.
+Eq. 8, and DepthFL (:mod:`ampfl.fl.split.depthfl`, the same depths), on the same data and grid.
 
-Not reproduced here: SplitFed-DP and DepthFL (not implemented), personalisation combined with adaptive
-depth (implemented in ``pm_sfl_hetero``, not part of this comparison), FEMNIST/CIFAR-100/HAR. (Table 1
-lists LG-FedAvg under "Training Probabilistic Masks": here layer-level personalisation of the masks.)
+Not reproduced here: personalisation combined with adaptive depth (implemented in ``pm_sfl_hetero``, not
+part of this comparison), FEMNIST/CIFAR-100/HAR.
 
 ``pm-sfl-attack``: trains SplitFed and PM-SFL (same setting, a fixed learning rate each), then runs the
 DLG-style smashed-data attack of :mod:`ampfl.fl.split.attack` on ``ATTACK_IMAGES`` training images of client
@@ -151,7 +152,7 @@ def table1(out: Path, *, quick: bool = False) -> dict[str, Any]:
 
 def hetero(out: Path, *, quick: bool = False) -> dict[str, Any]:
     """003 Table 1, system-heterogeneous setting (split after block 1, 2 or 3, equal shares): PM-SFL with and
-    without the layer-wise knowledge compensation of Eq. 8 (DepthFL is not implemented)."""
+    without the layer-wise knowledge compensation of Eq. 8, and DepthFL."""
     title = "003 Sec. 6.6: adaptive split depth, knowledge compensation (Eq. 8), Fashion-MNIST"
     return _compare(out, quick, HETERO_METHODS, "pm_sfl_hetero", title)
 

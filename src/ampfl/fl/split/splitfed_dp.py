@@ -61,7 +61,8 @@ def clip_rows(v: torch.Tensor, bound: float) -> torch.Tensor:
     """Each row of ``v`` ``[n, ...]`` scaled to norm at most ``bound`` (differentiable)."""
     norms = v.flatten(1).norm(dim=1).clamp(min=1e-12)
     scale = (bound / norms).clamp(max=1.0)
-    return v * scale.view(-1, *([1] * (v.dim() - 1)))
+    out: torch.Tensor = v * scale.view(-1, *([1] * (v.dim() - 1)))
+    return out
 
 
 class SplitFedDP(SplitFed):
