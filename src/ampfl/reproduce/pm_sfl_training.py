@@ -47,6 +47,10 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
 HETERO_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "PM-SFL adaptive depth, no compensation": ("pm_sfl_hetero", {"compensation": False}),
     "PM-SFL adaptive depth + compensation (Eq. 8)": ("pm_sfl_hetero", {"compensation": True}),
+    "PM-SFL adaptive depth + compensation + personalisation": (
+        "pm_sfl_hetero",
+        {"compensation": True, "personalization": "fine"},
+    ),
     "DepthFL": ("depthfl", {}),
 }
 FULL: dict[str, Any] = {
@@ -102,7 +106,7 @@ def _config(algorithm: str, extra: dict[str, Any], lr: float, s: dict[str, Any])
     }
     if algorithm in ("pm_sfl", "splitfed_pm", "pm_sfl_hetero"):
         params["c"] = C
-    if algorithm == "pm_sfl":
+    if algorithm == "pm_sfl" or extra.get("personalization") == "fine":
         params["agreement_rounds"] = max(1, rounds // 10)  # 003 Sec. 6.5.1: 10% of the rounds
     return parse_config(
         {
@@ -125,6 +129,8 @@ def _variant(extra: dict[str, Any]) -> str:
         return "layer"
     if extra.get("compensation") is False:
         return "no_compensation"
+    if "compensation" in extra and extra.get("personalization") == "fine":  # adaptive depth, personalised
+        return "personal"
     return ""
 
 
