@@ -137,9 +137,9 @@ def test_lg_fedavg_limits_are_splitfed_and_standalone(layers, reference):
     assert alg.evaluate()["accuracy"] == ref.evaluate()["accuracy"]
 
 
-@pytest.mark.parametrize("name", ["depthfl", "lg_fedavg", "splitfed_dp"])
+@pytest.mark.parametrize("name", ["depthfl", "depthfl_masks", "lg_fedavg", "splitfed_dp"])
 def test_baselines_resume_identically(name):
-    config = _config(name)
+    config = _config("depthfl", masks=True) if name == "depthfl_masks" else _config(name)
     task = build_task(config)
     straight = build_algorithm(config, task)
     for r in range(3):
@@ -204,3 +204,20 @@ def test_splitfed_dp_events_bound_appearances(steps):
                                 scheme="wor", rng=alg.rng(r, 2))  # fmt: skip
         assert int(torch.bincount(batches.flatten()).max()) <= m
     assert (m > 1) == (steps == 40)
+
+
+def test_depthfl_masks_aggregates_binary_uploads_over_holders():
+    config = _config("depthfl", rounds=1, client_splits=[1, 3], masks=True, c=0.05)
+    alg = build_algorithm(config, build_task(config))
+    assert torch.equal(alg.bottom, torch.full_like(alg.bottom, 0.5))
+    alg.run_round(0)
+    depth = alg.splits[torch.from_numpy(alg.participants(0))]
+    first = 4 * 9
+    # block 1: mean of K = 3 binary uploads; deeper blocks: mean over the depth-3 holders, else unchanged
+    assert torch.allclose(alg.bottom[:first] * 3, (alg.bottom[:first] * 3).round(), atol=1e-5)
+    deep = int((depth == 3).sum())
+    rest = alg.bottom[first:]
+    if deep:
+        assert torch.allclose(rest * deep, (rest * deep).round(), atol=1e-5)
+    else:
+        assert torch.equal(rest, torch.full_like(rest, 0.5))

@@ -52,6 +52,7 @@ HETERO_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
         {"compensation": True, "personalization": "fine"},
     ),
     "DepthFL": ("depthfl", {}),
+    "DepthFL (probabilistic masks)": ("depthfl", {"masks": True}),
 }
 FULL: dict[str, Any] = {
     "num_clients": 100,
@@ -129,6 +130,8 @@ def _variant(extra: dict[str, Any]) -> str:
         return "layer"
     if extra.get("compensation") is False:
         return "no_compensation"
+    if extra.get("masks"):
+        return "masks"
     if "compensation" in extra and extra.get("personalization") == "fine":  # adaptive depth, personalised
         return "personal"
     return ""

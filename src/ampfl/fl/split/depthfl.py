@@ -21,6 +21,12 @@ client optimizer and split CNN blocks as ``pm_sfl_hetero``:
   smashed data are exchanged, only the trained weights (in the clear: ε = ∞, ``privacy_unit`` None).
   The shared server top that :class:`~ampfl.fl.split.common.SplitAlgorithm` builds is not used.
 
+``masks = true``: the "Training Probabilistic Masks" form of 003 Table 1's DepthFL column: the blocks are
+frozen Kaiming weights with trained mask scores (θ = clamp(σ(s), c, 1 − c), straight-through, as ``pm_sfl``),
+each client uploads one binary mask M ~ Bern(θ_k) of its blocks and θ is the mean over the holders (Eq. 5 per
+block); the heads are trained weights (Adam at ``server_learning_rate``, the rate of ``pm_sfl_hetero``'s
+head) averaged over the holders; evaluation uses one sampled mask.
+
 Evaluation (same metric as the other split algorithms): ``accuracy`` scores the global model's inference,
 the average of the L heads' softmax (DepthFL's ensemble), on each evaluated client's label distribution;
 ``own_depth_accuracy`` uses, for each evaluated client, only the heads 1..d_k it can run itself.
@@ -36,8 +42,14 @@ import torch
 from pydantic import BaseModel, Field
 from torch.nn import functional as F
 
-from ampfl.fl.algorithms.base import ROLE_DATA
-from ampfl.fl.models.split_cnn import bottom_forward_stacked, init_bottom_weights
+from ampfl.fl.algorithms.base import ROLE_DATA, ROLE_EVAL, ROLE_NOISE
+from ampfl.fl.models.split_cnn import (
+    bottom_forward_stacked,
+    init_bottom_weights,
+    keep_probability,
+    sample_mask,
+    score_from_probability,
+)
 from ampfl.fl.sampling import local_batches
 from ampfl.fl.split.common import SplitAlgorithm, SplitParams, flatten, make_optimizer, unflatten
 
@@ -52,6 +64,9 @@ class DepthFLParams(SplitParams):
 
     client_splits: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
     distillation: bool = Field(True, description="mutual self-distillation among the client's heads")
+    masks: bool = Field(False, description="train probabilistic masks over frozen blocks (003's column)")
+    c: float = Field(0.01, ge=0.0, lt=0.5, description="masks: θ clamped to [c, 1 − c]")
+    init_theta: float = Field(0.5, gt=0.0, lt=1.0, description="masks: initial keep-probability")
 
 
 def depthfl_loss(
@@ -123,7 +138,11 @@ class DepthFL(SplitAlgorithm):
         self.head_of = torch.cat(
             [torch.full((math.prod(s),), i // 2) for i, s in enumerate(self.head_shapes)]
         )
-        self.bottom = self.initial_bottom.clone()
+        # masks: ``bottom`` holds the global θ of the frozen weights ``initial_bottom``
+        if self.dp_.masks:
+            self.bottom = torch.full_like(self.initial_bottom, float(self.dp_.init_theta))
+        else:
+            self.bottom = self.initial_bottom.clone()
         self.heads = self._initial_heads.clone()
         self.privacy_unit = None  # weights are uploaded in the clear: ε = ∞
 
@@ -151,8 +170,11 @@ class DepthFL(SplitAlgorithm):
         clients = self.participants(round_index)
         k = len(clients)
         depth = self.splits[torch.from_numpy(np.asarray(clients))]
-        convs = self.bottom.expand(k, -1).clone().requires_grad_(True)
+        masks, c = self.dp_.masks, self.dp_.c
+        start = self.bottom.expand(k, -1)
+        convs = (score_from_probability(start, c) if masks else start.clone()).requires_grad_(True)
         heads = self.heads.expand(k, -1).clone().requires_grad_(True)
+        gen = self.torch_generator(round_index, ROLE_NOISE)
         batches = local_batches(
             self.client_indices,
             clients,
@@ -161,21 +183,33 @@ class DepthFL(SplitAlgorithm):
             scheme="wor",
             rng=self.rng(round_index, ROLE_DATA),
         )
-        opt = make_optimizer(self.sp.optimizer, [convs, heads], self.sp.learning_rate)
+        opt = make_optimizer(self.sp.optimizer, [convs], self.sp.learning_rate)
+        head_lr = self.sp.server_learning_rate if masks else self.sp.learning_rate
+        opt_heads = make_optimizer(self.sp.optimizer, [heads], head_lr)
         total = torch.zeros(k)
         for step in range(self.sp.num_local_steps):
             idx = batches[:, step]
             opt.zero_grad(set_to_none=True)
+            opt_heads.zero_grad(set_to_none=True)
+            if masks:
+                theta = keep_probability(convs, c)
+                weights = self.initial_bottom * sample_mask(theta, torch.rand(theta.shape, generator=gen))
+            else:
+                weights = convs
             losses = depthfl_loss(
-                self._logits(convs, heads, self.x_train[idx]),
+                self._logits(weights, heads, self.x_train[idx]),
                 self.y_train[idx],
                 depth,
                 distill=self.dp_.distillation,
             )
             torch.autograd.backward(losses.sum())  # disjoint client parameters: own gradients
             opt.step()
+            opt_heads.step()
             total += losses.detach()
         convs, heads = convs.detach(), heads.detach()
+        if masks:  # upload one binary mask M ~ Bern(θ_k) per client (Eq. 5 over the holders)
+            after = keep_probability(convs, c)
+            convs = (torch.rand(after.shape, generator=gen) < after).to(after.dtype)
         self.bottom = _depth_average(convs, self.block_of, depth, self.bottom)
         self.heads = _depth_average(heads, self.head_of, depth, self.heads)
         return {"participants": float(k), "train_loss": float((total / self.sp.num_local_steps).mean())}
@@ -186,9 +220,13 @@ class DepthFL(SplitAlgorithm):
         self._eval_setup()
         classes = self.task.dataset.num_classes
         correct = torch.zeros(classes)
+        weights = self.bottom
+        if self.dp_.masks:  # one sampled mask, the same at every evaluation (as pm_sfl)
+            gen = self.torch_generator(-1, ROLE_EVAL)
+            weights = self.initial_bottom * (torch.rand(self.bottom.shape, generator=gen) < self.bottom)
         for start in range(0, len(self._eval_y), 1000):
             x, y = self._eval_x[start : start + 1000], self._eval_y[start : start + 1000]
-            logits = self._logits(self.bottom[None], self.heads[None], x[None])[:depth, 0]
+            logits = self._logits(weights[None], self.heads[None], x[None])[:depth, 0]
             pred = F.softmax(logits, dim=-1).mean(0).argmax(1)
             correct += torch.bincount(y[pred == y], minlength=classes)[:classes].float()
         counts = torch.bincount(self._eval_y, minlength=classes)[:classes].float()
