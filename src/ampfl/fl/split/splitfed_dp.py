@@ -21,7 +21,9 @@ sensitivity 2C_g. Per round, an example appears in at most m = ⌈R·b / n_min�
 client's data; ``local_batches`` "wor": distinct examples while R·b ≤ n, fresh permutations after); events
 per round: ``GaussianEvent(z_s / 2)`` × m (separately noised rows) and one ``GaussianEvent(z_g / (2m))``
 (m appearances in sums, possibly in one sum: sensitivity ≤ 2mC_g, an upper bound for any split over steps).
-No amplification by client or batch sampling is claimed (the client may participate in every round; the
+The multipliers are relative to those replace-one sensitivities, so the default relation stays (a Gaussian
+event's curve depends only on std / sensitivity). No amplification by client or batch sampling is claimed
+(the client may participate in every round; the
 fixed-size batches are not Poisson), so the run's ε is an upper bound composed over every round.
 ``noise_multiplier = 0`` or ``smashed_noise_multiplier = 0``: ε = ∞ (``privacy_unit`` None).
 """
