@@ -5,18 +5,19 @@ over clients with Dirichlet(α = 0.3) label shares (003 Sec. 6.1), the GroupNorm
 :mod:`ampfl.fl.models.split_cnn` (3 blocks, split after block 2, as 003 splits ResNet-18 after its second of
 four blocks), Adam (003 Sec. 6.3), batch 32, a share C of clients per round. Methods (``METHODS``):
 Standalone, SplitFed, SplitFed-PM, PM-SFL with layer-level personalisation (the "LG-FedAvg" column's
-mechanism applied to masks: the first bottom layer personal) and PM-SFL (data-aware fine-grained selection).
+mechanism applied to masks: the first bottom layer personal), PM-SFL (data-aware fine-grained selection),
+LG-FedAvg (:mod:`ampfl.fl.split.lg_fedavg`: trained weights, first bottom block personal, the rest FedAvg)
+and SplitFed-DP (:mod:`ampfl.fl.split.splitfed_dp`: noisy clipped smashed data + DP-SGD, record-level ε).
 Every method gets the same client learning-rate grid and is reported at its best final accuracy (the grid
 search itself is not accounted, as in 003). The accuracy is 003's: the mean over clients of each client's
 accuracy on its own label distribution (``accuracy`` of the split algorithms).
 
 ``pm-sfl-hetero``: the system-heterogeneous rows' question (003 Sec. 6.6): clients split after block 1, 2
 or 3 in equal shares (:mod:`ampfl.fl.split.hetero`), PM-SFL with and without the knowledge compensation of
-Eq. 8, on the same data and grid.
+Eq. 8, and DepthFL (:mod:`ampfl.fl.split.depthfl`, the same depths), on the same data and grid.
 
-Not reproduced here: SplitFed-DP and DepthFL (not implemented), personalisation combined with adaptive
-depth (implemented in ``pm_sfl_hetero``, not part of this comparison), FEMNIST/CIFAR-100/HAR. (Table 1
-lists LG-FedAvg under "Training Probabilistic Masks": here layer-level personalisation of the masks.)
+Not reproduced here: personalisation combined with adaptive depth (implemented in ``pm_sfl_hetero``, not
+part of this comparison), FEMNIST/CIFAR-100/HAR.
 
 ``pm-sfl-attack``: trains SplitFed and PM-SFL (same setting, a fixed learning rate each), then runs the
 DLG-style smashed-data attack of :mod:`ampfl.fl.split.attack` on ``ATTACK_IMAGES`` training images of client
@@ -39,11 +40,19 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "SplitFed-PM": ("splitfed_pm", {}),
     "PM-SFL (layer-level)": ("pm_sfl", {"personalization": "layer", "personal_layers": 1}),
     "PM-SFL": ("pm_sfl", {"personalization": "fine"}),
+    "LG-FedAvg": ("lg_fedavg", {"personal_layers": 1}),
+    "SplitFed-DP": ("splitfed_dp", {}),
 }
 #: The system-heterogeneous comparison (client i splits after block 1 + i mod 3).
 HETERO_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "PM-SFL adaptive depth, no compensation": ("pm_sfl_hetero", {"compensation": False}),
     "PM-SFL adaptive depth + compensation (Eq. 8)": ("pm_sfl_hetero", {"compensation": True}),
+    "PM-SFL adaptive depth + compensation + personalisation": (
+        "pm_sfl_hetero",
+        {"compensation": True, "personalization": "fine"},
+    ),
+    "DepthFL": ("depthfl", {}),
+    "DepthFL (probabilistic masks)": ("depthfl", {"masks": True}),
 }
 FULL: dict[str, Any] = {
     "num_clients": 100,
@@ -98,7 +107,7 @@ def _config(algorithm: str, extra: dict[str, Any], lr: float, s: dict[str, Any])
     }
     if algorithm in ("pm_sfl", "splitfed_pm", "pm_sfl_hetero"):
         params["c"] = C
-    if algorithm == "pm_sfl":
+    if algorithm == "pm_sfl" or extra.get("personalization") == "fine":
         params["agreement_rounds"] = max(1, rounds // 10)  # 003 Sec. 6.5.1: 10% of the rounds
     return parse_config(
         {
@@ -121,6 +130,10 @@ def _variant(extra: dict[str, Any]) -> str:
         return "layer"
     if extra.get("compensation") is False:
         return "no_compensation"
+    if extra.get("masks"):
+        return "masks"
+    if "compensation" in extra and extra.get("personalization") == "fine":  # adaptive depth, personalised
+        return "personal"
     return ""
 
 
@@ -148,7 +161,7 @@ def table1(out: Path, *, quick: bool = False) -> dict[str, Any]:
 
 def hetero(out: Path, *, quick: bool = False) -> dict[str, Any]:
     """003 Table 1, system-heterogeneous setting (split after block 1, 2 or 3, equal shares): PM-SFL with and
-    without the layer-wise knowledge compensation of Eq. 8 (DepthFL is not implemented)."""
+    without the layer-wise knowledge compensation of Eq. 8, and DepthFL."""
     title = "003 Sec. 6.6: adaptive split depth, knowledge compensation (Eq. 8), Fashion-MNIST"
     return _compare(out, quick, HETERO_METHODS, "pm_sfl_hetero", title)
 
@@ -170,9 +183,7 @@ def _compare(
     for label, (algorithm, extra) in methods.items():
         best: tuple[float, dict[str, Any], list[dict[str, Any]]] | None = None
         for lr in grid:
-            folder = (
-                out / algorithm / ("layer" if extra.get("personalization") == "layer" else "") / f"lr{lr:g}"
-            )
+            folder = out / algorithm / _variant(extra) / f"lr{lr:g}"
             summary = run_or_reuse(
                 _config(algorithm, extra, lr, s), folder, task=task, label=f"{label} η={lr:g}"
             )

@@ -2,7 +2,9 @@
 
 Modules: :mod:`~ampfl.fl.split.common` (the split training loop and evaluation), :mod:`~ampfl.fl.split.masks`
 (Eq. 7 aggregation, personalised-mask selection), :mod:`~ampfl.fl.split.algorithms` (the four algorithms,
-registered in ``ampfl.fl.algorithms.ALGORITHMS``) and :mod:`~ampfl.fl.split.attack` (DLG-style attack on
+registered in ``ampfl.fl.algorithms.ALGORITHMS``), the baselines :mod:`~ampfl.fl.split.hetero`,
+:mod:`~ampfl.fl.split.depthfl`, :mod:`~ampfl.fl.split.lg_fedavg`, :mod:`~ampfl.fl.split.splitfed_dp`, and
+:mod:`~ampfl.fl.split.attack` (DLG-style attack on
 smashed data, PSNR, SSIM).
 """
 

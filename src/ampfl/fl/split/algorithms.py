@@ -298,9 +298,15 @@ class SplitFedPM(PMSFL):
 
 
 def _registry() -> dict[str, type[Algorithm]]:
+    from ampfl.fl.split.depthfl import DepthFL
     from ampfl.fl.split.hetero import PMSFLHetero
+    from ampfl.fl.split.lg_fedavg import LGFedAvg
+    from ampfl.fl.split.splitfed_dp import SplitFedDP
 
-    return {cls.name: cls for cls in (SplitFed, Standalone, PMSFL, SplitFedPM, PMSFLHetero)}
+    return {
+        cls.name: cls
+        for cls in (SplitFed, Standalone, PMSFL, SplitFedPM, PMSFLHetero, DepthFL, LGFedAvg, SplitFedDP)
+    }
 
 
 ALGORITHMS: dict[str, type[Algorithm]] = _registry()

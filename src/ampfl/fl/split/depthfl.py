@@ -1,0 +1,270 @@
+"""DepthFL (Kim et al., ICLR 2023) on the split engine: the heterogeneous-depth baseline of 003 Table 1.
+
+DepthFL lets a client with less compute train a *prefix* of the global network: blocks 1..d_k plus one
+classifier head after each of those blocks, and the heads of one client teach each other (mutual
+self-distillation). What is implemented here (``depthfl``), on the same data, cohort sampling, local steps,
+client optimizer and split CNN blocks as ``pm_sfl_hetero``:
+
+- client i's depth is d_i = ``client_splits[i mod len]`` (the same assignment as ``pm_sfl_hetero``'s split
+  points: equal shares of each depth);
+- the model: the split CNN's convolutional blocks with **trained weights** (DepthFL trains weights, not masks)
+  and L linear heads, head l on the flattened output of block l (the last one is the split CNN's usual head).
+  DepthFL puts extra bottleneck layers in front of its shallow classifiers; we do not (a linear head each);
+- local training: R steps of batch 32, each client minimising on its own batch
+  Σ_{l ≤ d_k} CE(y, p_l) + 1/(d_k − 1) Σ_{l ≤ d_k} Σ_{j ≤ d_k, j ≠ l} KL(p_j ‖ p_l) (the second sum only if
+  ``distillation`` and d_k > 1), with p_l = softmax of head l (temperature 1) and the teacher p_j detached,
+  as in DepthFL's mutual self-distillation (:func:`depthfl_loss`);
+- aggregation: FedAvg per coordinate over the participants that hold it (blocks and heads 1..d_k), unweighted
+  as the other split algorithms; a coordinate nobody held this round keeps its value (DepthFL's depth-wise
+  aggregation);
+- the split setting: DepthFL has no server-side sub-model; the client's prefix is its whole model, so no
+  smashed data are exchanged, only the trained weights (in the clear: ε = ∞, ``privacy_unit`` None).
+  The shared server top that :class:`~ampfl.fl.split.common.SplitAlgorithm` builds is not used.
+
+``masks = true``: the "Training Probabilistic Masks" form of 003 Table 1's DepthFL column: the blocks are
+frozen Kaiming weights with trained mask scores (θ = clamp(σ(s), c, 1 − c), straight-through, as ``pm_sfl``),
+each client uploads one binary mask M ~ Bern(θ_k) of its blocks and θ is the mean over the holders (Eq. 5 per
+block); the heads are trained weights (Adam at ``server_learning_rate``, the rate of ``pm_sfl_hetero``'s
+head) averaged over the holders; evaluation uses one sampled mask.
+
+Evaluation (same metric as the other split algorithms): ``accuracy`` scores the global model's inference,
+the average of the L heads' softmax (DepthFL's ensemble), on each evaluated client's label distribution;
+``own_depth_accuracy`` uses, for each evaluated client, only the heads 1..d_k it can run itself.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import torch
+from pydantic import BaseModel, Field
+from torch.nn import functional as F
+
+from ampfl.fl.algorithms.base import ROLE_DATA, ROLE_EVAL, ROLE_NOISE
+from ampfl.fl.models.split_cnn import (
+    bottom_forward_stacked,
+    init_bottom_weights,
+    keep_probability,
+    sample_mask,
+    score_from_probability,
+)
+from ampfl.fl.sampling import local_batches
+from ampfl.fl.split.common import SplitAlgorithm, SplitParams, flatten, make_optimizer, unflatten
+
+if TYPE_CHECKING:
+    from ampfl.fl.config import PrivacyConfig
+    from ampfl.fl.engine import Engine
+    from ampfl.fl.task import Task
+
+
+class DepthFLParams(SplitParams):
+    """DepthFL with per-client depth; see the module docstring."""
+
+    client_splits: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
+    distillation: bool = Field(True, description="mutual self-distillation among the client's heads")
+    masks: bool = Field(False, description="train probabilistic masks over frozen blocks (003's column)")
+    c: float = Field(0.01, ge=0.0, lt=0.5, description="masks: θ clamped to [c, 1 − c]")
+    init_theta: float = Field(0.5, gt=0.0, lt=1.0, description="masks: initial keep-probability")
+
+
+def depthfl_loss(
+    logits: torch.Tensor, y: torch.Tensor, depth: torch.Tensor, *, distill: bool
+) -> torch.Tensor:
+    """DepthFL's per-client loss ``[K]`` from head logits ``[L, K, b, C]``, labels ``[K, b]``, depths ``[K]``.
+
+    Σ_{l < d_k} CE_l + [distill] 1/(d_k − 1) Σ_{l ≠ j < d_k} KL(p_j.detach() ‖ p_l), each term a mean over the
+    client's batch; heads at or beyond d_k contribute nothing (their gradient is exactly zero).
+    """
+    n_heads, k, b, classes = logits.shape
+    held = (torch.arange(n_heads)[:, None] < depth[None, :]).to(logits.dtype)  # [L, K]
+    ce = F.cross_entropy(
+        logits.reshape(-1, classes), y.expand(n_heads, k, b).reshape(-1), reduction="none"
+    ).view(n_heads, k, b)
+    loss = (ce.mean(2) * held).sum(0)
+    if distill and n_heads > 1:
+        logp = F.log_softmax(logits, dim=-1)
+        teacher = logp.detach()
+        # kl[j, l, k] = mean_b KL(p_j ‖ p_l) for client k
+        kl = (teacher.exp()[:, None] * (teacher[:, None] - logp[None, :])).sum(-1).mean(-1)
+        off = 1.0 - torch.eye(n_heads, dtype=logits.dtype)
+        pair = held[:, None, :] * held[None, :, :] * off[:, :, None]
+        loss = loss + (kl * pair).sum((0, 1)) / (depth.to(logits.dtype) - 1.0).clamp(min=1.0)
+    return loss
+
+
+def head_logits(
+    convs: list[torch.Tensor], heads: list[torch.Tensor], x: torch.Tensor, groups: int
+) -> torch.Tensor:
+    """Logits ``[L, K, b, C]`` of every head for K stacked models: ``convs[l]`` ``[K, *conv_l]``,
+    ``heads`` alternating weight ``[K, C, f_l]`` and bias ``[K, C]``, ``x`` ``[K, b, ...]``."""
+    out = []
+    h = x
+    for layer, weight in enumerate(convs):
+        h = bottom_forward_stacked([weight], h, groups)
+        w, bias = heads[2 * layer], heads[2 * layer + 1]
+        out.append(torch.einsum("kbf,kcf->kbc", h.flatten(2), w) + bias[:, None, :])
+    return torch.stack(out)
+
+
+class DepthFL(SplitAlgorithm):
+    """DepthFL: prefix sub-networks with one head per block, self-distillation, depth-wise FedAvg."""
+
+    name: ClassVar[str] = "depthfl"
+    Params: ClassVar[type[BaseModel]] = DepthFLParams
+    full_depth: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        params: BaseModel,
+        task: Task,
+        *,
+        seed: int,
+        engine: Engine | None = None,
+        privacy: PrivacyConfig | None = None,
+    ) -> None:
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
+        self.dp_: DepthFLParams = params  # type: ignore[assignment]
+        blocks = len(self.shapes)
+        for s in self.dp_.client_splits:
+            if not 1 <= s <= blocks:
+                raise ValueError(f"client_splits entries must be in [1, {blocks}]. Found {s}.")
+        self.splits = torch.tensor(
+            [self.dp_.client_splits[i % len(self.dp_.client_splits)] for i in range(task.num_clients)]
+        )
+        sizes = [math.prod(s) for s in self.shapes]
+        self.block_of = torch.cat([torch.full((n,), i) for i, n in enumerate(sizes)])
+        self.head_of = torch.cat(
+            [torch.full((math.prod(s),), i // 2) for i, s in enumerate(self.head_shapes)]
+        )
+        # masks: ``bottom`` holds the global θ of the frozen weights ``initial_bottom``
+        if self.dp_.masks:
+            self.bottom = torch.full_like(self.initial_bottom, float(self.dp_.init_theta))
+        else:
+            self.bottom = self.initial_bottom.clone()
+        self.heads = self._initial_heads.clone()
+        self.privacy_unit = None  # weights are uploaded in the clear: ε = ∞
+
+    def _init_bottom(self, gen: torch.Generator) -> torch.Tensor:
+        convs = flatten(init_bottom_weights(self.spec, gen))
+        h, w = self.spec.input_shape[1:]
+        self.head_shapes: list[tuple[int, ...]] = []
+        heads = []
+        for ch in self.spec.channels:
+            h, w = h // 2, w // 2
+            features = ch * h * w
+            bound = 1.0 / math.sqrt(features)
+            heads.append((torch.rand((self.spec.num_classes, features), generator=gen) * 2 - 1) * bound)
+            heads.append(torch.zeros(self.spec.num_classes))
+            self.head_shapes += [(self.spec.num_classes, features), (self.spec.num_classes,)]
+        self._initial_heads = flatten(heads)
+        return convs
+
+    def _logits(self, convs: torch.Tensor, heads: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return head_logits(
+            unflatten(convs, self.shapes), unflatten(heads, self.head_shapes), x, self.spec.groups
+        )
+
+    def run_round(self, round_index: int) -> dict[str, float]:
+        clients = self.participants(round_index)
+        k = len(clients)
+        depth = self.splits[torch.from_numpy(np.asarray(clients))]
+        masks, c = self.dp_.masks, self.dp_.c
+        start = self.bottom.expand(k, -1)
+        convs = (score_from_probability(start, c) if masks else start.clone()).requires_grad_(True)
+        heads = self.heads.expand(k, -1).clone().requires_grad_(True)
+        gen = self.torch_generator(round_index, ROLE_NOISE)
+        batches = local_batches(
+            self.client_indices,
+            clients,
+            num_steps=self.sp.num_local_steps,
+            batch_size=self.sp.batch_size,
+            scheme="wor",
+            rng=self.rng(round_index, ROLE_DATA),
+        )
+        opt = make_optimizer(self.sp.optimizer, [convs], self.sp.learning_rate)
+        head_lr = self.sp.server_learning_rate if masks else self.sp.learning_rate
+        opt_heads = make_optimizer(self.sp.optimizer, [heads], head_lr)
+        total = torch.zeros(k)
+        for step in range(self.sp.num_local_steps):
+            idx = batches[:, step]
+            opt.zero_grad(set_to_none=True)
+            opt_heads.zero_grad(set_to_none=True)
+            if masks:
+                theta = keep_probability(convs, c)
+                weights = self.initial_bottom * sample_mask(theta, torch.rand(theta.shape, generator=gen))
+            else:
+                weights = convs
+            losses = depthfl_loss(
+                self._logits(weights, heads, self.x_train[idx]),
+                self.y_train[idx],
+                depth,
+                distill=self.dp_.distillation,
+            )
+            torch.autograd.backward(losses.sum())  # disjoint client parameters: own gradients
+            opt.step()
+            opt_heads.step()
+            total += losses.detach()
+        convs, heads = convs.detach(), heads.detach()
+        if masks:  # upload one binary mask M ~ Bern(θ_k) per client (Eq. 5 over the holders)
+            after = keep_probability(convs, c)
+            convs = (torch.rand(after.shape, generator=gen) < after).to(after.dtype)
+        self.bottom = _depth_average(convs, self.block_of, depth, self.bottom)
+        self.heads = _depth_average(heads, self.head_of, depth, self.heads)
+        return {"participants": float(k), "train_loss": float((total / self.sp.num_local_steps).mean())}
+
+    @torch.no_grad()
+    def _class_accuracy(self, depth: int) -> torch.Tensor:
+        """Per-class accuracy of the ensemble of heads 1..``depth`` (mean softmax) on the evaluation set."""
+        self._eval_setup()
+        classes = self.task.dataset.num_classes
+        correct = torch.zeros(classes)
+        weights = self.bottom
+        if self.dp_.masks:  # one sampled mask, the same at every evaluation (as pm_sfl)
+            gen = self.torch_generator(-1, ROLE_EVAL)
+            weights = self.initial_bottom * (torch.rand(self.bottom.shape, generator=gen) < self.bottom)
+        for start in range(0, len(self._eval_y), 1000):
+            x, y = self._eval_x[start : start + 1000], self._eval_y[start : start + 1000]
+            logits = self._logits(weights[None], self.heads[None], x[None])[:depth, 0]
+            pred = F.softmax(logits, dim=-1).mean(0).argmax(1)
+            correct += torch.bincount(y[pred == y], minlength=classes)[:classes].float()
+        counts = torch.bincount(self._eval_y, minlength=classes)[:classes].float()
+        return correct / counts.clamp(min=1.0)
+
+    def evaluate(self) -> dict[str, float]:
+        ids = self.eval_ids()
+        per_depth = {
+            d: self._class_accuracy(d) for d in sorted(set(self.splits.tolist()) | {len(self.shapes)})
+        }
+        full = per_depth[len(self.shapes)]
+        counts = torch.bincount(self._eval_y, minlength=self.task.dataset.num_classes).float()
+        local = self._proportions[ids] @ full
+        own = torch.stack([self._proportions[c] @ per_depth[int(self.splits[c])] for c in ids])
+        return {
+            "accuracy": float(local.mean()),
+            "local_accuracy_std": float(local.std(unbiased=False)),
+            "global_accuracy": float((full * counts).sum() / counts.sum()),
+            "own_depth_accuracy": float(own.mean()),
+        }
+
+    def parameters_finite(self) -> bool:
+        return bool(torch.isfinite(self.bottom).all() and torch.isfinite(self.heads).all())
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "bottom": self.bottom.clone(), "heads": self.heads.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.bottom = state["bottom"].clone()
+        self.heads = state["heads"].clone()
+
+
+def _depth_average(
+    local: torch.Tensor, layer_of: torch.Tensor, depth: torch.Tensor, previous: torch.Tensor
+) -> torch.Tensor:
+    """Per coordinate: the mean of ``local`` ``[K, d]`` over the clients whose depth covers the coordinate's
+    layer; ``previous`` where none does."""
+    held = (layer_of[None, :] < depth[:, None]).to(local.dtype)
+    count = held.sum(0)
+    return torch.where(count > 0, (local * held).sum(0) / count.clamp(min=1.0), previous)
