@@ -71,17 +71,9 @@ def _analyses(
 
 def split_report(args: argparse.Namespace, *, d: int, theorem: str) -> dict[str, Any]:
     """``account model-split|dropout`` with the PLD accountant."""
-    from ampfl.accounting._checks import check_delta, check_int, check_positive
-    from ampfl.commands.partition import _positive
+    from ampfl.commands.partition import _positive, split_inputs
 
-    delta = check_delta("--delta", args.delta)
-    steps = check_int("--steps", args.steps, minimum=1)
-    z = check_positive("--noise-multiplier", args.noise_multiplier)
-    z_ns = _positive(args.nonsplit_noise_multiplier, "--nonsplit-noise-multiplier")
-    extra: dict[str, Any] = {} if z_ns is None else {"nonsplit_noise_multiplier": z_ns}
-    clip_ns = _positive(args.nonsplit_clip, "--nonsplit-clip")
-    if z_ns is not None and clip_ns is not None:
-        extra["nonsplit_noise_std"] = z_ns * clip_ns
+    delta, steps, z, z_ns, extra = split_inputs(args)
     split, plain = _events(d, z, z_ns)
     return privacy_report(
         epsilon=_epsilon("pld", split, steps, delta),

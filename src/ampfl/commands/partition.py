@@ -232,14 +232,9 @@ def _calibrate(make_event: Any, target: float, delta: float, count: int, **kwarg
 # ----------------------------------------------------------------------------------------------- account
 
 
-def _split_report(args: argparse.Namespace, *, d: int, theorem: str) -> dict[str, Any]:
-    """Thm 3.4 / 3.7 over ``--steps`` (+ a non-split part), or its Poisson-subsampled form with ``--rate``."""
-    from ampfl.commands import _partition_pld
-
-    if _partition_pld.wants_pld(args, d):
-        return _partition_pld.split_report(args, d=d, theorem=theorem)
-    from ampfl.accounting import partition
-    from ampfl.accounting._checks import check_delta, check_int, check_positive, check_probability
+def split_inputs(args: argparse.Namespace) -> tuple[float, int, float, float | None, dict[str, Any]]:
+    """(δ, steps, z, z_ns, report keys of the non-split part) of ``account model-split|dropout``."""
+    from ampfl.accounting._checks import check_delta, check_int, check_positive
 
     delta = check_delta("--delta", args.delta)
     steps = check_int("--steps", args.steps, minimum=1)
@@ -249,6 +244,19 @@ def _split_report(args: argparse.Namespace, *, d: int, theorem: str) -> dict[str
     clip_ns = _positive(args.nonsplit_clip, "--nonsplit-clip")
     if z_ns is not None and clip_ns is not None:
         extra["nonsplit_noise_std"] = z_ns * clip_ns
+    return delta, steps, z, z_ns, extra
+
+
+def _split_report(args: argparse.Namespace, *, d: int, theorem: str) -> dict[str, Any]:
+    """Thm 3.4 / 3.7 over ``--steps`` (+ a non-split part), or its Poisson-subsampled form with ``--rate``."""
+    from ampfl.commands import _partition_pld
+
+    if _partition_pld.wants_pld(args, d):
+        return _partition_pld.split_report(args, d=d, theorem=theorem)
+    from ampfl.accounting import partition
+    from ampfl.accounting._checks import check_probability
+
+    delta, steps, z, z_ns, extra = split_inputs(args)
     orders = _partition_orders(args)
     common: dict[str, Any] = {
         "noise_multiplier": z,
