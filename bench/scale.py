@@ -6,11 +6,13 @@ Builds a task of N = 10^6 clients on a generated training set of 2·N examples (
 - partition building (:func:`ampfl.fl.data.partition_clients`);
 - ``sampler.sample`` for round 0: random check-in (p = 0.01) and Poisson (q = 0.001) over all N clients;
 - local batch indices of the round's participants (``local_batches`` / ``poisson_local_batches``);
-- algorithm set-up and the first round of ``dp_fedavg`` (Poisson cohort) and ``dp_dsgd_rp`` (logreg);
+- algorithm set-up and the first round of ``dp_fedavg`` (Poisson cohort) and ``dp_dsgd_rp`` (logreg), after
+  a warm-up round on 10 clients that pays torch's one-off start-up (it is not per-client work);
 
 and the peak resident memory of the process (``resource.getrusage``; the generated data are 80 MB of it).
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/scale.py [--clients N] [--scheme iid|fixed]``.
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/scale.py [--clients N] [--scheme iid|fixed]``. It uses only
+the public API, so ``PYTHONPATH=<older checkout>/src`` times an older version the same way (before/after).
 Target: the first round (partition + set-up + round 0) under 1 s, memory under 1 GB.
 """
 
@@ -82,6 +84,15 @@ def main() -> None:
            lambda: local_batches(parts, poisson, num_steps=2, batch_size=2, scheme="wr", rng=rng))  # fmt: skip
     _timed(f"local_batches wor ({len(poisson)} clients)",
            lambda: local_batches(parts, poisson, num_steps=1, batch_size=2, scheme="wor", rng=rng))  # fmt: skip
+    # One-off torch start-up (the first autograd call imports torch._dynamo, about 1-2 s in any run of any
+    # size): paid here on a 10-client task so that the rounds below time the per-client work.
+    small = Task(dataset=ds, client_indices=[np.arange(2 * i, 2 * i + 2) for i in range(10)], model="logreg")
+    def warm_up() -> None:
+        DPFedAvg(DPFedAvg.Params(cohort_size=2, noise_multiplier=1.0), small, seed=0).run_round(0)
+        rp = DPDSGDRandomParticipation.Params(participation=1.0, sampling_rate=1.0, noise_multiplier=1.0)
+        DPDSGDRandomParticipation(rp, small, seed=0).run_round(0)
+
+    _timed("torch warm-up (10 clients, both algorithms)", warm_up)
     totals = {}
     for cls, options in (
         (DPFedAvg, {"client_sampling": "poisson", "sampling_rate": 0.001, "noise_multiplier": 1.0,

@@ -297,8 +297,9 @@ def poisson_local_batches(
     width = max(1, int(counts.max()) if k else 0)
     col = np.arange(row.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
     full = part.sizes[ids]
-    first = np.where(full > 0, part.flat[np.minimum(part.offsets[ids], max(part.flat.size - 1, 0))], 0)
-    ind = np.repeat(first[:, None], width, axis=1) if part.flat.size else np.zeros((k, width), np.int64)
+    first = np.zeros(k, dtype=np.int64)  # padding: the client's first index (any valid one; masked out)
+    first[full > 0] = part.flat[part.offsets[ids[full > 0]]]
+    ind = np.repeat(first[:, None], width, axis=1)
     mask = np.zeros((k, width), dtype=np.float32)
     ind[row, col] = flat[keep]
     mask[row, col] = 1.0
