@@ -80,13 +80,15 @@ def main() -> None:
                         .sample(0, rng))  # fmt: skip
     _timed(f"poisson_local_batches ({len(checkin)} clients)",
            lambda: poisson_local_batches(parts, checkin, sampling_rate=0.5, rng=rng))  # fmt: skip
-    _timed(f"local_batches wr ({len(poisson)} clients)",
-           lambda: local_batches(parts, poisson, num_steps=2, batch_size=2, scheme="wr", rng=rng))  # fmt: skip
-    _timed(f"local_batches wor ({len(poisson)} clients)",
-           lambda: local_batches(parts, poisson, num_steps=1, batch_size=2, scheme="wor", rng=rng))  # fmt: skip
+    for scheme in ("wr", "wor"):
+        _timed(
+            f"local_batches {scheme} ({len(poisson)} clients)",
+            lambda s=scheme: local_batches(parts, poisson, num_steps=1, batch_size=2, scheme=s, rng=rng),
+        )
     # One-off torch start-up (the first autograd call imports torch._dynamo, about 1-2 s in any run of any
     # size): paid here on a 10-client task so that the rounds below time the per-client work.
     small = Task(dataset=ds, client_indices=[np.arange(2 * i, 2 * i + 2) for i in range(10)], model="logreg")
+
     def warm_up() -> None:
         DPFedAvg(DPFedAvg.Params(cohort_size=2, noise_multiplier=1.0), small, seed=0).run_round(0)
         rp = DPDSGDRandomParticipation.Params(participation=1.0, sampling_rate=1.0, noise_multiplier=1.0)
@@ -100,7 +102,9 @@ def main() -> None:
         (DPDSGDRandomParticipation, {"participation": 0.01, "sampling_rate": 0.5, "noise_multiplier": 1.0}),
     ):  # fmt: skip
         print(f"{cls.name}:")
-        algo, t_init = _timed("set-up", lambda cls=cls, options=options: cls(cls.Params(**options), task, seed=0))
+        algo, t_init = _timed(
+            "set-up", lambda cls=cls, options=options: cls(cls.Params(**options), task, seed=0)
+        )
         _, t_round = _timed("round 0", lambda algo=algo: algo.run_round(0))
         totals[cls.name] = t_part + t_init + t_round
     print("first round (partition + set-up + round 0), target < 1000 ms:")

@@ -169,9 +169,9 @@ def test_label_skew_property(classes, n, num_clients, k, seed):
         assert sum(p.size for p in parts) == n
 
 
-# -- issue 17: one flat array + offsets, bit-identical to the list-of-arrays split it replaced ---------------
+# -- issue 17: one flat array + offsets, bit-identical to the list-of-arrays split it replaced ------------
 def _reference_partition(labels: np.ndarray, scheme: str, num_clients: int, seed: int, d: int) -> list:
-    """The pre-issue-17 iid / fixed split (np.array_split / np.split of the permutation, sorted per client)."""
+    """The pre-issue-17 iid / fixed split (array_split / split of the permutation, sorted per client)."""
     n = labels.size
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x9A57]))
     if scheme == "fixed":

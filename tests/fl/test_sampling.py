@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ampfl.accounting.accountants import NeighboringRelation
-from ampfl.fl.data.partitions import ClientPartition
 from ampfl.accounting.events import (
     BalancedIterationSubsamplingEvent,
     GaussianEvent,
@@ -17,6 +16,7 @@ from ampfl.accounting.events import (
     RandomCheckInEvent,
     SampledWithoutReplacementEvent,
 )
+from ampfl.fl.data.partitions import ClientPartition
 from ampfl.fl.sampling import (
     BalancedIterationSampler,
     FixedSizeSampler,

@@ -95,7 +95,7 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
         self.d = int(task.client_sizes().min())
         if self.d < 1:
             raise ValueError("every client must hold at least one record.")
-        # Clients holding more than d keep a random d-subset (drawn in client order; none when sizes are equal).
+        # Clients holding more than d keep a random d-subset (drawn in client order; none if all hold d).
         self.local_data = fixed_size_subsets(self.client_indices, self.d, self.rng(-1, ROLE_DATA))
         self.sampler = RandomCheckInSampler(n, self.p.participation)
         if self.p.noise_multiplier is not None:

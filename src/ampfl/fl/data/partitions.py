@@ -55,8 +55,9 @@ class ClientPartition(Sequence[np.ndarray]):
         if isinstance(parts, ClientPartition):
             return parts
         sizes = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
-        flat = np.concatenate([np.asarray(p, dtype=np.int64).reshape(-1) for p in parts]) if len(parts) else []
-        return cls(np.asarray(flat, dtype=np.int64), np.concatenate([[0], np.cumsum(sizes)]))
+        arrays = [np.asarray(p, dtype=np.int64).reshape(-1) for p in parts]
+        flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+        return cls(flat, np.concatenate([[0], np.cumsum(sizes)]))
 
     @property
     def sizes(self) -> np.ndarray:
@@ -101,6 +102,7 @@ class ClientPartition(Sequence[np.ndarray]):
         """The partition of the given clients only (in the given order)."""
         flat, sizes = self.gather(clients)
         return ClientPartition(flat, np.concatenate([[0], np.cumsum(sizes)]))
+
 
 #: The partition schemes understood by :func:`partition_clients`.
 SCHEMES: tuple[str, ...] = ("iid", "dirichlet", "label_skew", "fixed")
@@ -297,7 +299,7 @@ def _finish(parts: list[np.ndarray]) -> ClientPartition:
 
 
 def _sorted_segments(values: np.ndarray, offsets: np.ndarray) -> ClientPartition:
-    """Each segment ``values[o[i]:o[i+1]]`` sorted, in one sort: key = segment·n + value (values in [0, n))."""
+    """Each segment ``values[o[i]:o[i+1]]`` sorted, in one sort of key = segment·n + value (value < n)."""
     v = np.asarray(values, dtype=np.int64)
     if v.size == 0:
         return ClientPartition(v, offsets)
