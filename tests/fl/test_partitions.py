@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -226,4 +228,6 @@ def test_client_partition_sequence_behaviour():
         p[3]
     with pytest.raises(ValueError, match="offsets"):
         ClientPartition(np.arange(3), np.array([0, 2]))
-    assert not p[0].flags.writeable  # shared storage is read-only
+    p[0][0] = 4  # writing into a client's view changes that client only, as in a list
+    assert [a.tolist() for a in p] == [[4, 5], [], [0, 1, 2]]
+    assert pickle.loads(pickle.dumps(p))[2].tolist() == [0, 1, 2]

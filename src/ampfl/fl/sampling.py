@@ -325,9 +325,7 @@ def fixed_size_subsets(
     if bigger.size == 0:
         return part
     out_sizes = np.full(len(part), size, dtype=np.int64)
-    out = part.gather(np.arange(len(part)), limit=size)[0].reshape(len(part), size)
-    if not out.flags.writeable:
-        out = out.copy()
+    out = part.gather(np.arange(len(part)), limit=size)[0].reshape(len(part), size)  # a fresh array
     for c in bigger.tolist():
         out[c] = np.sort(rng.choice(part[c], size, replace=False))
     return ClientPartition(out.reshape(-1), np.concatenate([[0], np.cumsum(out_sizes)]))

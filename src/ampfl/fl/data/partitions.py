@@ -13,7 +13,7 @@ Four schemes, all deterministic given ``seed`` and all returning one sorted ``in
   without replacement — the "N clients with d samples each" set-up of 004 Sec. 6 (6.1: d = 30 on 23264
   clients; 6.2: d = 1000 on 697 clients). Leftover samples are not used.
 
-The result is a :class:`ClientPartition`: a read-only sequence of the clients' arrays stored as one flat index
+The result is a :class:`ClientPartition`: a sequence of the clients' arrays stored as one flat index
 array plus offsets, so that a split into 10^6 clients costs two arrays, not 10^6 (issue 17). Indexing gives
 client i's sorted array (a view); ``sizes`` gives every client's size without a loop.
 
@@ -33,8 +33,9 @@ __all__ = ["SCHEMES", "ClientPartition", "max_fixed_clients", "partition_clients
 class ClientPartition(Sequence[np.ndarray]):
     """Clients' index arrays as one flat ``int64`` array and ``offsets`` (client i: ``flat[o[i]:o[i+1]]``).
 
-    A ``Sequence[np.ndarray]``: ``len``, indexing (a read-only view), iteration and slicing (a
-    :class:`ClientPartition` of the selected clients) behave as for a list of arrays.
+    A ``Sequence[np.ndarray]``: ``len``, indexing, iteration and slicing (a :class:`ClientPartition` of the
+    selected clients) behave as for a list of arrays. Client i's array is a view of ``flat``; the views of
+    different clients do not overlap, so writing into one changes that client only, as with a list.
     """
 
     __slots__ = ("flat", "offsets")
@@ -46,8 +47,6 @@ class ClientPartition(Sequence[np.ndarray]):
             raise ValueError("offsets must be a 1-D array starting at 0.")
         if self.offsets[-1] != self.flat.size or np.any(np.diff(self.offsets) < 0):
             raise ValueError(f"offsets must be non-decreasing and end at len(flat) = {self.flat.size}.")
-        self.flat.flags.writeable = False
-        self.offsets.flags.writeable = False
 
     @classmethod
     def from_arrays(cls, parts: Sequence[np.ndarray]) -> ClientPartition:
