@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ampfl.fl.data import SCHEMES, ClientPartition, max_fixed_clients, partition_clients
-from ampfl.fl.data.partitions import _finish
+from ampfl.fl.data.partitions import _allocate_slots, _assign_distinct, _finish
 
 BALANCED = np.repeat(np.arange(10, dtype=np.int64), 600)  # 6000 samples, 10 balanced classes
 # Adult's training labels: 24720 x "<=50K", 7841 x ">50K" (counted from adult.data; 32561 rows in total).
@@ -231,3 +231,39 @@ def test_client_partition_sequence_behaviour():
     p[0][0] = 4  # writing into a client's view changes that client only, as in a list
     assert [a.tolist() for a in p] == [[4, 5], [], [0, 1, 2]]
     assert pickle.loads(pickle.dumps(p))[2].tolist() == [0, 1, 2]
+
+
+def _reference_label_skew_cut(y, grid, slots, classes, rng):
+    """The pre-issue-17 end of ``_label_skew``: array_split per label, pieces popped row by row."""
+    pieces = {}
+    for k in range(classes.size):
+        if slots[k] == 0:
+            continue
+        pieces[k] = list(np.array_split(rng.permutation(np.flatnonzero(y == classes[k])), int(slots[k])))
+    return [np.sort(np.concatenate([pieces[int(k)].pop() for k in row])) for row in grid]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(20, 300),
+    classes=st.integers(2, 6),
+    per_client=st.integers(1, 3),
+    clients=st.integers(1, 40),
+    seed=st.integers(0, 2**31),
+)
+def test_label_skew_is_bit_identical_to_the_reference(n, classes, per_client, clients, seed):
+    y = np.random.default_rng(seed).integers(0, classes, n).astype(np.int64)
+    present, counts = np.unique(y, return_counts=True)
+    per_client = min(per_client, present.size)
+    clients = min(clients, n)
+    got = partition_clients(
+        y, scheme="label_skew", num_clients=clients, seed=seed, labels_per_client=per_client
+    )
+    # replay the scheme's draws up to the cut, then cut the old way
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x9A57]))
+    slots = _allocate_slots(counts, clients * per_client, cap=clients)
+    grid = _assign_distinct(np.repeat(np.arange(present.size), slots), clients, per_client, rng)
+    want = _reference_label_skew_cut(y, grid, slots, present, rng)
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -214,16 +214,30 @@ def _label_skew(
     # come out nearly equal. A label never has more than num_clients slots, so a valid assignment exists.
     slot_labels = np.repeat(np.arange(classes.size), slots)
     grid = _assign_distinct(slot_labels, num_clients, labels_per_client, rng)
-    pieces: dict[int, list[np.ndarray]] = {}
-    for k in range(classes.size):
-        if slots[k] == 0:
-            continue
-        members = rng.permutation(np.flatnonzero(y == classes[k]))
-        pieces[k] = list(np.array_split(members, int(slots[k])))
-    clients = []
-    for row in grid:
-        clients.append(np.concatenate([pieces[int(k)].pop() for k in row]))
-    return _finish(clients)
+    # Label k's shuffled members are cut into slots[k] pieces as np.array_split does (the first m mod s pieces
+    # one longer); going through the grid row by row, the j-th slot of label k takes piece slots[k] - 1 - j
+    # (the last piece first). Computed for all slots at once.
+    members = [
+        rng.permutation(np.flatnonzero(y == classes[k])) if slots[k] else np.zeros(0, dtype=np.int64)
+        for k in range(classes.size)
+    ]
+    m = np.array([a.size for a in members], dtype=np.int64)
+    start_of = np.concatenate([[0], np.cumsum(m)[:-1]])
+    labels = grid.reshape(-1).astype(np.int64)
+    order = np.argsort(labels, kind="stable")
+    first = np.searchsorted(labels[order], labels[order], side="left")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size) - first
+    s, size = slots[labels], m[labels]
+    piece = s - 1 - rank
+    base, extra = size // s, size % s
+    starts = start_of[labels] + piece * base + np.minimum(piece, extra)
+    lengths = base + (piece < extra)
+    ends = np.cumsum(lengths)
+    pos = np.arange(int(ends[-1]), dtype=np.int64) + np.repeat(starts - (ends - lengths), lengths)
+    per_client = lengths.reshape(num_clients, labels_per_client).sum(1)
+    flat = np.concatenate(members).astype(np.int64)[pos]
+    return _sorted_segments(flat, np.concatenate([[0], np.cumsum(per_client)]))
 
 
 def _allocate_slots(counts: np.ndarray, total: int, *, cap: int) -> np.ndarray:
