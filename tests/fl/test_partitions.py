@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ampfl.fl.data import SCHEMES, max_fixed_clients, partition_clients
+from ampfl.fl.data import SCHEMES, ClientPartition, max_fixed_clients, partition_clients
+from ampfl.fl.data.partitions import _allocate_slots, _assign_distinct, _finish
 
 BALANCED = np.repeat(np.arange(10, dtype=np.int64), 600)  # 6000 samples, 10 balanced classes
 # Adult's training labels: 24720 x "<=50K", 7841 x ">50K" (counted from adult.data; 32561 rows in total).
@@ -166,3 +169,101 @@ def test_label_skew_property(classes, n, num_clients, k, seed):
     assert all(np.unique(labels[p]).size <= k for p in parts)
     if num_clients * k >= present:  # every label has a holder: nothing is left out
         assert sum(p.size for p in parts) == n
+
+
+# -- issue 17: one flat array + offsets, bit-identical to the list-of-arrays split it replaced ------------
+def _reference_partition(labels: np.ndarray, scheme: str, num_clients: int, seed: int, d: int) -> list:
+    """The pre-issue-17 iid / fixed split (array_split / split of the permutation, sorted per client)."""
+    n = labels.size
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x9A57]))
+    if scheme == "fixed":
+        parts = np.split(rng.permutation(n)[: num_clients * d], num_clients)
+    else:
+        parts = np.array_split(rng.permutation(n), num_clients)
+    return [np.sort(np.asarray(p, dtype=np.int64)) for p in parts]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 400),
+    clients=st.integers(1, 400),
+    seed=st.integers(0, 2**31),
+    scheme=st.sampled_from(["iid", "fixed"]),
+    d=st.integers(1, 7),
+)
+def test_flat_partition_is_bit_identical_to_the_reference(n, clients, seed, scheme, d):
+    clients = min(clients, n if scheme == "iid" else max(n // d, 1))
+    if scheme == "fixed" and clients * d > n:
+        return
+    labels = np.zeros(n, dtype=np.int64)
+    got = partition_clients(labels, scheme=scheme, num_clients=clients, seed=seed, samples_per_client=d)
+    want = _reference_partition(labels, scheme, clients, seed, d)
+    assert isinstance(got, ClientPartition) and len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == np.int64 and np.array_equal(a, b)
+    np.testing.assert_array_equal(got.sizes, [len(p) for p in want])
+
+
+@pytest.mark.parametrize("scheme", ["dirichlet", "label_skew"])
+def test_flat_partition_keeps_the_other_schemes(scheme):
+    # _finish's one-sort path against sorting each client (the pre-issue-17 _finish) on the same parts.
+    rng = np.random.default_rng(3)
+    parts = [rng.permutation(50)[: rng.integers(0, 9)] for _ in range(30)]
+    flat = _finish(parts)
+    for a, b in zip(flat, parts, strict=True):
+        np.testing.assert_array_equal(a, np.sort(b))
+    got = partition_clients(BALANCED, scheme=scheme, num_clients=40, seed=2)
+    _check_disjoint(list(got), BALANCED.size)
+
+
+def test_client_partition_sequence_behaviour():
+    parts = [np.array([3, 5]), np.array([], dtype=np.int64), np.array([0, 1, 2])]
+    p = ClientPartition.from_arrays(parts)
+    assert len(p) == 3 and [a.tolist() for a in p] == [[3, 5], [], [0, 1, 2]]
+    assert p[-1].tolist() == [0, 1, 2] and p[1].size == 0
+    assert [a.tolist() for a in p[::2]] == [[3, 5], [0, 1, 2]]
+    flat, sizes = p.gather(np.array([2, 0]), limit=2)
+    assert flat.tolist() == [0, 1, 3, 5] and sizes.tolist() == [2, 2]
+    with pytest.raises(IndexError, match="client index"):
+        p[3]
+    with pytest.raises(ValueError, match="offsets"):
+        ClientPartition(np.arange(3), np.array([0, 2]))
+    p[0][0] = 4  # writing into a client's view changes that client only, as in a list
+    assert [a.tolist() for a in p] == [[4, 5], [], [0, 1, 2]]
+    assert pickle.loads(pickle.dumps(p))[2].tolist() == [0, 1, 2]
+
+
+def _reference_label_skew_cut(y, grid, slots, classes, rng):
+    """The pre-issue-17 end of ``_label_skew``: array_split per label, pieces popped row by row."""
+    pieces = {}
+    for k in range(classes.size):
+        if slots[k] == 0:
+            continue
+        pieces[k] = list(np.array_split(rng.permutation(np.flatnonzero(y == classes[k])), int(slots[k])))
+    return [np.sort(np.concatenate([pieces[int(k)].pop() for k in row])) for row in grid]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(20, 300),
+    classes=st.integers(2, 6),
+    per_client=st.integers(1, 3),
+    clients=st.integers(1, 40),
+    seed=st.integers(0, 2**31),
+)
+def test_label_skew_is_bit_identical_to_the_reference(n, classes, per_client, clients, seed):
+    y = np.random.default_rng(seed).integers(0, classes, n).astype(np.int64)
+    present, counts = np.unique(y, return_counts=True)
+    per_client = min(per_client, present.size)
+    clients = min(clients, n)
+    got = partition_clients(
+        y, scheme="label_skew", num_clients=clients, seed=seed, labels_per_client=per_client
+    )
+    # replay the scheme's draws up to the cut, then cut the old way
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x9A57]))
+    slots = _allocate_slots(counts, clients * per_client, cap=clients)
+    grid = _assign_distinct(np.repeat(np.arange(present.size), slots), clients, per_client, rng)
+    want = _reference_label_skew_cut(y, grid, slots, present, rng)
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)

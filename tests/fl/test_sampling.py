@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ampfl.accounting.accountants import NeighboringRelation
 from ampfl.accounting.events import (
@@ -14,11 +16,13 @@ from ampfl.accounting.events import (
     RandomCheckInEvent,
     SampledWithoutReplacementEvent,
 )
+from ampfl.fl.data.partitions import ClientPartition
 from ampfl.fl.sampling import (
     BalancedIterationSampler,
     FixedSizeSampler,
     PoissonSampler,
     RandomCheckInSampler,
+    fixed_size_subsets,
     local_batches,
     poisson_local_batches,
 )
@@ -123,3 +127,63 @@ def test_poisson_local_batches_rate_and_mask() -> None:
     assert len(torch.unique(chosen)) == n0 and bool((chosen < 1000).all())
     limited, m2 = poisson_local_batches(clients, np.array([0]), sampling_rate=1.0, rng=_rng(0), limit=7)
     assert limited[0, 0, : int(m2.sum())].tolist() == list(range(7))
+
+
+# -- issue 17: vectorised over the participants, bit-identical to the per-client loops they replaced -------
+def _reference_poisson_local_batches(client_indices, clients, *, sampling_rate, rng, limit=None):
+    """The pre-issue-17 implementation: one ``rng.random(|D_i|)`` per participant."""
+    chosen = []
+    for c in clients:
+        idx = client_indices[int(c)]
+        if limit is not None:
+            idx = idx[:limit]
+        chosen.append(idx[rng.random(len(idx)) < sampling_rate])
+    width = max([1, *(len(s) for s in chosen)])
+    ind = np.zeros((len(clients), width), dtype=np.int64)
+    mask = np.zeros((len(clients), width), dtype=np.float32)
+    for row, s in enumerate(chosen):
+        ind[row, : len(s)] = s
+        mask[row, : len(s)] = 1.0
+        if len(s) < width and len(client_indices[int(clients[row])]):
+            ind[row, len(s) :] = client_indices[int(clients[row])][0]
+    return torch.from_numpy(ind[:, None, :]), torch.from_numpy(mask[:, None, :])
+
+
+_SIZES = st.lists(st.integers(0, 12), min_size=1, max_size=25)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=_SIZES, seed=st.integers(0, 2**32 - 1), q=st.floats(0.01, 1.0), data=st.data())
+def test_poisson_local_batches_matches_the_per_client_loop(sizes, seed, q, data):
+    gen = np.random.default_rng(seed)
+    parts = [np.sort(gen.choice(1000, s, replace=False)).astype(np.int64) for s in sizes]
+    clients = np.array(data.draw(st.lists(st.integers(0, len(sizes) - 1), max_size=12)), dtype=np.int64)
+    limit = data.draw(st.none() | st.integers(1, 12))
+    want = _reference_poisson_local_batches(parts, clients, sampling_rate=q, rng=_rng(seed), limit=limit)
+    for store in (parts, ClientPartition.from_arrays(parts)):
+        rng = _rng(seed)
+        got = poisson_local_batches(store, clients, sampling_rate=q, rng=rng, limit=limit)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        assert got[0].dtype == torch.int64 and got[1].dtype == torch.float32
+        # the stream is left where the loop left it (the next round's draws are unchanged)
+        ref = _rng(seed)
+        _reference_poisson_local_batches(parts, clients, sampling_rate=q, rng=ref, limit=limit)
+        assert rng.random() == ref.random()
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(3, 12), min_size=1, max_size=25), seed=st.integers(0, 2**32 - 1))
+def test_fixed_size_subsets_matches_the_per_client_loop(sizes, seed):
+    gen = np.random.default_rng(seed)
+    parts = [np.sort(gen.choice(1000, s, replace=False)).astype(np.int64) for s in sizes]
+    d = min(sizes)
+    pick = _rng(seed)  # the pre-issue-17 dp_dsgd_rp set-up
+    want = [ix if len(ix) == d else np.sort(pick.choice(ix, d, replace=False)) for ix in parts]
+    rng = _rng(seed)
+    got = fixed_size_subsets(parts, d, rng)
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert rng.random() == pick.random()
+    with pytest.raises(ValueError, match="size must be"):
+        fixed_size_subsets(parts, d + 1, rng)

@@ -33,6 +33,7 @@ from ampfl.accounting.events import (
     RandomCheckInEvent,
     SampledWithoutReplacementEvent,
 )
+from ampfl.fl.data.partitions import ClientPartition
 
 
 def _check_rate(name: str, value: float, *, allow_zero: bool = False) -> float:
@@ -271,6 +272,10 @@ def poisson_local_batches(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Each of a client's examples independently with probability q (004 Algorithm 1, "Sample S_i from D_i").
 
+    The coins of all participants are drawn in one call, client after client in the order of ``clients``:
+    the same numbers as one ``rng.random(|D_i|)`` per client (a float64 uses one whole 64-bit draw), without
+    a Python loop over the participants.
+
     Args:
         limit: use only the first ``limit`` examples of each client (a fixed local dataset of size d).
 
@@ -278,18 +283,49 @@ def poisson_local_batches(
         ``(indices [K, 1, B], mask [K, 1, B])`` with B the largest sample size; padded slots have mask 0.
     """
     q = _check_rate("sampling_rate", sampling_rate)
-    chosen = []
-    for c in clients:
-        idx = client_indices[int(c)]
-        if limit is not None:
-            idx = idx[:limit]
-        chosen.append(idx[rng.random(len(idx)) < q])
-    width = max([1, *(len(s) for s in chosen)])
-    ind = np.zeros((len(clients), width), dtype=np.int64)
-    mask = np.zeros((len(clients), width), dtype=np.float32)
-    for row, s in enumerate(chosen):
-        ind[row, : len(s)] = s
-        mask[row, : len(s)] = 1.0
-        if len(s) < width and len(client_indices[int(clients[row])]):
-            ind[row, len(s) :] = client_indices[int(clients[row])][0]  # any valid index; masked out
+    ids = np.asarray(clients, dtype=np.int64).reshape(-1)
+    k = ids.size
+    part = client_indices if isinstance(client_indices, ClientPartition) else None
+    if part is None:  # a list of arrays: concatenated here (a loop over the participants only)
+        arrays = [np.asarray(client_indices[int(c)], dtype=np.int64) for c in ids]
+        part = ClientPartition.from_arrays(arrays)
+        ids = np.arange(k, dtype=np.int64)
+    flat, sizes = part.gather(ids, limit)
+    keep = rng.random(flat.size) < q
+    row = np.repeat(np.arange(k, dtype=np.int64), sizes)[keep]
+    counts = np.bincount(row, minlength=k)
+    width = max(1, int(counts.max()) if k else 0)
+    col = np.arange(row.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    full = part.sizes[ids]
+    first = np.zeros(k, dtype=np.int64)  # padding: the client's first index (any valid one; masked out)
+    first[full > 0] = part.flat[part.offsets[ids[full > 0]]]
+    ind = np.repeat(first[:, None], width, axis=1)
+    mask = np.zeros((k, width), dtype=np.float32)
+    ind[row, col] = flat[keep]
+    mask[row, col] = 1.0
     return torch.from_numpy(ind[:, None, :]), torch.from_numpy(mask[:, None, :])
+
+
+def fixed_size_subsets(
+    client_indices: Sequence[np.ndarray], size: int, rng: np.random.Generator
+) -> ClientPartition:
+    """Every client's local dataset cut to ``size`` records: a client holding more keeps a uniform random
+    ``size``-subset (sorted), drawn in client order with ``rng.choice(ix, size, replace=False)``; a client
+    holding exactly ``size`` keeps its array and draws nothing. Only the clients holding more are visited
+    in Python (none when all sizes are equal).
+
+    Raises:
+        ValueError: a client holds fewer than ``size`` records.
+    """
+    part = ClientPartition.from_arrays(client_indices)
+    sizes = part.sizes
+    if sizes.size and int(sizes.min()) < size:
+        raise ValueError(f"size must be <= every client's dataset size ({int(sizes.min())}). Found {size}.")
+    bigger = np.flatnonzero(sizes != size)
+    if bigger.size == 0:
+        return part
+    out_sizes = np.full(len(part), size, dtype=np.int64)
+    out = part.gather(np.arange(len(part)), limit=size)[0].reshape(len(part), size)  # a fresh array
+    for c in bigger.tolist():
+        out[c] = np.sort(rng.choice(part[c], size, replace=False))
+    return ClientPartition(out.reshape(-1), np.concatenate([[0], np.cumsum(out_sizes)]))

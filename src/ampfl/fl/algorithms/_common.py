@@ -7,6 +7,7 @@ client step, privatisation and server step in :meth:`run_round`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -14,6 +15,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ampfl.fl.algorithms.base import ROLE_DATA, ROLE_EVAL, ROLE_INIT, ROLE_SAMPLING, Algorithm
+from ampfl.fl.data.partitions import ClientPartition
 from ampfl.fl.engine import Engine, FunctionalModel
 from ampfl.fl.models import build_model
 from ampfl.fl.sampling import FixedSizeSampler, PoissonSampler, Sampler, local_batches
@@ -74,7 +76,11 @@ class FederatedAlgorithm(Algorithm):
         self.y_train = torch.from_numpy(np.ascontiguousarray(ds.y_train, dtype=np.int64))
         self.x_test = torch.from_numpy(np.ascontiguousarray(ds.x_test, dtype=np.float32))
         self.y_test = torch.from_numpy(np.ascontiguousarray(ds.y_test, dtype=np.int64))
-        self.client_indices = [np.asarray(ix, dtype=np.int64) for ix in task.client_indices]
+        self.client_indices: Sequence[np.ndarray] = (
+            task.client_indices
+            if isinstance(task.client_indices, ClientPartition)  # int64 already; no loop over the clients
+            else [np.asarray(ix, dtype=np.int64) for ix in task.client_indices]
+        )
         input_shape = tuple(int(s) for s in ds.x_train.shape[1:])
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(self.seed_sequence(-1, ROLE_INIT).generate_state(1)[0]))

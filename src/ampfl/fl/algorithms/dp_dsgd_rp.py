@@ -39,7 +39,7 @@ from ampfl.accounting.events import PrivacyEvent
 from ampfl.accounting.random_checkin import ANALYSES, RECOMMENDED_ANALYSIS
 from ampfl.fl.algorithms._common import FederatedAlgorithm
 from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_DATA, ROLE_NOISE
-from ampfl.fl.sampling import RandomCheckInSampler, poisson_local_batches
+from ampfl.fl.sampling import RandomCheckInSampler, fixed_size_subsets, poisson_local_batches
 
 if TYPE_CHECKING:
     from ampfl.fl.config import PrivacyConfig
@@ -95,11 +95,8 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
         self.d = int(task.client_sizes().min())
         if self.d < 1:
             raise ValueError("every client must hold at least one record.")
-        pick = self.rng(-1, ROLE_DATA)
-        self.local_data = [
-            ix if len(ix) == self.d else np.sort(pick.choice(ix, self.d, replace=False))
-            for ix in self.client_indices
-        ]
+        # Clients holding more than d keep a random d-subset (drawn in client order; none if all hold d).
+        self.local_data = fixed_size_subsets(self.client_indices, self.d, self.rng(-1, ROLE_DATA))
         self.sampler = RandomCheckInSampler(n, self.p.participation)
         if self.p.noise_multiplier is not None:
             self.noise_multiplier = float(self.p.noise_multiplier)

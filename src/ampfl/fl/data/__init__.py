@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ampfl.fl.data import loaders
-from ampfl.fl.data.partitions import SCHEMES, max_fixed_clients, partition_clients
+from ampfl.fl.data.partitions import SCHEMES, ClientPartition, max_fixed_clients, partition_clients
 from ampfl.fl.data.sources import (
     DataUnavailableError,
     data_dir,
@@ -43,6 +43,7 @@ __all__ = [
     "DATASETS",
     "FETCHABLE",
     "SCHEMES",
+    "ClientPartition",
     "DataUnavailableError",
     "Dataset",
     "data_dir",

@@ -13,14 +13,95 @@ Four schemes, all deterministic given ``seed`` and all returning one sorted ``in
   without replacement — the "N clients with d samples each" set-up of 004 Sec. 6 (6.1: d = 30 on 23264
   clients; 6.2: d = 1000 on 697 clients). Leftover samples are not used.
 
+The result is a :class:`ClientPartition`: a sequence of the clients' arrays stored as one flat index
+array plus offsets, so that a split into 10^6 clients costs two arrays, not 10^6 (issue 17). Indexing gives
+client i's sorted array (a view); ``sizes`` gives every client's size without a loop.
+
 Only numpy is imported here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from typing import overload
+
 import numpy as np
 
-__all__ = ["SCHEMES", "max_fixed_clients", "partition_clients"]
+__all__ = ["SCHEMES", "ClientPartition", "max_fixed_clients", "partition_clients"]
+
+
+class ClientPartition(Sequence[np.ndarray]):
+    """Clients' index arrays as one flat ``int64`` array and ``offsets`` (client i: ``flat[o[i]:o[i+1]]``).
+
+    A ``Sequence[np.ndarray]``: ``len``, indexing, iteration and slicing (a :class:`ClientPartition` of the
+    selected clients) behave as for a list of arrays. Client i's array is a view of ``flat``; the views of
+    different clients do not overlap, so writing into one changes that client only, as with a list.
+    """
+
+    __slots__ = ("flat", "offsets")
+
+    def __init__(self, flat: np.ndarray, offsets: np.ndarray) -> None:
+        self.flat = np.asarray(flat, dtype=np.int64)
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        if self.offsets.ndim != 1 or self.offsets.size < 1 or self.offsets[0] != 0:
+            raise ValueError("offsets must be a 1-D array starting at 0.")
+        if self.offsets[-1] != self.flat.size or np.any(np.diff(self.offsets) < 0):
+            raise ValueError(f"offsets must be non-decreasing and end at len(flat) = {self.flat.size}.")
+
+    @classmethod
+    def from_arrays(cls, parts: Sequence[np.ndarray]) -> ClientPartition:
+        """The partition holding ``parts`` (copied, in order, unsorted)."""
+        if isinstance(parts, ClientPartition):
+            return parts
+        sizes = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+        arrays = [np.asarray(p, dtype=np.int64).reshape(-1) for p in parts]
+        flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+        return cls(flat, np.concatenate([[0], np.cumsum(sizes)]))
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Every client's number of examples, shape ``[N]`` (int64)."""
+        return np.diff(self.offsets)
+
+    def __len__(self) -> int:
+        return int(self.offsets.size - 1)
+
+    @overload
+    def __getitem__(self, i: int) -> np.ndarray: ...
+    @overload
+    def __getitem__(self, i: slice) -> ClientPartition: ...
+    def __getitem__(self, i: int | slice) -> np.ndarray | ClientPartition:
+        if isinstance(i, slice):
+            return self.select(np.arange(len(self))[i])
+        n = len(self)
+        j = int(i)
+        if not -n <= j < n:
+            raise IndexError(f"client index must be in [{-n}, {n - 1}]. Found {i}.")
+        j %= n
+        return self.flat[self.offsets[j] : self.offsets[j + 1]]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        o = self.offsets.tolist()
+        for j in range(len(self)):
+            yield self.flat[o[j] : o[j + 1]]
+
+    def gather(self, clients: np.ndarray, limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(flat, sizes)``: the arrays of ``clients`` (each cut to its first ``limit``) concatenated."""
+        ids = np.asarray(clients, dtype=np.int64).reshape(-1)
+        starts = self.offsets[ids]
+        sizes = self.offsets[ids + 1] - starts
+        if limit is not None:
+            sizes = np.minimum(sizes, int(limit))
+        ends = np.cumsum(sizes)
+        pos = np.arange(int(ends[-1]) if ids.size else 0, dtype=np.int64)
+        pos += np.repeat(starts - (ends - sizes), sizes)
+        return self.flat[pos], sizes
+
+    def select(self, clients: np.ndarray) -> ClientPartition:
+        """The partition of the given clients only (in the given order)."""
+        flat, sizes = self.gather(clients)
+        return ClientPartition(flat, np.concatenate([[0], np.cumsum(sizes)]))
+
 
 #: The partition schemes understood by :func:`partition_clients`.
 SCHEMES: tuple[str, ...] = ("iid", "dirichlet", "label_skew", "fixed")
@@ -38,7 +119,7 @@ def partition_clients(
     alpha: float = 0.5,
     labels_per_client: int = 2,
     samples_per_client: int | None = None,
-) -> list[np.ndarray]:
+) -> ClientPartition:
     """Split the training indices ``0 .. len(labels) - 1`` across ``num_clients`` clients.
 
     Args:
@@ -51,7 +132,8 @@ def partition_clients(
         samples_per_client: d (>= 1), ``"fixed"`` only; N·d must not exceed n.
 
     Returns:
-        ``num_clients`` sorted ``int64`` arrays of training-set indices, pairwise disjoint.
+        ``num_clients`` sorted ``int64`` arrays of training-set indices, pairwise disjoint (a
+        :class:`ClientPartition`).
 
     Raises:
         ValueError: for an unknown scheme or a parameter out of range (the message names it).
@@ -75,11 +157,14 @@ def partition_clients(
                 f"(at most {n // samples_per_client} clients of {samples_per_client})."
             )
         chosen = rng.permutation(n)[: num_clients * samples_per_client]
-        return _finish(np.split(chosen, num_clients))
+        return _sorted_segments(chosen, np.arange(num_clients + 1, dtype=np.int64) * samples_per_client)
     if num_clients > n:
         raise ValueError(f"num_clients must be <= the training-set size {n}. Found {num_clients}.")
     if scheme == "iid":
-        return _finish(np.array_split(rng.permutation(n), num_clients))
+        # np.array_split's sizes: the first n mod N clients get one more.
+        sizes = np.full(num_clients, n // num_clients, dtype=np.int64)
+        sizes[: n % num_clients] += 1
+        return _sorted_segments(rng.permutation(n), np.concatenate([[0], np.cumsum(sizes)]))
     if scheme == "dirichlet":
         if not (isinstance(alpha, int | float) and np.isfinite(alpha) and alpha > 0):
             raise ValueError(f"alpha must be a finite number > 0. Found {alpha!r}.")
@@ -95,7 +180,7 @@ def max_fixed_clients(n: int, samples_per_client: int) -> int:
     return n // samples_per_client
 
 
-def _dirichlet(y: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator) -> list[np.ndarray]:
+def _dirichlet(y: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator) -> ClientPartition:
     classes = np.unique(y)
     by_class = [rng.permutation(np.flatnonzero(y == c)) for c in classes]
     for _ in range(_DIRICHLET_TRIES):
@@ -116,7 +201,7 @@ def _dirichlet(y: np.ndarray, num_clients: int, alpha: float, rng: np.random.Gen
 
 def _label_skew(
     y: np.ndarray, num_clients: int, labels_per_client: int, rng: np.random.Generator
-) -> list[np.ndarray]:
+) -> ClientPartition:
     classes, counts = np.unique(y, return_counts=True)
     if labels_per_client > classes.size:
         raise ValueError(
@@ -129,16 +214,30 @@ def _label_skew(
     # come out nearly equal. A label never has more than num_clients slots, so a valid assignment exists.
     slot_labels = np.repeat(np.arange(classes.size), slots)
     grid = _assign_distinct(slot_labels, num_clients, labels_per_client, rng)
-    pieces: dict[int, list[np.ndarray]] = {}
-    for k in range(classes.size):
-        if slots[k] == 0:
-            continue
-        members = rng.permutation(np.flatnonzero(y == classes[k]))
-        pieces[k] = list(np.array_split(members, int(slots[k])))
-    clients = []
-    for row in grid:
-        clients.append(np.concatenate([pieces[int(k)].pop() for k in row]))
-    return _finish(clients)
+    # Label k's shuffled members are cut into slots[k] pieces as np.array_split does (the first m mod s pieces
+    # one longer); going through the grid row by row, the j-th slot of label k takes piece slots[k] - 1 - j
+    # (the last piece first). Computed for all slots at once.
+    members = [
+        rng.permutation(np.flatnonzero(y == classes[k])) if slots[k] else np.zeros(0, dtype=np.int64)
+        for k in range(classes.size)
+    ]
+    m = np.array([a.size for a in members], dtype=np.int64)
+    start_of = np.concatenate([[0], np.cumsum(m)[:-1]])
+    labels = grid.reshape(-1).astype(np.int64)
+    order = np.argsort(labels, kind="stable")
+    first = np.searchsorted(labels[order], labels[order], side="left")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size) - first
+    s, size = slots[labels], m[labels]
+    piece = s - 1 - rank
+    base, extra = size // s, size % s
+    starts = start_of[labels] + piece * base + np.minimum(piece, extra)
+    lengths = base + (piece < extra)
+    ends = np.cumsum(lengths)
+    pos = np.arange(int(ends[-1]), dtype=np.int64) + np.repeat(starts - (ends - lengths), lengths)
+    per_client = lengths.reshape(num_clients, labels_per_client).sum(1)
+    flat = np.concatenate(members).astype(np.int64)[pos]
+    return _sorted_segments(flat, np.concatenate([[0], np.cumsum(per_client)]))
 
 
 def _allocate_slots(counts: np.ndarray, total: int, *, cap: int) -> np.ndarray:
@@ -207,8 +306,20 @@ def _assign_distinct(
     return grid[rng.permutation(num_clients)]
 
 
-def _finish(parts: list[np.ndarray]) -> list[np.ndarray]:
-    return [np.sort(np.asarray(p, dtype=np.int64)) for p in parts]
+def _finish(parts: list[np.ndarray]) -> ClientPartition:
+    flat = ClientPartition.from_arrays(parts)
+    return _sorted_segments(np.asarray(flat.flat), np.asarray(flat.offsets))
+
+
+def _sorted_segments(values: np.ndarray, offsets: np.ndarray) -> ClientPartition:
+    """Each segment ``values[o[i]:o[i+1]]`` sorted, in one sort of key = segment·n + value (value < n)."""
+    v = np.asarray(values, dtype=np.int64)
+    if v.size == 0:
+        return ClientPartition(v, offsets)
+    span = int(v.max()) + 1
+    segment = np.repeat(np.arange(offsets.size - 1, dtype=np.int64), np.diff(offsets))
+    key = segment * span
+    return ClientPartition(np.sort(key + v) - key, offsets)
 
 
 def _check_labels(labels: np.ndarray) -> np.ndarray:

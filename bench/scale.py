@@ -1,0 +1,117 @@
+"""Benchmark: the first round with 10^6 registered clients (issue 17, item 2).
+
+Builds a task of N = 10^6 clients on a generated training set of 2·N examples (10 features, 4 classes; the
+``iid`` or ``fixed`` partition gives every client 2 examples), then times, each in a fresh step:
+
+- partition building (:func:`ampfl.fl.data.partition_clients`);
+- ``sampler.sample`` for round 0: random check-in (p = 0.01) and Poisson (q = 0.001) over all N clients;
+- local batch indices of the round's participants (``local_batches`` / ``poisson_local_batches``);
+- algorithm set-up and the first round of ``dp_fedavg`` (Poisson cohort) and ``dp_dsgd_rp`` (logreg), after
+  a warm-up round on 10 clients that pays torch's one-off start-up (it is not per-client work);
+
+and the peak resident memory of the process (``resource.getrusage``; the generated data are 80 MB of it).
+
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/scale.py [--clients N] [--scheme iid|fixed]``. It uses only
+the public API, so ``PYTHONPATH=<older checkout>/src`` times an older version the same way (before/after).
+Target: the first round (partition + set-up + round 0) under 1 s, memory under 1 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
+from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
+from ampfl.fl.data import Dataset, partition_clients
+from ampfl.fl.sampling import PoissonSampler, RandomCheckInSampler, local_batches, poisson_local_batches
+from ampfl.fl.task import Task
+
+
+def _timed(label: str, fn: Callable[[], Any]) -> tuple[Any, float]:
+    start = time.perf_counter()
+    out = fn()
+    seconds = time.perf_counter() - start
+    print(f"  {label:<44s} {seconds * 1e3:9.1f} ms")
+    return out, seconds
+
+
+def _peak_mb() -> float:
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kb / 1024.0 if sys.platform != "darwin" else kb / 2**20
+
+
+def _dataset(n: int) -> Dataset:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, 10), dtype=np.float32)
+    y = rng.integers(0, 4, size=n).astype(np.int64)
+    return Dataset("scale", x, y, x[:1000].copy(), y[:1000].copy(), num_classes=4, source="generated")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=1_000_000)
+    parser.add_argument("--scheme", choices=("iid", "fixed"), default="iid")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    n_clients = args.clients
+    ds = _dataset(2 * n_clients)
+    print(f"N = {n_clients} clients, {2 * n_clients} examples, scheme {args.scheme}; times in ms")
+    print(f"  memory after generating the data: {_peak_mb():.0f} MB")
+    parts, t_part = _timed(
+        "partition_clients",
+        lambda: partition_clients(
+            ds.y_train, scheme=args.scheme, num_clients=n_clients, seed=0, samples_per_client=2
+        ),
+    )
+    task = Task(dataset=ds, client_indices=parts, model="logreg")
+    _timed("task.client_sizes()", task.client_sizes)
+    rng = np.random.default_rng(1)
+    checkin, _ = _timed("RandomCheckInSampler(p=0.01).sample", lambda: RandomCheckInSampler(n_clients, 0.01)
+                        .sample(0, rng))  # fmt: skip
+    poisson, _ = _timed("PoissonSampler(q=0.001).sample", lambda: PoissonSampler(n_clients, 0.001)
+                        .sample(0, rng))  # fmt: skip
+    _timed(f"poisson_local_batches ({len(checkin)} clients)",
+           lambda: poisson_local_batches(parts, checkin, sampling_rate=0.5, rng=rng))  # fmt: skip
+    for scheme in ("wr", "wor"):
+        _timed(
+            f"local_batches {scheme} ({len(poisson)} clients)",
+            lambda s=scheme: local_batches(parts, poisson, num_steps=1, batch_size=2, scheme=s, rng=rng),
+        )
+    # One-off torch start-up (the first autograd call imports torch._dynamo, about 1-2 s in any run of any
+    # size): paid here on a 10-client task so that the rounds below time the per-client work.
+    small = Task(dataset=ds, client_indices=[np.arange(2 * i, 2 * i + 2) for i in range(10)], model="logreg")
+
+    def warm_up() -> None:
+        DPFedAvg(DPFedAvg.Params(cohort_size=2, noise_multiplier=1.0), small, seed=0).run_round(0)
+        rp = DPDSGDRandomParticipation.Params(participation=1.0, sampling_rate=1.0, noise_multiplier=1.0)
+        DPDSGDRandomParticipation(rp, small, seed=0).run_round(0)
+
+    _timed("torch warm-up (10 clients, both algorithms)", warm_up)
+    totals = {}
+    for cls, options in (
+        (DPFedAvg, {"client_sampling": "poisson", "sampling_rate": 0.001, "noise_multiplier": 1.0,
+                    "num_local_steps": 1, "batch_size": 2}),
+        (DPDSGDRandomParticipation, {"participation": 0.01, "sampling_rate": 0.5, "noise_multiplier": 1.0}),
+    ):  # fmt: skip
+        print(f"{cls.name}:")
+        algo, t_init = _timed(
+            "set-up", lambda cls=cls, options=options: cls(cls.Params(**options), task, seed=0)
+        )
+        _, t_round = _timed("round 0", lambda algo=algo: algo.run_round(0))
+        totals[cls.name] = t_part + t_init + t_round
+    print("first round (partition + set-up + round 0), target < 1000 ms:")
+    for name, seconds in totals.items():
+        print(f"  {name:<44s} {seconds * 1e3:9.1f} ms")
+    print(f"peak resident memory {_peak_mb():.0f} MB (target < 1024 MB)")
+
+
+if __name__ == "__main__":
+    main()
