@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.config import PrivacyConfig
 
-__all__ = ["RunAccountant", "accounted", "as_one_event", "calibrate_noise"]
+__all__ = ["RunAccountant", "accounted", "as_one_event", "calibrate_noise", "planned_epsilon"]
 
 Events = Sequence[tuple[PrivacyEvent, int]]
 
@@ -265,3 +265,21 @@ def calibrate_noise(
         count=rounds,
         accountant_kwargs={"neighboring_relation": relation},
     )
+
+
+def planned_epsilon(
+    events: Events,
+    *,
+    privacy: PrivacyConfig,
+    relation: NeighboringRelation = NeighboringRelation.ADD_OR_REMOVE_ONE,
+) -> float:
+    """ε at the run's δ of a planned schedule, accounted as the run would (to pick between sound analyses).
+
+    Data-independent: an algorithm may compare the ε of alternative event descriptions of its mechanism
+    before training (e.g. with or without a split credit) and report the smaller one; it never composes
+    what actually ran (that is :class:`RunAccountant`'s job).
+    """
+    acc = make_accountant(privacy.accountant, neighboring_relation=relation)
+    for event, count in accounted(events, privacy):
+        acc.compose(event, count)
+    return float(acc.get_epsilon(privacy.delta))

@@ -296,8 +296,7 @@ class DPSGDPartition(FederatedAlgorithm):
             return self.p.split_credit
         if self.p.num_rounds is None:
             return "split"
-        from ampfl.accounting.accountants import make_accountant
-        from ampfl.fl.privacy import accounted, calibrate_noise
+        from ampfl.fl.privacy import calibrate_noise, planned_epsilon
 
         if self.p.target_epsilon is not None:  # the analysis that needs the smaller noise
             zs = {}
@@ -317,14 +316,14 @@ class DPSGDPartition(FederatedAlgorithm):
             self._calibrated = zs[choice]
             return choice
         assert self.p.noise_multiplier is not None
-        eps = {}
-        for c in ("split", "none"):
-            acc = make_accountant(self.privacy.accountant, neighboring_relation=self.neighboring_relation)
-            for event, count in accounted(
-                [(self.event_at(self.p.noise_multiplier, c), self._event_count())], self.privacy
-            ):
-                acc.compose(event, count)
-            eps[c] = float(acc.get_epsilon(self.privacy.delta))
+        eps = {
+            c: planned_epsilon(
+                [(self.event_at(self.p.noise_multiplier, c), self._event_count())],
+                privacy=self.privacy,
+                relation=self.neighboring_relation,
+            )
+            for c in ("split", "none")
+        }
         return "split" if eps["split"] <= eps["none"] else "none"
 
     def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
