@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from ampfl.cli import main
+
+# CI runs the same property-test examples every time (a red CI must be reproducible, not a lottery);
+# `HYPOTHESIS_PROFILE=explore pytest` searches with fresh random examples.
+settings.register_profile("ci", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture
