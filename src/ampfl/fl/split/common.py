@@ -60,6 +60,14 @@ class SplitParams(BaseModel):
     eval_examples: int = Field(2000, ge=0, description="test examples used by evaluate (0: all)")
 
 
+def client_depths(client_splits: Sequence[int], *, num_blocks: int, num_clients: int) -> torch.Tensor:
+    """Client i's depth ``client_splits[i mod len]`` (003 Sec. 6.2: equal shares of each depth), checked."""
+    for s in client_splits:
+        if not 1 <= s <= num_blocks:
+            raise ValueError(f"client_splits entries must be in [1, {num_blocks}]. Found {s}.")
+    return torch.tensor([client_splits[i % len(client_splits)] for i in range(num_clients)])
+
+
 def flatten(tensors: Sequence[torch.Tensor], batch_dims: int = 0) -> torch.Tensor:
     """Concatenate tensors along their flattened non-batch dimensions."""
     return torch.cat([t.reshape(*t.shape[:batch_dims], -1) for t in tensors], dim=batch_dims)

@@ -51,7 +51,14 @@ from ampfl.fl.models.split_cnn import (
     score_from_probability,
 )
 from ampfl.fl.sampling import local_batches
-from ampfl.fl.split.common import SplitAlgorithm, SplitParams, flatten, make_optimizer, unflatten
+from ampfl.fl.split.common import (
+    SplitAlgorithm,
+    SplitParams,
+    client_depths,
+    flatten,
+    make_optimizer,
+    unflatten,
+)
 
 if TYPE_CHECKING:
     from ampfl.fl.config import PrivacyConfig
@@ -126,12 +133,8 @@ class DepthFL(SplitAlgorithm):
     ) -> None:
         super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
         self.dp_: DepthFLParams = params  # type: ignore[assignment]
-        blocks = len(self.shapes)
-        for s in self.dp_.client_splits:
-            if not 1 <= s <= blocks:
-                raise ValueError(f"client_splits entries must be in [1, {blocks}]. Found {s}.")
-        self.splits = torch.tensor(
-            [self.dp_.client_splits[i % len(self.dp_.client_splits)] for i in range(task.num_clients)]
+        self.splits = client_depths(
+            self.dp_.client_splits, num_blocks=len(self.shapes), num_clients=task.num_clients
         )
         sizes = [math.prod(s) for s in self.shapes]
         self.block_of = torch.cat([torch.full((n,), i) for i, n in enumerate(sizes)])

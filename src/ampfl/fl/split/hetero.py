@@ -37,6 +37,7 @@ from ampfl.accounting.events import BernoulliMaskEvent, PrivacyEvent
 from ampfl.fl.algorithms.base import ROLE_NOISE
 from ampfl.fl.models.split_cnn import keep_probability, score_from_probability
 from ampfl.fl.split.algorithms import PMSFL, PMSFLParams
+from ampfl.fl.split.common import client_depths
 
 if TYPE_CHECKING:
     from ampfl.fl.config import PrivacyConfig
@@ -86,14 +87,10 @@ class PMSFLHetero(PMSFL):
     ) -> None:
         super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
         self.hp: PMSFLHeteroParams = params  # type: ignore[assignment]
-        blocks = len(self.shapes)
-        for s in self.hp.client_splits:
-            if not 1 <= s <= blocks:
-                raise ValueError(f"client_splits entries must be in [1, {blocks}]. Found {s}.")
         sizes = [math.prod(s) for s in self.shapes]
         self.block_of = torch.cat([torch.full((n,), i) for i, n in enumerate(sizes)])
-        self.splits = torch.tensor(
-            [self.hp.client_splits[i % len(self.hp.client_splits)] for i in range(task.num_clients)]
+        self.splits = client_depths(
+            self.hp.client_splits, num_blocks=len(self.shapes), num_clients=task.num_clients
         )
         self.upload_bits = int(sum(sizes[: max(self.hp.client_splits)]))
 
