@@ -81,6 +81,10 @@ def event_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> pld_
     if isinstance(event, ModelSplitEvent | DropoutEvent):
         return _partition_pld(event, h)
     rate, base = 1.0, event
+    if isinstance(event, PoissonSampledEvent) and isinstance(event.event, ModelSplitEvent | DropoutEvent):
+        from ampfl.accounting.partition.subsampled_pld import subsampled_event_pld  # 002, issue 11
+
+        return subsampled_event_pld(event, h, _partition_pld)
     if isinstance(event, PoissonSampledEvent):
         rate, base = event.sampling_rate, event.event
     if rate == 0.0:
