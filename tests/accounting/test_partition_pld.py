@@ -98,7 +98,7 @@ def test_accountant_events_infinite_noise_and_unsupported_cases():
     assert only_nonsplit.get_epsilon(1e-6) == pytest.approx(gauss.get_epsilon(1e-6), rel=1e-9)
     for event in (
         ModelSplitEvent(num_submodels=3, noise_multiplier=1.0),
-        PoissonSampledEvent(sampling_rate=0.1, event=ModelSplitEvent(num_submodels=2, noise_multiplier=1.0)),
+        PoissonSampledEvent(sampling_rate=0.1, event=ModelSplitEvent(num_submodels=3, noise_multiplier=1.0)),
     ):
         assert not PLDAccountant().supports(event)
         with pytest.raises(UnsupportedEventError):

@@ -42,7 +42,6 @@ def test_calibrate_model_split_pld_needs_less_noise_than_rdp(cli_json):
     "argv",
     [
         "account model-split --submodels 3 --noise-multiplier 1 --steps 5 --delta 1e-5",
-        "account model-split --submodels 2 --noise-multiplier 1 --steps 5 --delta 1e-5 --rate 0.1",
         "calibrate model-split --epsilon 1 --submodels 2 --steps 5 --delta 1e-5 --orders 2,3",
     ],
 )

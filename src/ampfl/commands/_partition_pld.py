@@ -1,9 +1,10 @@
 """The PLD path of ``ampfl account model-split|dropout`` and ``calibrate model-split`` (issue 11).
 
-For d ≤ 2 sub-models without ``--rate`` the PLD accountant is exact up to its discretisation
-(:mod:`ampfl.accounting.partition.pld`) and is the default; the RDP bound of Theorem 3.1 is reported next to
-it under ``analyses["rdp"]``. ``--accountant rdp`` (or ``--orders``) keeps the RDP report; ``--accountant
-pld`` where no PLD exists (d ≥ 3, ``--rate``) is a one-line error.
+For d ≤ 2 sub-models the PLD accountant is exact up to its discretisation
+(:mod:`ampfl.accounting.partition.pld`; with ``--rate``, Poisson-subsampled:
+:mod:`ampfl.accounting.partition.subsampled_pld`) and is the default; the RDP bound (Theorem 3.1, with
+``--rate`` Zhu–Wang's subsampling of it) is reported next to it under ``analyses["rdp"]``. ``--accountant rdp``
+(or ``--orders``) keeps the RDP report; ``--accountant pld`` where no PLD exists (d ≥ 3) is a one-line error.
 """
 
 from __future__ import annotations
@@ -14,9 +15,14 @@ from typing import Any
 from ampfl.commands._report import privacy_report
 
 ACCOUNTANT_HELP = (
-    "accountant: pld (exact up to discretisation, for --submodels <= 2 without --rate) or rdp (002 Thm 3.1); "
+    "accountant: pld (exact up to discretisation, for --submodels <= 2, with or without --rate) or rdp "
+    "(002 Thm 3.1); "
     "default: pld where it applies, else rdp"
 )
+
+
+#: ``analysis`` of the PLD report with ``--rate`` (the exact pair, Poisson-subsampled).
+SUBSAMPLED_PLD = "subsampled-split-pld"
 
 
 def add_accountant(p: argparse.ArgumentParser) -> None:
@@ -30,8 +36,6 @@ def wants_pld(args: argparse.Namespace, d: int) -> bool:
     blockers = []
     if d > PLD_MAX_SUBMODELS:
         blockers.append(f"--submodels {d} (PLD needs <= {PLD_MAX_SUBMODELS})")
-    if getattr(args, "rate", None) is not None:
-        blockers.append("--rate (Poisson-subsampled splitting is RDP-only)")
     if args.orders is not None:
         blockers.append("--orders (an RDP setting)")
     if args.accountant == "pld" and blockers:
@@ -50,6 +54,23 @@ def _events(d: int, z: float, z_ns: float | None) -> tuple[Any, Any]:
     return split, GaussianEvent(noise_multiplier=unsplit_noise_multiplier(z, z_ns))
 
 
+def _sampled(event: Any, rate: float | None) -> Any:
+    """``event`` Poisson-subsampled at ``rate`` (``--rate``), or ``event`` itself without it."""
+    from ampfl.accounting.events import PoissonSampledEvent
+
+    return event if rate is None else PoissonSampledEvent(sampling_rate=rate, event=event)
+
+
+def _rate(args: argparse.Namespace) -> tuple[float | None, dict[str, Any]]:
+    """(``--rate`` checked or None, the report keys it adds)."""
+    from ampfl.accounting._checks import check_probability
+
+    if getattr(args, "rate", None) is None:
+        return None, {}
+    q = check_probability("--rate", args.rate)
+    return q, {"sampling_rate": q}
+
+
 def _epsilon(accountant: str, event: Any, steps: int, delta: float) -> float:
     from ampfl.accounting.accountants import make_accountant
 
@@ -63,7 +84,8 @@ def _analyses(
     from ampfl.commands.partition import _entry
 
     rdp = _entry("rdp", _epsilon("rdp", rdp_event, steps, delta), delta, z_rdp)
-    rdp["note"] = "002 Thm 3.1 RDP bound of the same mechanism (sound, looser)" + (
+    sampled = "Zhu-Wang subsampling of " if hasattr(rdp_event, "sampling_rate") else ""
+    rdp["note"] = f"{sampled}002 Thm 3.1 RDP bound of the same mechanism (sound, looser)" + (
         "" if z_rdp is None or isinstance(z_rdp, float) else "; target unreachable"
     )
     return {"rdp": rdp, "no-split": _entry("no-split", _epsilon("pld", plain, steps, delta), delta, z_plain)}
@@ -74,16 +96,18 @@ def split_report(args: argparse.Namespace, *, d: int, theorem: str) -> dict[str,
     from ampfl.commands.partition import _positive, split_inputs
 
     delta, steps, z, z_ns, extra = split_inputs(args)
-    split, plain = _events(d, z, z_ns)
+    q, keys = _rate(args)
+    split, plain = (_sampled(e, q) for e in _events(d, z, z_ns))
     return privacy_report(
         epsilon=_epsilon("pld", split, steps, delta),
         delta=delta,
-        analysis=theorem,
+        analysis=theorem if q is None else SUBSAMPLED_PLD,
         accountant="pld",
         noise_multiplier=z,
         clip=_positive(args.clip, "--clip"),
         analyses=_analyses(split, plain, steps, delta),
         **extra,
+        **keys,
         steps=steps,
     )
 
@@ -96,28 +120,34 @@ def calibrate_split(
     from ampfl.accounting.events import GaussianEvent, ModelSplitEvent
     from ampfl.commands.partition import _positive
 
-    def split_at(x: float) -> ModelSplitEvent:
-        return ModelSplitEvent(num_submodels=d, noise_multiplier=x)
+    q, keys = _rate(args)
+
+    def split_at(x: float) -> Any:
+        return _sampled(ModelSplitEvent(num_submodels=d, noise_multiplier=x), q)
+
+    def plain_at(x: float) -> Any:
+        return _sampled(GaussianEvent(noise_multiplier=x), q)
 
     kw: dict[str, Any] = {"target_epsilon": target, "target_delta": delta, "count": steps}
     z = calibrate(split_at, accountant="pld", **kw)
     found: dict[str, Any] = {}
-    for name, make in (("rdp", split_at), ("plain", lambda x: GaussianEvent(noise_multiplier=x))):
+    for name, make in (("rdp", split_at), ("plain", plain_at)):
         try:
             found[name] = calibrate(make, accountant="rdp" if name == "rdp" else "pld", **kw)
         except UnreachableTarget as exc:  # reported in its entry, not fatal: the PLD answer stands
             found[name] = exc
     z_rdp, z_plain = found["rdp"], found["plain"]
     rdp_event = split_at(z_rdp if isinstance(z_rdp, float) else z)
-    plain = GaussianEvent(noise_multiplier=z_plain if isinstance(z_plain, float) else z)
+    plain = plain_at(z_plain if isinstance(z_plain, float) else z)
     return privacy_report(
         epsilon=_epsilon("pld", split_at(z), steps, delta),
         delta=delta,
-        analysis="theorem-3.4",
+        analysis="theorem-3.4" if q is None else SUBSAMPLED_PLD,
         accountant="pld",
         noise_multiplier=z,
         clip=_positive(args.clip, "--clip"),
         analyses=_analyses(rdp_event, plain, steps, delta, z_rdp, z_plain),
         target_epsilon=target,
         steps=steps,
+        **keys,
     )

@@ -105,7 +105,12 @@ def register(registry: Registry) -> None:
         ),
         ("account", "bis", _account_bis, (_noise, _bis_args, auto)),
         ("account", "poisson", _account_poisson, (_noise, _poisson_args)),
-        ("account", "dropout", _account_dropout, (_noise, _steps, exact, _nonsplit_args, add_accountant)),
+        (
+            "account",
+            "dropout",
+            _account_dropout,
+            (_noise, _steps, _split_rate, exact, _nonsplit_args, add_accountant),
+        ),
         ("calibrate", "model-split", _calibrate_model_split, (_epsilon, _model_split_args, add_accountant)),
         ("calibrate", "bis", _calibrate_bis, (_epsilon, _bis_args)),
         ("calibrate", "poisson", _calibrate_poisson, (_epsilon, _poisson_args)),
@@ -120,6 +125,10 @@ def register(registry: Registry) -> None:
 def _model_split_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--submodels", type=int, required=True, help="number of disjoint sub-models D (>= 1)")
     _steps(p)
+    _split_rate(p)
+
+
+def _split_rate(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--rate",
         type=float,
