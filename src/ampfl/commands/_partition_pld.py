@@ -3,8 +3,9 @@
 For d ≤ 2 sub-models the PLD accountant is exact up to its discretisation
 (:mod:`ampfl.accounting.partition.pld`; with ``--rate``, Poisson-subsampled:
 :mod:`ampfl.accounting.partition.subsampled_pld`) and is the default; the RDP bound (Theorem 3.1, with
-``--rate`` Zhu–Wang's subsampling of it) is reported next to it under ``analyses["rdp"]``. ``--accountant rdp``
-(or ``--orders``) keeps the RDP report; ``--accountant pld`` where no PLD exists (d ≥ 3) is a one-line error.
+``--rate`` Zhu–Wang's subsampling of it) is reported next to it under ``analyses["rdp"]``.
+``--accountant rdp`` (or ``--orders``) keeps the RDP report; ``--accountant pld`` where no PLD exists (d ≥ 3)
+is a one-line error.
 """
 
 from __future__ import annotations

@@ -34,9 +34,9 @@ with Q̃(i) = p_i e^{−ℓ_i}, the rest of Q̃ on a point ⊥ where P̃₁ = 0,
 both monotone in the unsubsampled divergences, subsampling the discrete dominating pair dominates the
 subsampled pair in both directions (and for every α, as composition needs). Its losses are
 
-    remove: f(ℓ_i) = ln(1 − q + q e^{ℓ_i}) with mass q·p_i + (1 − q)·p_i e^{−ℓ_i};  ln(1 − q) at ⊥;  ∞ at q·p_∞,
-    add:    g(ℓ̂_j) = −ln(1 − q + q e^{−ℓ̂_j}) with mass p̂_j (the add PMF of L̂ = ln dQ/dP₁ under Q);
-            −ln(1 − q) for the add infinity mass,                                                         (5)
+    remove: f(ℓ_i) = ln(1 − q + q e^{ℓ_i}), mass q·p_i + (1 − q)·p_i e^{−ℓ_i}; ln(1 − q) at ⊥; ∞ at q·p_∞;
+    add:    g(ℓ̂_j) = −ln(1 − q + q e^{−ℓ̂_j}), mass p̂_j (the add PMF: L̂ = ln dQ/dP₁ under Q);
+            −ln(1 − q) for the add infinity mass,                                                     (5)
 
 each rounded up to the output grid. f and g are increasing with slopes in (0, 1).
 
