@@ -183,17 +183,55 @@ def test_calibration_round_trip_and_the_noise_saved():
 
 
 def test_cli_rate_with_the_pld_accountant(cli_json):
-    argv = "account model-split --submodels 2 --noise-multiplier 1.5 --steps 20 --rate 0.1 --delta 1e-6"
-    out = cli_json([*argv.split(), "--accountant", "pld"])
+    import argparse
+
+    from ampfl.commands._partition_pld import wants_pld
+
+    argv = "account dropout --noise-multiplier 1.5 --steps 20 --rate 0.1 --delta 1e-6 --accountant pld"
+    out = cli_json(argv.split())
     assert out["accountant"] == "pld" and out["analysis"] == "subsampled-split-pld"
     assert out["sampling_rate"] == 0.1
-    event = PoissonSampledEvent(
-        sampling_rate=0.1, event=ModelSplitEvent(num_submodels=2, noise_multiplier=1.5)
-    )
+    event = PoissonSampledEvent(sampling_rate=0.1, event=DropoutEvent(noise_multiplier=1.5))
     assert out["epsilon"] == pytest.approx(PLDAccountant().compose(event, 20).get_epsilon(1e-6), rel=1e-12)
     rdp = RDPAccountant().compose(event, 20).get_epsilon(1e-6)
     assert out["analyses"]["rdp"]["epsilon"] == pytest.approx(rdp, rel=1e-12)
     assert out["epsilon"] < rdp and out["epsilon"] < out["analyses"]["no-split"]["epsilon"]
-    # dropout = two blocks; pld is the default where it applies
-    drop = cli_json("account dropout --noise-multiplier 1.5 --steps 20 --rate 0.1 --delta 1e-6".split())
-    assert drop["accountant"] == "pld" and drop["epsilon"] == pytest.approx(out["epsilon"], rel=1e-12)
+    # pld is the default where it applies (d <= 2, with or without --rate); rdp for d >= 3
+    for d, want in ((1, True), (2, True), (3, False)):
+        assert wants_pld(argparse.Namespace(accountant=None, rate=0.1, orders=None), d) is want
+
+
+def test_dp_sgd_split_runs_with_poisson_sampling_on_the_pld_accountant():
+    # the algorithm asks the privacy spine (fl.privacy.planned_epsilon) for split_credit = "auto"
+    from ampfl.fl.algorithms.dp_sgd_partition import DPSGDPartition
+    from ampfl.fl.config import PrivacyConfig
+    from ampfl.fl.data import load_dataset
+    from ampfl.fl.privacy import RunAccountant
+    from ampfl.fl.task import Task
+
+    digits = load_dataset("digits")
+    task = Task(digits, [np.arange(i, i + 1) for i in range(20)], model="mlp", model_options={"hidden": [8]})
+    privacy = PrivacyConfig.model_validate({"accountant": "pld"})
+    params = DPSGDPartition.Params(
+        num_local_steps=1,
+        batch_size=1,
+        learning_rate=1.0,
+        sampling="poisson",
+        sampling_rate=0.2,
+        num_submodels=2,
+        noise_multiplier=1.2,
+        num_rounds=3,
+    )
+    algo = DPSGDPartition(params, task, seed=3, privacy=privacy)
+    assert algo.credit == "split"
+    ledger = RunAccountant(privacy, algo)
+    for r in range(3):
+        ledger.compose(algo.round_events(r))
+    spent = ledger.epsilon()
+    assert 0.0 < spent < RDPAccountant().compose(_event_of(algo), 3).get_epsilon(1e-5)
+
+
+def _event_of(algo):
+    [(event, count)] = algo.round_events(0)
+    assert count == 1 and isinstance(event, PoissonSampledEvent) and isinstance(event.event, ModelSplitEvent)
+    return event
