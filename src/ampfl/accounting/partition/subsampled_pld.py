@@ -40,12 +40,14 @@ subsampled pair in both directions (and for every α, as composition needs). Its
 
 each rounded up to the output grid. f and g are increasing with slopes in (0, 1).
 
-**Error** (per step, every loss of the reported pair is ≥ the exact one): at most e_in + h above it, where h
-is the output grid, e_in ≤ 2·h_in the inner PLD's rounding (grid h_in = h / :data:`INNER_REFINEMENT`, two
-roundings: Gaussian and mixture), shrunk by the slope of f or g (≈ q·e^{L₁} for small q), plus 1e-9·h from
-reading grid points back; so T composed steps report ε(δ) ≤ ε_exact(δ) + T·(e_in + h). Tail masses
-(≤ 1e-22 per piece) go to the infinity mass. The inner composition is dp-accounting's FFT convolution (its
-round-off, ≈ 1e-17 per point, is the one uncertified part, as in every dp-accounting composition).
+**Error** (per step, the reported δ(ε) is ≥ the exact one at every ε): the losses of the discrete pair are
+≥ the exact ones and at most e_in above them, e_in ≤ 2·h_in the inner PLD's rounding (grid
+h_in = h / :data:`INNER_REFINEMENT`, by default h; two roundings: Gaussian and mixture) shrunk by the slope of
+f or g (≈ q·e^{L₁} for small q); the output PMF (Connect-the-Dots on grid h) lies between that pair and the
+pair with every loss rounded up to the grid, so T composed steps report ε(δ) ≤ ε_exact(δ) + T·(e_in + h).
+Tail masses (≤ 1e-22 per piece) go to the infinity mass. The inner composition is dp-accounting's FFT
+convolution (its round-off, ≈ 1e-17 per point, is the one uncertified part, as in every dp-accounting
+composition).
 """
 
 from __future__ import annotations
