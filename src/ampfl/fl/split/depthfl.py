@@ -217,29 +217,55 @@ class DepthFL(SplitAlgorithm):
         self.heads = _depth_average(heads, self.head_of, depth, self.heads)
         return {"participants": float(k), "train_loss": float((total / self.sp.num_local_steps).mean())}
 
+    def _eval_weights(self) -> torch.Tensor:
+        if not self.dp_.masks:
+            return self.bottom
+        gen = self.torch_generator(-1, ROLE_EVAL)  # one sampled mask, the same at every evaluation (pm_sfl)
+        return self.initial_bottom * (torch.rand(self.bottom.shape, generator=gen) < self.bottom)
+
     @torch.no_grad()
-    def _class_accuracy(self, depth: int) -> torch.Tensor:
-        """Per-class accuracy of the ensemble of heads 1..``depth`` (mean softmax) on the evaluation set."""
+    def _predict(self, weights: torch.Tensor, depth: int, x: torch.Tensor) -> torch.Tensor:
+        """Labels predicted by the ensemble of heads 1..``depth`` (mean softmax), in chunks of 1000."""
+        out = []
+        for start in range(0, len(x), 1000):
+            logits = self._logits(weights[None], self.heads[None], x[start : start + 1000][None])[:depth, 0]
+            out.append(F.softmax(logits, dim=-1).mean(0).argmax(1))
+        return torch.cat(out)
+
+    def _class_accuracy(self, weights: torch.Tensor, depth: int) -> torch.Tensor:
+        """Per-class accuracy of the ensemble of heads 1..``depth`` on the evaluation set."""
         self._eval_setup()
         classes = self.task.dataset.num_classes
-        correct = torch.zeros(classes)
-        weights = self.bottom
-        if self.dp_.masks:  # one sampled mask, the same at every evaluation (as pm_sfl)
-            gen = self.torch_generator(-1, ROLE_EVAL)
-            weights = self.initial_bottom * (torch.rand(self.bottom.shape, generator=gen) < self.bottom)
-        for start in range(0, len(self._eval_y), 1000):
-            x, y = self._eval_x[start : start + 1000], self._eval_y[start : start + 1000]
-            logits = self._logits(weights[None], self.heads[None], x[None])[:depth, 0]
-            pred = F.softmax(logits, dim=-1).mean(0).argmax(1)
-            correct += torch.bincount(y[pred == y], minlength=classes)[:classes].float()
-        counts = torch.bincount(self._eval_y, minlength=classes)[:classes].float()
+        pred, y = self._predict(weights, depth, self._eval_x), self._eval_y
+        correct = torch.bincount(y[pred == y], minlength=classes)[:classes].float()
+        counts = torch.bincount(y, minlength=classes)[:classes].float()
         return correct / counts.clamp(min=1.0)
+
+    def _evaluate_own(self, weights: torch.Tensor) -> dict[str, float]:
+        """Natural partitions: each evaluated client on its own test examples."""
+        assert self._own_test is not None
+        full, own, sizes = [], [], []
+        for c in self.eval_ids():
+            idx = self._own_test[int(c)]
+            x, y = self.x_test[idx], self.y_test[idx]
+            full.append(float((self._predict(weights, len(self.shapes), x) == y).double().mean()))
+            own.append(float((self._predict(weights, int(self.splits[c]), x) == y).double().mean()))
+            sizes.append(len(idx))
+        acc = torch.tensor(full, dtype=torch.float64)
+        return {
+            "accuracy": float(acc.mean()),
+            "local_accuracy_std": float(acc.std(unbiased=False)),
+            "global_accuracy": sum(a * m for a, m in zip(full, sizes, strict=True)) / sum(sizes),
+            "own_depth_accuracy": sum(own) / len(own),
+        }
 
     def evaluate(self) -> dict[str, float]:
         ids = self.eval_ids()
-        per_depth = {
-            d: self._class_accuracy(d) for d in sorted(set(self.splits.tolist()) | {len(self.shapes)})
-        }
+        weights = self._eval_weights()
+        if self._own_test is not None:
+            return self._evaluate_own(weights)
+        depths = sorted(set(self.splits.tolist()) | {len(self.shapes)})
+        per_depth = {d: self._class_accuracy(weights, d) for d in depths}
         full = per_depth[len(self.shapes)]
         counts = torch.bincount(self._eval_y, minlength=self.task.dataset.num_classes).float()
         local = self._proportions[ids] @ full
