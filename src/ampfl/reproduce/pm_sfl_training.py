@@ -26,6 +26,13 @@ most likely mask 1[θ > 0.5] (and, as an upper bound on leakage, an oracle that 
 per method and writes a PNG grid.
 
 ``quick=True``: ``QUICK`` instead of ``FULL`` (fewer clients, rounds and local steps; a smaller grid).
+
+``pm-sfl-table1 --dataset NAME [--data-path P]`` (``DATASETS``): ``fmnist`` (default, above); ``femnist``,
+003's natural writer partition (LEAF json at P, :mod:`ampfl.fl.data.femnist`; ``num_clients`` writers, 003
+samples 190 in the full setting; each writer scored on its own test examples); ``fmnist_styles``, a STAND-IN
+for FEMNIST when no path is given (:mod:`ampfl.fl.data.writer_styles`: Fashion-MNIST, IID labels, one fixed
+rotation/shift/stroke style per client, scored on test images in its own style); ``cifar100``, 003's first
+setting (pickle at P, Dirichlet α = 0.3, like ``fmnist``). Runs of another dataset go to ``OUT/<dataset>/``.
 """
 
 from __future__ import annotations
@@ -89,9 +96,28 @@ PM_CASES = {"masked": "PM-SFL", "oracle": "PM-SFL (oracle: mask known)"}
 #: Attack settings, the best of tv ∈ {0, 0.003, 0.01, 0.03} × steps ∈ {200, 600} against quick SplitFed.
 ATTACK_STEPS = 200
 ATTACK_TV = 0.03
+#: ``pm-sfl-table1 --dataset`` choices -> (what it is, needs ``--data-path``).
+DATASETS: dict[str, tuple[str, bool]] = {
+    "fmnist": ("Fashion-MNIST, Dirichlet(0.3) labels", False),
+    "fmnist_styles": ("STAND-IN for FEMNIST: Fashion-MNIST, one fixed writer style per client", False),
+    "femnist": ("FEMNIST (LEAF), one client per writer", True),
+    "cifar100": ("CIFAR-100, Dirichlet(0.3) labels", True),
+}
+#: Writers of the full FEMNIST setting (003 Sec. 6.1 samples 190); the quick one uses ``num_clients``.
+FEMNIST_WRITERS = 190
 
 
-def _config(algorithm: str, extra: dict[str, Any], lr: float, s: dict[str, Any]) -> Any:
+def _config(
+    algorithm: str,
+    extra: dict[str, Any],
+    lr: float,
+    s: dict[str, Any],
+    dataset: str = "fmnist",
+    data_path: str | None = None,
+    clients: int | None = None,
+) -> Any:
+    """The run's config; for a natural partition (``fmnist_styles``, ``femnist``) the ``[partition]`` section
+    only records the number of clients (the task is built by :func:`_task`)."""
     from ampfl.fl.config import parse_config
 
     rounds = int(s["rounds"])
@@ -115,8 +141,12 @@ def _config(algorithm: str, extra: dict[str, Any], lr: float, s: dict[str, Any])
             "rounds": rounds,
             "eval_every": max(1, rounds // int(s["evaluations"])),
             "checkpoint_every": 0,
-            "dataset": {"name": "fmnist"},
-            "partition": {"scheme": "dirichlet", "num_clients": s["num_clients"], "alpha": ALPHA},
+            "dataset": {"name": dataset, **({"path": str(data_path)} if data_path is not None else {})},
+            "partition": {
+                "scheme": "dirichlet" if dataset in ("fmnist", "cifar100") else "iid",
+                "num_clients": clients if clients is not None else s["num_clients"],
+                "alpha": ALPHA,
+            },
             "model": {"name": "split_cnn", "options": {"channels": s["channels"], **MODEL}},
             "algorithm": params,
             "privacy": {"accountant": "rdp", "delta": 1e-5},
@@ -137,14 +167,35 @@ def _variant(extra: dict[str, Any]) -> str:
     return ""
 
 
-def _task(config: Any, figure: str) -> Any:
+def _task(config: Any, figure: str, quick: bool = True) -> Any:
+    """The task of ``config``'s dataset: a Dirichlet partition, or the natural one of ``fmnist_styles`` /
+    ``femnist`` (one client per writer style / writer, each with its own test examples)."""
     from ampfl.fl.data import DataUnavailableError
     from ampfl.fl.run import build_task
 
+    name, path = config.dataset.name, config.dataset.path
+    if name not in DATASETS:
+        raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {name!r}.")
+    if DATASETS[name][1] and path is None:
+        hint = " (without FEMNIST: --dataset fmnist_styles, a stated stand-in)" if name == "femnist" else ""
+        raise ValueError(f"--dataset {name} needs --data-path, the folder of its files{hint}.")
+    options = dict(config.model.options)
     try:
-        return build_task(config)
+        if name == "fmnist_styles":
+            from ampfl.fl.data.writer_styles import load_fmnist_styles
+
+            natural = load_fmnist_styles(config.partition.num_clients, seed=config.seed)
+        elif name == "femnist":
+            from ampfl.fl.data.femnist import load_femnist
+
+            writers = config.partition.num_clients if quick else FEMNIST_WRITERS
+            natural = load_femnist(path, writers=writers, seed=config.seed)
+        else:
+            return build_task(config)
     except DataUnavailableError as exc:
-        raise ValueError(f"{figure} needs Fashion-MNIST: {exc} (try: ampfl data fetch fmnist)") from None
+        hint = " (try: ampfl data fetch fmnist)" if name.startswith("fmnist") else ""
+        raise ValueError(f"{figure} needs {name}: {exc}{hint}") from None
+    return natural.task(config.model.name, options)
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
@@ -153,10 +204,15 @@ def _read(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def table1(out: Path, *, quick: bool = False) -> dict[str, Any]:
-    """003 Table 1, first row's setting (Dirichlet α = 0.3, no system heterogeneity), on Fashion-MNIST."""
-    title = "003 Table 1 (Dirichlet α = 0.3, homogeneous split) on Fashion-MNIST"
-    return _compare(out, quick, METHODS, "pm_sfl_table1", title)
+def table1(
+    out: Path, *, quick: bool = False, dataset: str = "fmnist", data_path: str | None = None
+) -> dict[str, Any]:
+    """003 Table 1, no system heterogeneity: Dirichlet α = 0.3 on Fashion-MNIST (default) or CIFAR-100, or
+    the natural writer partition (FEMNIST, or its stand-in ``fmnist_styles``); see the module docstring."""
+    if dataset not in DATASETS:
+        raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {dataset!r}.")
+    title = f"003 Table 1 (homogeneous split) on {DATASETS[dataset][0]}"
+    return _compare(out, quick, METHODS, "pm_sfl_table1", title, dataset=dataset, data_path=data_path)
 
 
 def hetero(out: Path, *, quick: bool = False) -> dict[str, Any]:
@@ -167,7 +223,14 @@ def hetero(out: Path, *, quick: bool = False) -> dict[str, Any]:
 
 
 def _compare(
-    out: Path, quick: bool, methods: dict[str, tuple[str, dict[str, Any]]], stem: str, title: str
+    out: Path,
+    quick: bool,
+    methods: dict[str, tuple[str, dict[str, Any]]],
+    stem: str,
+    title: str,
+    *,
+    dataset: str = "fmnist",
+    data_path: str | None = None,
 ) -> dict[str, Any]:
     from ampfl.fl.run import run_or_reuse
     from ampfl.io import atomic_write_csv
@@ -175,7 +238,10 @@ def _compare(
 
     s = QUICK if quick else FULL
     grid = tuple(s["learning_rates"])
-    task = _task(_config("splitfed", {}, grid[0], s), stem.replace("_", "-"))
+    task = _task(_config("splitfed", {}, grid[0], s, dataset, data_path), stem.replace("_", "-"), quick)
+    n = task.num_clients
+    if dataset != "fmnist":
+        out = out / dataset
     rows: list[list[Any]] = []
     runs: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
@@ -185,7 +251,10 @@ def _compare(
         for lr in grid:
             folder = out / algorithm / _variant(extra) / f"lr{lr:g}"
             summary = run_or_reuse(
-                _config(algorithm, extra, lr, s), folder, task=task, label=f"{label} η={lr:g}"
+                _config(algorithm, extra, lr, s, dataset, data_path, n),
+                folder,
+                task=task,
+                label=f"{label} η={lr:g}",
             )
             lines = _read(folder / "metrics.jsonl")
             run = {
@@ -218,8 +287,14 @@ def _compare(
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     legend_below(ax, ncol=2, fontsize=8)
+    data_note = {
+        "fmnist": "Fashion-MNIST instead of CIFAR-100",
+        "fmnist_styles": "Fashion-MNIST with per-client styles: a STAND-IN for FEMNIST",
+        "femnist": "FEMNIST, one client per writer",
+        "cifar100": "CIFAR-100",
+    }[dataset]
     note = (
-        f"Fashion-MNIST instead of CIFAR-100. N = {s['num_clients']}, C = {s['client_fraction']}, "
+        f"{data_note}. N = {n}, C = {s['client_fraction']}, "
         f"{s['rounds']} rounds × {s['local_steps']} local steps of batch {BATCH}, Adam, c = {C}, "
         f"split CNN {s['channels']} split after block {MODEL['split_layer']}; each method at its best "
         f"client η of {list(grid)}." + (" QUICK RUN (--quick)." if quick else "")
@@ -231,7 +306,9 @@ def _compare(
     return {
         "files": [str(png), str(csv_path)],
         "quick": quick,
-        "setting": {k: (list(v) if isinstance(v, tuple) else v) for k, v in s.items()},
+        "dataset": dataset,
+        "dataset_source": task.dataset.source,
+        "setting": {k: (list(v) if isinstance(v, tuple) else v) for k, v in s.items()} | {"num_clients": n},
         "results": results,
         "runs": runs,
     }
