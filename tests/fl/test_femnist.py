@@ -57,7 +57,8 @@ def test_read_and_split_per_writer(leaf, tmp_path):
         assert sorted(labels.tolist()) == sorted(users[name]["y"])
     # cached: the same arrays again; the seed changes the per-writer split
     again = load_femnist(folder, cache_dir=tmp_path / "cache")
-    assert np.array_equal(again.dataset.x_train, ds.x_train) and len(list((tmp_path / "cache").rglob("*.npz"))) == 1
+    assert np.array_equal(again.dataset.x_train, ds.x_train)
+    assert len(list((tmp_path / "cache").rglob("*.npz"))) == 1
     other = load_femnist(folder, seed=1, cache_dir=tmp_path / "cache")
     assert not np.array_equal(other.dataset.y_train, ds.y_train) or not np.array_equal(
         other.dataset.x_train, ds.x_train
@@ -86,7 +87,7 @@ def test_train_test_folders_and_writer_subset(tmp_path):
 def test_femnist_errors(tmp_path):
     with pytest.raises(DataUnavailableError, match="LEAF"):
         load_dataset("femnist")
-    with pytest.raises(DataUnavailableError, match="no \\*.json"):
+    with pytest.raises(DataUnavailableError, match=r"no \*\.json"):
         load_femnist(tmp_path, cache_dir=tmp_path)
     with pytest.raises(ValueError, match="writers must be >= 1"):
         load_femnist(tmp_path, writers=0)
