@@ -23,7 +23,9 @@ part of this comparison), FEMNIST/CIFAR-100/HAR.
 DLG-style smashed-data attack of :mod:`ampfl.fl.split.attack` on ``ATTACK_IMAGES`` training images of client
 0: SplitFed with the exact bottom, PM-SFL with the client's secret mask M ~ Bern(θ_0) and the attacker's
 most likely mask 1[θ > 0.5] (and, as an upper bound on leakage, an oracle that knows M). Reports PSNR and SSIM
-per method and writes a PNG grid.
+per method and writes a PNG grid. Two more rows add the gradient-matching term (``ATTACK_GRAD_WEIGHT``) where
+the attacker knows the weights the gradient is taken at: SplitFed, and the PM-SFL oracle (PM-SFL itself
+uploads binary masks, which carry no per-example gradient).
 
 ``quick=True``: ``QUICK`` instead of ``FULL`` (fewer clients, rounds and local steps; a smaller grid).
 
@@ -96,6 +98,14 @@ PM_CASES = {"masked": "PM-SFL", "oracle": "PM-SFL (oracle: mask known)"}
 #: Attack settings, the best of tv ∈ {0, 0.003, 0.01, 0.03} × steps ∈ {200, 600} against quick SplitFed.
 ATTACK_STEPS = 200
 ATTACK_TV = 0.03
+#: Weight λ of the gradient-matching term in the "+ gradient" rows (relative squared error of the bottom's
+#: gradient, :func:`ampfl.fl.split.attack.reconstruct`), the best of {0.1, 1, 10, 100} against quick SplitFed.
+ATTACK_GRAD_WEIGHT = 10.0
+#: Rows with the gradient term: case of :func:`~ampfl.fl.split.attack.attack_client` -> label.
+GRAD_CASES = {
+    "splitfed": {"exact": "SplitFed (smashed + gradient)"},
+    "pm_sfl": {"oracle": "PM-SFL (oracle: mask known, smashed + gradient)"},
+}
 #: ``pm-sfl-table1 --dataset`` choices -> (what it is, needs ``--data-path``).
 DATASETS: dict[str, tuple[str, bool]] = {
     "fmnist": ("Fashion-MNIST, Dirichlet(0.3) labels", False),
@@ -340,14 +350,19 @@ def attack(out: Path, *, quick: bool = False) -> dict[str, Any]:
     for algorithm, cases in (("splitfed", {"exact": "SplitFed"}), ("pm_sfl", PM_CASES)):
         alg, summary = _trained(algorithm, s, out, task)
         x, found = attack_client(alg, 0, images=ATTACK_IMAGES, steps=steps, tv_weight=ATTACK_TV)
-        for case, label in cases.items():
-            r = found[case]
+        _, with_grad = attack_client(
+            alg, 0, images=ATTACK_IMAGES, steps=steps, tv_weight=ATTACK_TV, grad_weight=ATTACK_GRAD_WEIGHT
+        )
+        labelled = [(found[c], label) for c, label in cases.items()]
+        labelled += [(with_grad[c], label) for c, label in GRAD_CASES[algorithm].items()]
+        for r, label in labelled:
             recon_rows[label] = r["reconstruction"]
             results.append(
                 {
                     "method": label,
                     "psnr": r["psnr"],
                     "ssim": r["ssim"],
+                    "gradient_matching": r["gradient_matching"],
                     "final_accuracy": summary["final_accuracy"],
                 }
             )
@@ -357,7 +372,8 @@ def attack(out: Path, *, quick: bool = False) -> dict[str, Any]:
             )
     assert x is not None
     note = (
-        f"DLG-style attack on smashed data ({steps} Adam steps, TV weight {ATTACK_TV}), {ATTACK_IMAGES}"
+        f"DLG-style attack on smashed data ({steps} Adam steps, TV weight {ATTACK_TV}; '+ gradient': also "
+        f"the bottom's gradient, weight {ATTACK_GRAD_WEIGHT:g}), {ATTACK_IMAGES}"
         " training images of client 0,"
         f" Fashion-MNIST; models after {s['rounds']} rounds. PM-SFL attacker uses the mask 1[θ > 0.5]."
         + (" QUICK RUN (--quick)." if quick else "")
@@ -369,6 +385,7 @@ def attack(out: Path, *, quick: bool = False) -> dict[str, Any]:
         "quick": quick,
         "attack_steps": steps,
         "tv_weight": ATTACK_TV,
+        "grad_weight": ATTACK_GRAD_WEIGHT,
         "results": results,
     }
 
