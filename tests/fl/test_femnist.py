@@ -131,3 +131,37 @@ def test_style_clients_partition():
         assert np.allclose(a_te[test[i]], apply_style(x_te[test[i]], styles[i]))
     with pytest.raises(ValueError, match="num_clients must be in"):
         style_clients(x_tr, x_te, 13, seed=0)
+
+
+def test_table1_on_a_tiny_leaf_folder(tmp_path, monkeypatch, capsys):
+    """``pm-sfl-table1 --dataset femnist --data-path P``: one client per writer, each on its own test data."""
+    import math
+
+    from ampfl.cli import main
+    from ampfl.reproduce import pm_sfl_training, run_figure
+
+    rng = np.random.default_rng(1)
+    folder = tmp_path / "leaf"
+    folder.mkdir()
+    _leaf_file(folder / "a.json", {f"w{i}": _writer(rng, 12) for i in range(5)})
+    tiny = {**pm_sfl_training.QUICK, "num_clients": 4, "client_fraction": 0.5, "rounds": 2, "local_steps": 1,
+            "evaluations": 1, "learning_rates": (0.05,), "eval_clients": 4,
+            "channels": [4, 8, 8]}  # fmt: skip
+    monkeypatch.setattr(pm_sfl_training, "QUICK", tiny)
+    monkeypatch.setattr(pm_sfl_training, "MODEL", {"groups": 2, "split_layer": 2})
+    methods = {k: pm_sfl_training.METHODS[k] for k in ("PM-SFL",)}
+    monkeypatch.setattr(pm_sfl_training, "METHODS", methods)
+    monkeypatch.setenv("AMPFL_DATA", str(tmp_path / "cache"))
+    out = run_figure("pm-sfl-table1", tmp_path / "t", quick=True, dataset="femnist", data_path=str(folder))
+    assert out["dataset"] == "femnist" and out["setting"]["num_clients"] == 4  # 4 of the 5 writers
+    assert [r["method"] for r in out["results"]] == list(methods)
+    for r in out["results"]:  # each of the 4 writers has 1 test example: accuracy is a multiple of 1/4
+        assert math.isclose(r["final_accuracy"] * 4, round(r["final_accuracy"] * 4), abs_tol=1e-9)
+    assert (tmp_path / "t" / "femnist" / "pm_sfl" / "lr0.05" / "summary.json").is_file()
+    assert (
+        main(["reproduce", "pm-sfl-table1", "--quick", "--dataset", "femnist", "--out", str(tmp_path / "u")])
+        == 2
+    )
+    assert "needs --data-path" in capsys.readouterr().err
+    assert main(["reproduce", "pm-sfl-hetero", "--dataset", "femnist", "--out", str(tmp_path / "v")]) == 2
+    assert "--dataset is not an option of figure pm-sfl-hetero" in capsys.readouterr().err
