@@ -62,6 +62,7 @@ HETERO_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "DepthFL": ("depthfl", {}),
     "DepthFL (probabilistic masks)": ("depthfl", {"masks": True}),
+    "DepthFL (bottleneck heads)": ("depthfl", {"bottleneck": True}),
 }
 FULL: dict[str, Any] = {
     "num_clients": 100,
@@ -172,6 +173,8 @@ def _variant(extra: dict[str, Any]) -> str:
         return "no_compensation"
     if extra.get("masks"):
         return "masks"
+    if extra.get("bottleneck"):
+        return "bottleneck"
     if "compensation" in extra and extra.get("personalization") == "fine":  # adaptive depth, personalised
         return "personal"
     return ""
