@@ -14,10 +14,9 @@ accuracy on its own label distribution (``accuracy`` of the split algorithms).
 
 ``pm-sfl-hetero``: the system-heterogeneous rows' question (003 Sec. 6.6): clients split after block 1, 2
 or 3 in equal shares (:mod:`ampfl.fl.split.hetero`), PM-SFL with and without the knowledge compensation of
-Eq. 8, and DepthFL (:mod:`ampfl.fl.split.depthfl`, the same depths), on the same data and grid.
-
-Not reproduced here: personalisation combined with adaptive depth (implemented in ``pm_sfl_hetero``, not
-part of this comparison), FEMNIST/CIFAR-100/HAR.
+Eq. 8 (and with personalisation), DepthFL (:mod:`ampfl.fl.split.depthfl`, the same depths; also on masks
+and with DepthFL's bottleneck heads), on the same data and grid. Not reproduced here: HAR; FEMNIST and
+CIFAR-100 only with a user path (``pm-sfl-table1 --dataset``, below).
 
 ``pm-sfl-attack``: trains SplitFed and PM-SFL (same setting, a fixed learning rate each), then runs the
 DLG-style smashed-data attack of :mod:`ampfl.fl.split.attack` on ``ATTACK_IMAGES`` training images of client
