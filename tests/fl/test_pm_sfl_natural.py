@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 
 import numpy as np
@@ -9,8 +10,8 @@ import pytest
 import torch
 
 from ampfl.fl.config import parse_config
-from ampfl.fl.data import DataUnavailableError, load_dataset
-from ampfl.fl.data.cifar100 import find_cifar100, load_cifar100_arrays
+from ampfl.fl.data import DataUnavailableError, cifar100, load_dataset
+from ampfl.fl.data.cifar100 import CIFAR100_MD5, find_cifar100, load_cifar100_arrays
 from ampfl.fl.data.natural import NaturalData
 from ampfl.fl.models.split_cnn import bottom_forward
 from ampfl.fl.run import build_algorithm, build_task
@@ -87,7 +88,7 @@ def _pickle(path, obj) -> None:
         pickle.dump(obj, handle)
 
 
-def test_cifar100_pickles(tmp_path):
+def test_cifar100_pickles(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     folder = tmp_path / "cifar-100-python"
     folder.mkdir()
@@ -108,6 +109,15 @@ def test_cifar100_pickles(tmp_path):
     assert c["y_train"].tolist() == coarse and len(coarse_names) == 20
     with pytest.raises(DataUnavailableError, match="fails the published MD5"):
         load_dataset("cifar100", path=tmp_path, cache_dir=tmp_path / "empty")
+    # with the digests of these files, load_dataset accepts them: float images in [0, 1], 100 classes
+    digests = {
+        n: hashlib.md5((folder / n).read_bytes(), usedforsecurity=False).hexdigest() for n in CIFAR100_MD5
+    }
+    monkeypatch.setattr(cifar100, "CIFAR100_MD5", digests)
+    ds = load_dataset("cifar100", path=tmp_path, cache_dir=tmp_path / "empty")
+    assert ds.num_classes == 100 and ds.x_train.dtype == np.float32 and ds.class_names[99] == "f99"
+    assert np.allclose(ds.x_train * 255, a["x_train"]) and ds.y_test.tolist() == fine[:2]
+    monkeypatch.undo()
     with pytest.raises(DataUnavailableError, match="train, test and meta not found"):
         load_dataset("cifar100", path=tmp_path / "nowhere", cache_dir=tmp_path / "empty")
     _pickle(folder / "test", {b"data": x[:2], b"fine_labels": [100, 0]})
