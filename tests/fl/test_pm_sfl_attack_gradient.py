@@ -13,8 +13,8 @@ from ampfl.fl.split.attack import attack_client, bottom_gradient, reconstruct, r
 from ampfl.fl.split.common import unflatten
 
 
-def _alg(name: str):
-    config = parse_config(
+def _config(name: str):
+    return parse_config(
         {
             "seed": 0,
             "rounds": 1,
@@ -24,6 +24,10 @@ def _alg(name: str):
             "algorithm": {"name": name, "client_fraction": 0.5, "num_local_steps": 1, "batch_size": 4},
         }
     )
+
+
+def _alg(name: str):
+    config = _config(name)
     return build_algorithm(config, build_task(config))
 
 
@@ -86,3 +90,19 @@ def test_attack_client_flags_where_the_gradient_is_used():
     assert exact["exact"]["gradient_matching"] and exact["exact"]["psnr"] > 0.0
     with pytest.raises(ValueError, match="grad-weight must be >= 0"):
         attack_client(sf, 0, grad_weight=-1.0)
+
+
+def test_attack_cli_grad_weight(tmp_path, capsys):
+    import json
+
+    from ampfl.cli import main
+    from ampfl.fl.run import run_experiment
+
+    config = _config("splitfed")
+    run_experiment(config, tmp_path / "run", plots=False, progress=False)
+    args = ["attack", "dlg", str(tmp_path / "run"), "--steps", "2", "--images", "2", "--json"]
+    assert main([*args, "--grad-weight", "1"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["grad_weight"] == 1.0 and result["results"][0]["gradient_matching"] is True
+    assert main([*args, "--grad-weight", "-1"]) == 2
+    assert "--grad-weight must be >= 0" in capsys.readouterr().err
