@@ -27,9 +27,9 @@ def register(registry: Registry) -> None:
         "--quick", action="store_true", help="training figures: a reduced setting (minutes), same ordering"
     )
     parser.add_argument(
-        "--dataset", default=None, help="pm-sfl-table1: fmnist (default), fmnist_styles, femnist, cifar100"
+        "--dataset", default=None, help="pm-sfl-*: fmnist (default), fmnist_styles, femnist, cifar100"
     )
-    parser.add_argument("--data-path", default=None, help="pm-sfl-table1: folder of femnist / cifar100")
+    parser.add_argument("--data-path", default=None, help="pm-sfl-*: folder of femnist / cifar100")
 
 
 def _reproduce(args: argparse.Namespace) -> dict[str, Any]:

@@ -33,7 +33,8 @@ uploads binary masks, which carry no per-example gradient).
 samples 190 in the full setting; each writer scored on its own test examples); ``fmnist_styles``, a STAND-IN
 for FEMNIST when no path is given (:mod:`ampfl.fl.data.writer_styles`: Fashion-MNIST, IID labels, one fixed
 rotation/shift/stroke style per client, scored on test images in its own style); ``cifar100``, 003's first
-setting (pickle at P, Dirichlet α = 0.3, like ``fmnist``). Runs of another dataset go to ``OUT/<dataset>/``.
+setting (pickle at P, Dirichlet α = 0.3, like ``fmnist``). Runs of another dataset go to ``OUT/<dataset>/``;
+``pm-sfl-hetero`` and ``pm-sfl-attack`` take the same options.
 """
 
 from __future__ import annotations
@@ -227,11 +228,15 @@ def table1(
     return _compare(out, quick, METHODS, "pm_sfl_table1", title, dataset=dataset, data_path=data_path)
 
 
-def hetero(out: Path, *, quick: bool = False) -> dict[str, Any]:
+def hetero(
+    out: Path, *, quick: bool = False, dataset: str = "fmnist", data_path: str | None = None
+) -> dict[str, Any]:
     """003 Table 1, system-heterogeneous setting (split after block 1, 2 or 3, equal shares): PM-SFL with and
-    without the layer-wise knowledge compensation of Eq. 8, and DepthFL."""
-    title = "003 Sec. 6.6: adaptive split depth, knowledge compensation (Eq. 8), Fashion-MNIST"
-    return _compare(out, quick, HETERO_METHODS, "pm_sfl_hetero", title)
+    without the layer-wise knowledge compensation of Eq. 8, and DepthFL; ``dataset`` as :func:`table1`."""
+    if dataset not in DATASETS:
+        raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {dataset!r}.")
+    title = f"003 Sec. 6.6: adaptive split depth, knowledge compensation (Eq. 8), {DATASETS[dataset][0]}"
+    return _compare(out, quick, HETERO_METHODS, "pm_sfl_hetero", title, dataset=dataset, data_path=data_path)
 
 
 def _compare(
@@ -326,10 +331,12 @@ def _compare(
     }
 
 
-def _trained(algorithm: str, s: dict[str, Any], out: Path, task: Any) -> tuple[Any, dict[str, Any]]:
+def _trained(
+    algorithm: str, s: dict[str, Any], out: Path, task: Any, dataset: str, data_path: str | None
+) -> tuple[Any, dict[str, Any]]:
     from ampfl.fl.run import build_algorithm, load_checkpoint, run_or_reuse
 
-    config = _config(algorithm, {}, ATTACK_LR[algorithm], s)
+    config = _config(algorithm, {}, ATTACK_LR[algorithm], s, dataset, data_path, task.num_clients)
     folder = out / algorithm
     summary = run_or_reuse(config, folder, task=task, label=f"attack: {algorithm}")
     alg = build_algorithm(config, task)
@@ -337,20 +344,27 @@ def _trained(algorithm: str, s: dict[str, Any], out: Path, task: Any) -> tuple[A
     return alg, summary
 
 
-def attack(out: Path, *, quick: bool = False) -> dict[str, Any]:
-    """003 Sec. 3 / Fig. 5: DLG-style reconstruction from smashed data, SplitFed vs PM-SFL (PSNR, SSIM)."""
+def attack(
+    out: Path, *, quick: bool = False, dataset: str = "fmnist", data_path: str | None = None
+) -> dict[str, Any]:
+    """003 Sec. 3 / Fig. 5: DLG-style reconstruction from smashed data, SplitFed vs PM-SFL (PSNR, SSIM);
+    ``dataset`` as :func:`table1` (the victim is client 0, its first training images)."""
     from ampfl.fl.split.attack import attack_client, save_grid
     from ampfl.io import atomic_write_csv
 
+    if dataset not in DATASETS:
+        raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {dataset!r}.")
     s = QUICK if quick else FULL
-    task = _task(_config("splitfed", {}, 1e-3, s), "pm-sfl-attack")
+    task = _task(_config("splitfed", {}, 1e-3, s, dataset, data_path), "pm-sfl-attack", quick)
+    if dataset != "fmnist":
+        out = out / dataset
     steps = ATTACK_STEPS
     results: list[dict[str, Any]] = []
     recon_rows: dict[str, Any] = {}
     csv_rows: list[list[Any]] = []
     x = None
     for algorithm, cases in (("splitfed", {"exact": "SplitFed"}), ("pm_sfl", PM_CASES)):
-        alg, summary = _trained(algorithm, s, out, task)
+        alg, summary = _trained(algorithm, s, out, task, dataset, data_path)
         x, found = attack_client(alg, 0, images=ATTACK_IMAGES, steps=steps, tv_weight=ATTACK_TV)
         _, with_grad = attack_client(
             alg, 0, images=ATTACK_IMAGES, steps=steps, tv_weight=ATTACK_TV, grad_weight=ATTACK_GRAD_WEIGHT
@@ -377,14 +391,15 @@ def attack(out: Path, *, quick: bool = False) -> dict[str, Any]:
         f"DLG-style attack on smashed data ({steps} Adam steps, TV weight {ATTACK_TV}; '+ gradient': also "
         f"the bottom's gradient, weight {ATTACK_GRAD_WEIGHT:g}), {ATTACK_IMAGES}"
         " training images of client 0,"
-        f" Fashion-MNIST; models after {s['rounds']} rounds. PM-SFL attacker uses the mask 1[θ > 0.5]."
-        + (" QUICK RUN (--quick)." if quick else "")
+        f" {DATASETS[dataset][0]}; models after {s['rounds']} rounds."
+        " PM-SFL attacker uses the mask 1[θ > 0.5]." + (" QUICK RUN (--quick)." if quick else "")
     )
     png = save_grid(out / "pm_sfl_attack.png", x, recon_rows, note=note)
     csv_path = atomic_write_csv(out / "pm_sfl_attack.csv", ["method", "image", "psnr", "ssim"], csv_rows)
     return {
         "files": [str(png), str(csv_path)],
         "quick": quick,
+        "dataset": dataset,
         "attack_steps": steps,
         "tv_weight": ATTACK_TV,
         "grad_weight": ATTACK_GRAD_WEIGHT,
