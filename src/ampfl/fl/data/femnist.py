@@ -94,7 +94,7 @@ def _build(root: Path, seed: int) -> dict[str, np.ndarray]:
         pairs = []
         for i, w in enumerate(names):
             x, y = writers[w]
-            tr, te = _split_writer(y.size, np.random.default_rng([seed, i]))
+            tr, te = _split_writer(y.size, np.random.default_rng([seed, 0, i]))
             pairs.append(((x[tr], y[tr]), (x[te], y[te])))
     if not names:
         raise DataUnavailableError(f"femnist: no writer with at least 2 examples in {root}")
