@@ -24,6 +24,7 @@ K₂ = 0.03, 'valid' windows, population moments), per image, data range L.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -176,7 +177,7 @@ def save_grid(
             ax.set_xticks([])
             ax.set_yticks([])
             if col == 0:
-                ax.set_ylabel(label, fontsize=7)
+                ax.set_ylabel(textwrap.fill(label, 18), fontsize=6)
     return save(fig, path, note=note)
 
 
