@@ -2,7 +2,8 @@
 
 ``RUN`` is the run folder of a split algorithm (``splitfed``, ``standalone``, ``pm_sfl``, ``splitfed_pm``):
 its ``config.toml`` and final ``checkpoint.pt``. The attack (:func:`ampfl.fl.split.attack.attack_client`)
-reconstructs the first ``--images`` training images of ``--client`` from their smashed data and reports
+reconstructs the first ``--images`` training images of ``--client`` from their smashed data (and with
+``--grad-weight W`` > 0 also from the bottom's gradient, where the case's weights are known) and reports
 PSNR and SSIM per case; it writes ``attack.png`` (originals and reconstructions) and ``attack.csv``.
 Checkpoints are loaded with ``torch.load(weights_only=False)``: attack only run folders you trust.
 """
@@ -29,6 +30,12 @@ def register(registry: Registry) -> None:
     )
     parser.add_argument(
         "--tv", type=float, default=0.0, help="total-variation prior weight (>= 0, default 0)"
+    )
+    parser.add_argument(
+        "--grad-weight",
+        type=float,
+        default=0.0,
+        help="weight of the gradient-matching term (>= 0, default 0: smashed data only)",
     )
     parser.add_argument("--out", type=Path, default=None, help="output folder (default RUN/attack)")
 
@@ -60,7 +67,12 @@ def _attack(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(str(exc).replace("--resume: ", "RUN: ")) from None
     try:
         x, found = attack_client(
-            algorithm, args.client, images=args.images, steps=args.steps, tv_weight=args.tv
+            algorithm,
+            args.client,
+            images=args.images,
+            steps=args.steps,
+            tv_weight=args.tv,
+            grad_weight=getattr(args, "grad_weight", 0.0),
         )
     except ValueError as exc:
         raise ValueError(f"--{exc}") from None
@@ -82,6 +94,10 @@ def _attack(args: argparse.Namespace) -> dict[str, Any]:
         "client": args.client,
         "steps": args.steps,
         "tv": args.tv,
-        "results": [{"case": case, "psnr": r["psnr"], "ssim": r["ssim"]} for case, r in found.items()],
+        "grad_weight": getattr(args, "grad_weight", 0.0),
+        "results": [
+            {"case": case, "psnr": r["psnr"], "ssim": r["ssim"], "gradient_matching": r["gradient_matching"]}
+            for case, r in found.items()
+        ],
         "files": [str(png), str(table)],
     }

@@ -26,10 +26,15 @@ def register(registry: Registry) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="training figures: a reduced setting (minutes), same ordering"
     )
+    parser.add_argument(
+        "--dataset", default=None, help="pm-sfl-*: fmnist (default), fmnist_styles, femnist, cifar100"
+    )
+    parser.add_argument("--data-path", default=None, help="pm-sfl-*: folder of femnist / cifar100")
 
 
 def _reproduce(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.reproduce import run_figure
 
     out = check_out_dir(args.out if args.out is not None else Path("runs") / "reproduce" / args.name)
-    return run_figure(args.name, out, quick=args.quick)
+    options = {"dataset": getattr(args, "dataset", None), "data_path": getattr(args, "data_path", None)}
+    return run_figure(args.name, out, quick=args.quick, **options)

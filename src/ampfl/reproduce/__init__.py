@@ -114,15 +114,25 @@ def has_quick(function: FigureFunction) -> bool:
     return "quick" in inspect.signature(function).parameters
 
 
-def run_figure(name: str, out: Path, *, quick: bool = False) -> dict[str, Any]:
+def run_figure(name: str, out: Path, *, quick: bool = False, **options: Any) -> dict[str, Any]:
     """Produce figure ``name`` into folder ``out``; returns the figure's summary dict.
 
     ``quick`` runs a training figure's reduced setting; figures without one (the accounting figures take
-    seconds) run as they are, and the result says ``"quick": false``.
+    seconds) run as they are, and the result says ``"quick": false``. ``options`` (e.g. ``dataset``,
+    ``data_path``; ``None`` values are dropped) go to figures whose function takes them.
+
+    Raises:
+        ValueError: an option the figure does not take.
     """
     function = figure_function(name)
+    given = {key: value for key, value in options.items() if value is not None}
+    for key in given:
+        if key not in inspect.signature(function).parameters:
+            raise ValueError(f"--{key.replace('_', '-')} is not an option of figure {name}.")
     out.mkdir(parents=True, exist_ok=True)
-    result = dict(function(out, quick=True)) if quick and has_quick(function) else dict(function(out))
+    if quick and has_quick(function):
+        given["quick"] = True
+    result = dict(function(out, **given))
     result.setdefault("figure", name)
     result.setdefault("quick", False)
     return result

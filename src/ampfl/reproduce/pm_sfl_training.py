@@ -14,18 +14,27 @@ accuracy on its own label distribution (``accuracy`` of the split algorithms).
 
 ``pm-sfl-hetero``: the system-heterogeneous rows' question (003 Sec. 6.6): clients split after block 1, 2
 or 3 in equal shares (:mod:`ampfl.fl.split.hetero`), PM-SFL with and without the knowledge compensation of
-Eq. 8, and DepthFL (:mod:`ampfl.fl.split.depthfl`, the same depths), on the same data and grid.
-
-Not reproduced here: personalisation combined with adaptive depth (implemented in ``pm_sfl_hetero``, not
-part of this comparison), FEMNIST/CIFAR-100/HAR.
+Eq. 8 (and with personalisation), DepthFL (:mod:`ampfl.fl.split.depthfl`, the same depths; also on masks
+and with DepthFL's bottleneck heads), on the same data and grid. Not reproduced here: HAR; FEMNIST and
+CIFAR-100 only with a user path (``pm-sfl-table1 --dataset``, below).
 
 ``pm-sfl-attack``: trains SplitFed and PM-SFL (same setting, a fixed learning rate each), then runs the
 DLG-style smashed-data attack of :mod:`ampfl.fl.split.attack` on ``ATTACK_IMAGES`` training images of client
 0: SplitFed with the exact bottom, PM-SFL with the client's secret mask M ~ Bern(θ_0) and the attacker's
 most likely mask 1[θ > 0.5] (and, as an upper bound on leakage, an oracle that knows M). Reports PSNR and SSIM
-per method and writes a PNG grid.
+per method and writes a PNG grid. Two more rows add the gradient-matching term (``ATTACK_GRAD_WEIGHT``) where
+the attacker knows the weights the gradient is taken at: SplitFed, and the PM-SFL oracle (PM-SFL itself
+uploads binary masks, which carry no per-example gradient).
 
 ``quick=True``: ``QUICK`` instead of ``FULL`` (fewer clients, rounds and local steps; a smaller grid).
+
+``pm-sfl-table1 --dataset NAME [--data-path P]`` (``DATASETS``): ``fmnist`` (default, above); ``femnist``,
+003's natural writer partition (LEAF json at P, :mod:`ampfl.fl.data.femnist`; ``num_clients`` writers, 003
+samples 190 in the full setting; each writer scored on its own test examples); ``fmnist_styles``, a STAND-IN
+for FEMNIST when no path is given (:mod:`ampfl.fl.data.writer_styles`: Fashion-MNIST, IID labels, one fixed
+rotation/shift/stroke style per client, scored on test images in its own style); ``cifar100``, 003's first
+setting (pickle at P, Dirichlet α = 0.3, like ``fmnist``). Runs of another dataset go to ``OUT/<dataset>/``;
+``pm-sfl-hetero`` and ``pm-sfl-attack`` take the same options.
 """
 
 from __future__ import annotations
@@ -53,6 +62,7 @@ HETERO_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "DepthFL": ("depthfl", {}),
     "DepthFL (probabilistic masks)": ("depthfl", {"masks": True}),
+    "DepthFL (bottleneck heads)": ("depthfl", {"bottleneck": True}),
 }
 FULL: dict[str, Any] = {
     "num_clients": 100,
@@ -89,9 +99,36 @@ PM_CASES = {"masked": "PM-SFL", "oracle": "PM-SFL (oracle: mask known)"}
 #: Attack settings, the best of tv ∈ {0, 0.003, 0.01, 0.03} × steps ∈ {200, 600} against quick SplitFed.
 ATTACK_STEPS = 200
 ATTACK_TV = 0.03
+#: Weight λ of the gradient-matching term in the "+ gradient" rows (relative squared error of the bottom's
+#: gradient, :func:`ampfl.fl.split.attack.reconstruct`), the best of {0.1, 1, 10, 100} against quick SplitFed.
+ATTACK_GRAD_WEIGHT = 10.0
+#: Rows with the gradient term: case of :func:`~ampfl.fl.split.attack.attack_client` -> label.
+GRAD_CASES = {
+    "splitfed": {"exact": "SplitFed (smashed + gradient)"},
+    "pm_sfl": {"oracle": "PM-SFL (oracle: mask known, smashed + gradient)"},
+}
+#: ``pm-sfl-table1 --dataset`` choices -> (what it is, needs ``--data-path``).
+DATASETS: dict[str, tuple[str, bool]] = {
+    "fmnist": ("Fashion-MNIST, Dirichlet(0.3) labels", False),
+    "fmnist_styles": ("STAND-IN for FEMNIST: Fashion-MNIST, one fixed writer style per client", False),
+    "femnist": ("FEMNIST (LEAF), one client per writer", True),
+    "cifar100": ("CIFAR-100, Dirichlet(0.3) labels", True),
+}
+#: Writers of the full FEMNIST setting (003 Sec. 6.1 samples 190); the quick one uses ``num_clients``.
+FEMNIST_WRITERS = 190
 
 
-def _config(algorithm: str, extra: dict[str, Any], lr: float, s: dict[str, Any]) -> Any:
+def _config(
+    algorithm: str,
+    extra: dict[str, Any],
+    lr: float,
+    s: dict[str, Any],
+    dataset: str = "fmnist",
+    data_path: str | None = None,
+    clients: int | None = None,
+) -> Any:
+    """The run's config; for a natural partition (``fmnist_styles``, ``femnist``) the ``[partition]`` section
+    only records the number of clients (the task is built by :func:`_task`)."""
     from ampfl.fl.config import parse_config
 
     rounds = int(s["rounds"])
@@ -115,8 +152,12 @@ def _config(algorithm: str, extra: dict[str, Any], lr: float, s: dict[str, Any])
             "rounds": rounds,
             "eval_every": max(1, rounds // int(s["evaluations"])),
             "checkpoint_every": 0,
-            "dataset": {"name": "fmnist"},
-            "partition": {"scheme": "dirichlet", "num_clients": s["num_clients"], "alpha": ALPHA},
+            "dataset": {"name": dataset, **({"path": str(data_path)} if data_path is not None else {})},
+            "partition": {
+                "scheme": "dirichlet" if dataset in ("fmnist", "cifar100") else "iid",
+                "num_clients": clients if clients is not None else s["num_clients"],
+                "alpha": ALPHA,
+            },
             "model": {"name": "split_cnn", "options": {"channels": s["channels"], **MODEL}},
             "algorithm": params,
             "privacy": {"accountant": "rdp", "delta": 1e-5},
@@ -132,19 +173,42 @@ def _variant(extra: dict[str, Any]) -> str:
         return "no_compensation"
     if extra.get("masks"):
         return "masks"
+    if extra.get("bottleneck"):
+        return "bottleneck"
     if "compensation" in extra and extra.get("personalization") == "fine":  # adaptive depth, personalised
         return "personal"
     return ""
 
 
-def _task(config: Any, figure: str) -> Any:
+def _task(config: Any, figure: str, quick: bool = True) -> Any:
+    """The task of ``config``'s dataset: a Dirichlet partition, or the natural one of ``fmnist_styles`` /
+    ``femnist`` (one client per writer style / writer, each with its own test examples)."""
     from ampfl.fl.data import DataUnavailableError
     from ampfl.fl.run import build_task
 
+    name, path = config.dataset.name, config.dataset.path
+    if name not in DATASETS:
+        raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {name!r}.")
+    if DATASETS[name][1] and path is None:
+        hint = " (without FEMNIST: --dataset fmnist_styles, a stated stand-in)" if name == "femnist" else ""
+        raise ValueError(f"--dataset {name} needs --data-path, the folder of its files{hint}.")
+    options = dict(config.model.options)
     try:
-        return build_task(config)
+        if name == "fmnist_styles":
+            from ampfl.fl.data.writer_styles import load_fmnist_styles
+
+            natural = load_fmnist_styles(config.partition.num_clients, seed=config.seed)
+        elif name == "femnist":
+            from ampfl.fl.data.femnist import load_femnist
+
+            writers = config.partition.num_clients if quick else FEMNIST_WRITERS
+            natural = load_femnist(path, writers=writers, seed=config.seed)
+        else:
+            return build_task(config)
     except DataUnavailableError as exc:
-        raise ValueError(f"{figure} needs Fashion-MNIST: {exc} (try: ampfl data fetch fmnist)") from None
+        hint = " (try: ampfl data fetch fmnist)" if name.startswith("fmnist") else ""
+        raise ValueError(f"{figure} needs {name}: {exc}{hint}") from None
+    return natural.task(config.model.name, options)
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
@@ -153,21 +217,37 @@ def _read(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def table1(out: Path, *, quick: bool = False) -> dict[str, Any]:
-    """003 Table 1, first row's setting (Dirichlet α = 0.3, no system heterogeneity), on Fashion-MNIST."""
-    title = "003 Table 1 (Dirichlet α = 0.3, homogeneous split) on Fashion-MNIST"
-    return _compare(out, quick, METHODS, "pm_sfl_table1", title)
+def table1(
+    out: Path, *, quick: bool = False, dataset: str = "fmnist", data_path: str | None = None
+) -> dict[str, Any]:
+    """003 Table 1, no system heterogeneity: Dirichlet α = 0.3 on Fashion-MNIST (default) or CIFAR-100, or
+    the natural writer partition (FEMNIST, or its stand-in ``fmnist_styles``); see the module docstring."""
+    if dataset not in DATASETS:
+        raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {dataset!r}.")
+    title = f"003 Table 1 (homogeneous split) on {DATASETS[dataset][0]}"
+    return _compare(out, quick, METHODS, "pm_sfl_table1", title, dataset=dataset, data_path=data_path)
 
 
-def hetero(out: Path, *, quick: bool = False) -> dict[str, Any]:
+def hetero(
+    out: Path, *, quick: bool = False, dataset: str = "fmnist", data_path: str | None = None
+) -> dict[str, Any]:
     """003 Table 1, system-heterogeneous setting (split after block 1, 2 or 3, equal shares): PM-SFL with and
-    without the layer-wise knowledge compensation of Eq. 8, and DepthFL."""
-    title = "003 Sec. 6.6: adaptive split depth, knowledge compensation (Eq. 8), Fashion-MNIST"
-    return _compare(out, quick, HETERO_METHODS, "pm_sfl_hetero", title)
+    without the layer-wise knowledge compensation of Eq. 8, and DepthFL; ``dataset`` as :func:`table1`."""
+    if dataset not in DATASETS:
+        raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {dataset!r}.")
+    title = f"003 Sec. 6.6: adaptive split depth, knowledge compensation (Eq. 8), {DATASETS[dataset][0]}"
+    return _compare(out, quick, HETERO_METHODS, "pm_sfl_hetero", title, dataset=dataset, data_path=data_path)
 
 
 def _compare(
-    out: Path, quick: bool, methods: dict[str, tuple[str, dict[str, Any]]], stem: str, title: str
+    out: Path,
+    quick: bool,
+    methods: dict[str, tuple[str, dict[str, Any]]],
+    stem: str,
+    title: str,
+    *,
+    dataset: str = "fmnist",
+    data_path: str | None = None,
 ) -> dict[str, Any]:
     from ampfl.fl.run import run_or_reuse
     from ampfl.io import atomic_write_csv
@@ -175,7 +255,10 @@ def _compare(
 
     s = QUICK if quick else FULL
     grid = tuple(s["learning_rates"])
-    task = _task(_config("splitfed", {}, grid[0], s), stem.replace("_", "-"))
+    task = _task(_config("splitfed", {}, grid[0], s, dataset, data_path), stem.replace("_", "-"), quick)
+    n = task.num_clients
+    if dataset != "fmnist":
+        out = out / dataset
     rows: list[list[Any]] = []
     runs: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
@@ -185,7 +268,10 @@ def _compare(
         for lr in grid:
             folder = out / algorithm / _variant(extra) / f"lr{lr:g}"
             summary = run_or_reuse(
-                _config(algorithm, extra, lr, s), folder, task=task, label=f"{label} η={lr:g}"
+                _config(algorithm, extra, lr, s, dataset, data_path, n),
+                folder,
+                task=task,
+                label=f"{label} η={lr:g}",
             )
             lines = _read(folder / "metrics.jsonl")
             run = {
@@ -218,8 +304,14 @@ def _compare(
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     legend_below(ax, ncol=2, fontsize=8)
+    data_note = {
+        "fmnist": "Fashion-MNIST instead of CIFAR-100",
+        "fmnist_styles": "Fashion-MNIST with per-client styles: a STAND-IN for FEMNIST",
+        "femnist": "FEMNIST, one client per writer",
+        "cifar100": "CIFAR-100",
+    }[dataset]
     note = (
-        f"Fashion-MNIST instead of CIFAR-100. N = {s['num_clients']}, C = {s['client_fraction']}, "
+        f"{data_note}. N = {n}, C = {s['client_fraction']}, "
         f"{s['rounds']} rounds × {s['local_steps']} local steps of batch {BATCH}, Adam, c = {C}, "
         f"split CNN {s['channels']} split after block {MODEL['split_layer']}; each method at its best "
         f"client η of {list(grid)}." + (" QUICK RUN (--quick)." if quick else "")
@@ -231,16 +323,20 @@ def _compare(
     return {
         "files": [str(png), str(csv_path)],
         "quick": quick,
-        "setting": {k: (list(v) if isinstance(v, tuple) else v) for k, v in s.items()},
+        "dataset": dataset,
+        "dataset_source": task.dataset.source,
+        "setting": {k: (list(v) if isinstance(v, tuple) else v) for k, v in s.items()} | {"num_clients": n},
         "results": results,
         "runs": runs,
     }
 
 
-def _trained(algorithm: str, s: dict[str, Any], out: Path, task: Any) -> tuple[Any, dict[str, Any]]:
+def _trained(
+    algorithm: str, s: dict[str, Any], out: Path, task: Any, dataset: str, data_path: str | None
+) -> tuple[Any, dict[str, Any]]:
     from ampfl.fl.run import build_algorithm, load_checkpoint, run_or_reuse
 
-    config = _config(algorithm, {}, ATTACK_LR[algorithm], s)
+    config = _config(algorithm, {}, ATTACK_LR[algorithm], s, dataset, data_path, task.num_clients)
     folder = out / algorithm
     summary = run_or_reuse(config, folder, task=task, label=f"attack: {algorithm}")
     alg = build_algorithm(config, task)
@@ -248,29 +344,41 @@ def _trained(algorithm: str, s: dict[str, Any], out: Path, task: Any) -> tuple[A
     return alg, summary
 
 
-def attack(out: Path, *, quick: bool = False) -> dict[str, Any]:
-    """003 Sec. 3 / Fig. 5: DLG-style reconstruction from smashed data, SplitFed vs PM-SFL (PSNR, SSIM)."""
+def attack(
+    out: Path, *, quick: bool = False, dataset: str = "fmnist", data_path: str | None = None
+) -> dict[str, Any]:
+    """003 Sec. 3 / Fig. 5: DLG-style reconstruction from smashed data, SplitFed vs PM-SFL (PSNR, SSIM);
+    ``dataset`` as :func:`table1` (the victim is client 0, its first training images)."""
     from ampfl.fl.split.attack import attack_client, save_grid
     from ampfl.io import atomic_write_csv
 
+    if dataset not in DATASETS:
+        raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {dataset!r}.")
     s = QUICK if quick else FULL
-    task = _task(_config("splitfed", {}, 1e-3, s), "pm-sfl-attack")
+    task = _task(_config("splitfed", {}, 1e-3, s, dataset, data_path), "pm-sfl-attack", quick)
+    if dataset != "fmnist":
+        out = out / dataset
     steps = ATTACK_STEPS
     results: list[dict[str, Any]] = []
     recon_rows: dict[str, Any] = {}
     csv_rows: list[list[Any]] = []
     x = None
     for algorithm, cases in (("splitfed", {"exact": "SplitFed"}), ("pm_sfl", PM_CASES)):
-        alg, summary = _trained(algorithm, s, out, task)
+        alg, summary = _trained(algorithm, s, out, task, dataset, data_path)
         x, found = attack_client(alg, 0, images=ATTACK_IMAGES, steps=steps, tv_weight=ATTACK_TV)
-        for case, label in cases.items():
-            r = found[case]
+        _, with_grad = attack_client(
+            alg, 0, images=ATTACK_IMAGES, steps=steps, tv_weight=ATTACK_TV, grad_weight=ATTACK_GRAD_WEIGHT
+        )
+        labelled = [(found[c], label) for c, label in cases.items()]
+        labelled += [(with_grad[c], label) for c, label in GRAD_CASES[algorithm].items()]
+        for r, label in labelled:
             recon_rows[label] = r["reconstruction"]
             results.append(
                 {
                     "method": label,
                     "psnr": r["psnr"],
                     "ssim": r["ssim"],
+                    "gradient_matching": r["gradient_matching"],
                     "final_accuracy": summary["final_accuracy"],
                 }
             )
@@ -280,18 +388,21 @@ def attack(out: Path, *, quick: bool = False) -> dict[str, Any]:
             )
     assert x is not None
     note = (
-        f"DLG-style attack on smashed data ({steps} Adam steps, TV weight {ATTACK_TV}), {ATTACK_IMAGES}"
+        f"DLG-style attack on smashed data ({steps} Adam steps, TV weight {ATTACK_TV}; '+ gradient': also "
+        f"the bottom's gradient, weight {ATTACK_GRAD_WEIGHT:g}), {ATTACK_IMAGES}"
         " training images of client 0,"
-        f" Fashion-MNIST; models after {s['rounds']} rounds. PM-SFL attacker uses the mask 1[θ > 0.5]."
-        + (" QUICK RUN (--quick)." if quick else "")
+        f" {DATASETS[dataset][0]}; models after {s['rounds']} rounds."
+        " PM-SFL attacker uses the mask 1[θ > 0.5]." + (" QUICK RUN (--quick)." if quick else "")
     )
     png = save_grid(out / "pm_sfl_attack.png", x, recon_rows, note=note)
     csv_path = atomic_write_csv(out / "pm_sfl_attack.csv", ["method", "image", "psnr", "ssim"], csv_rows)
     return {
         "files": [str(png), str(csv_path)],
         "quick": quick,
+        "dataset": dataset,
         "attack_steps": steps,
         "tv_weight": ATTACK_TV,
+        "grad_weight": ATTACK_GRAD_WEIGHT,
         "results": results,
     }
 

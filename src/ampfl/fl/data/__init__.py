@@ -15,7 +15,9 @@ Datasets (``load_dataset(name)``):
 - ``fmnist``: Fashion-MNIST, images ``[1, 28, 28]`` in [0, 1], 10 classes, 60000 / 10000.
 - user-path datasets (``path=`` or under ``$AMPFL_DATA``): ``cifar10`` (python pickle batches,
   ``[3, 32, 32]``), ``emnist`` / ``emnist-<split>`` (the idx release, ByClass by default as in 004 Sec. 6),
-  ``idx`` (any folder of MNIST-format files).
+  ``idx`` (any folder of MNIST-format files), ``cifar100`` (python pickle ``train``/``test``/``meta``,
+  :mod:`ampfl.fl.data.cifar100`), ``femnist`` (LEAF json; its writer partition:
+  :func:`ampfl.fl.data.femnist.load_femnist`; a stand-in without it: :mod:`ampfl.fl.data.writer_styles`).
 
 Sources, checksums and the cache are described in :mod:`ampfl.fl.data.sources` and ``docs/datasets.md``.
 """
@@ -64,7 +66,8 @@ DATASETS: dict[str, str] = {
     "cifar10": "CIFAR-10 from python pickle batches at a user path: [3, 32, 32] in [0, 1], 10 classes",
     "emnist": "EMNIST ByClass (or emnist-<split>) in idx format at a user path: [1, 28, 28], 62 classes",
     "idx": "any folder of MNIST-format idx files at a user path (train-/t10k- images and labels)",
-    "femnist": "FEMNIST (LEAF): not supported directly; see the error message",
+    "femnist": "FEMNIST (LEAF json) at a user path: [1, 28, 28], 62 classes, one client per writer",
+    "cifar100": "CIFAR-100 python pickle (train/test/meta) at a user path: [3, 32, 32], 100 classes",
     "shakespeare": "Shakespeare plays (LEAF-style): 80-char windows, next char of 80, one client per role",
 }
 
@@ -180,6 +183,20 @@ def load_dataset(
         folder = _cifar10_folder(path, cache)
         return _make(name, _float_images(loaders.load_cifar10_arrays(folder)), 10, f"user path {folder}",
                      _CIFAR10_CLASSES)  # fmt: skip
+    if name == "cifar100":
+        from ampfl.fl.data.cifar100 import find_cifar100, load_cifar100_arrays
+
+        folder = find_cifar100(path, cache)
+        a, names = load_cifar100_arrays(folder)
+        return _make(name, _float_images(a), 100, f"user path {folder}", names)
+    if name == "femnist":  # its natural partition: ampfl.fl.data.femnist.load_femnist
+        from ampfl.fl.data.femnist import load_femnist
+
+        if path is None:
+            raise DataUnavailableError(
+                "femnist: pass path= / --path to LEAF's FEMNIST json folder (train/ and test/, or all_data/)"
+            )
+        return load_femnist(path, cache_dir=cache).dataset
     if name == "shakespeare":  # its natural partition: ampfl.fl.data.shakespeare.load_shakespeare
         from ampfl.fl.data.shakespeare import load_shakespeare
 
@@ -192,10 +209,7 @@ def load_dataset(
         folder, files = _idx_files(path, cache)
         a = loaders.load_idx_folder(folder, files)
         return _make(name, _float_images(a), _num_classes(a), f"user path {folder}")
-    raise DataUnavailableError(
-        "femnist: the LEAF FEMNIST json release is not supported; load EMNIST with name 'emnist' and split "
-        "it with a partition scheme, or convert FEMNIST to idx files and load them with name 'idx'"
-    )
+    raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {name!r}.")  # pragma: no cover
 
 
 def fetch_one(name: str, *, cache_dir: Path | None = None) -> Path:

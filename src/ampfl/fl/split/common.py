@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch.nn import functional as F
 
 from ampfl.fl.algorithms.base import ROLE_DATA, ROLE_EVAL, ROLE_INIT, ROLE_SAMPLING, Algorithm
+from ampfl.fl.data.natural import client_test_indices
 from ampfl.fl.models.split_cnn import SplitCNNSpec, SplitTop, bottom_forward, bottom_forward_stacked
 from ampfl.fl.sampling import FixedSizeSampler, local_batches
 
@@ -232,6 +233,18 @@ class SplitAlgorithm(Algorithm):
             [np.bincount(self.task.dataset.y_train[ix], minlength=classes) for ix in self.client_indices]
         )
         self._proportions = torch.from_numpy(counts / np.maximum(counts.sum(1, keepdims=True), 1)).float()
+        own = client_test_indices(self.task)
+        self._own_test: dict[int, torch.Tensor] | None = None
+        if own is not None:  # natural partition: every client is scored on its own test examples
+            holders = np.array([i for i in range(n) if len(own[i]) > 0], dtype=np.int64)
+            if holders.size == 0:
+                raise ValueError("client_test_indices must give at least one client a test example.")
+            self._eval_ids = np.sort(rng.choice(holders, min(k, holders.size), replace=False))
+            self._own_test = {
+                int(c): torch.from_numpy(np.asarray(own[int(c)], dtype=np.int64)) for c in self._eval_ids
+            }
+            union = torch.cat(list(self._own_test.values()))
+            self._eval_x, self._eval_y = self.x_test[union], self.y_test[union]
 
     def eval_ids(self) -> np.ndarray:
         """The clients scored by the personal accuracy (a fixed seeded subset of ``eval_clients``)."""
@@ -251,14 +264,41 @@ class SplitAlgorithm(Algorithm):
         counts = torch.bincount(self._eval_y, minlength=classes)[:classes].float()
         return correct / counts.clamp(min=1.0)
 
+    @torch.no_grad()
+    def own_accuracy(self, weights: Sequence[torch.Tensor], client: int) -> tuple[float, int]:
+        """(accuracy, examples) of bottom ``weights`` + the top on ``client``'s own test examples (natural
+        partitions, :class:`~ampfl.fl.data.natural.NaturalTask`)."""
+        self._eval_setup()
+        assert self._own_test is not None
+        idx = self._own_test[int(client)]
+        correct = 0
+        for start in range(0, len(idx), 1000):
+            x, y = self.x_test[idx[start : start + 1000]], self.y_test[idx[start : start + 1000]]
+            pred = self.top(bottom_forward(list(weights), x, self.spec.groups)).argmax(1)
+            correct += int((pred == y).sum())
+        return correct / len(idx), len(idx)
+
     def scores(
         self, per_client: Sequence[Sequence[torch.Tensor]] | None, shared: Sequence[torch.Tensor] | None
     ) -> dict[str, float]:
         """``accuracy``: mean over :meth:`eval_ids` of each client's accuracy on its own label distribution
         (003 Sec. 6.4: "averaging all clients' performance on their respective local datasets"), using the
         client's own bottom (``per_client``, one per evaluated client) or the ``shared`` global bottom; with a
-        shared bottom also ``global_accuracy`` (whole evaluation set)."""
+        shared bottom also ``global_accuracy`` (whole evaluation set). On a natural partition (clients with
+        their own test examples) a client's accuracy is on its own test examples, and ``global_accuracy`` is
+        the shared bottom's on the union of the evaluated clients' test examples."""
         ids = self.eval_ids()
+        if self._own_test is not None:
+            if per_client is None:
+                assert shared is not None
+                per_client = [shared] * len(ids)
+            weights = list(per_client)
+            found = [self.own_accuracy(w, int(c)) for c, w in zip(ids, weights, strict=True)]
+            acc = torch.tensor([a for a, _ in found], dtype=torch.float64)
+            res = {"accuracy": float(acc.mean()), "local_accuracy_std": float(acc.std(unbiased=False))}
+            if shared is not None:
+                res["global_accuracy"] = sum(a * m for a, m in found) / sum(m for _, m in found)
+            return res
         counts = torch.bincount(self._eval_y, minlength=self.task.dataset.num_classes).float()
         out: dict[str, float] = {}
         if shared is not None:

@@ -9,7 +9,11 @@ client optimizer and split CNN blocks as ``pm_sfl_hetero``:
   points: equal shares of each depth);
 - the model: the split CNN's convolutional blocks with **trained weights** (DepthFL trains weights, not masks)
   and L linear heads, head l on the flattened output of block l (the last one is the split CNN's usual head).
-  DepthFL puts extra bottleneck layers in front of its shallow classifiers; we do not (a linear head each);
+  ``bottleneck = true`` puts DepthFL's extra bottleneck in front of every shallow head (after BYOT, Zhang et
+  al. 2019, which DepthFL's code follows): conv 1×1 (C_l → m) → GN → ReLU → conv k×k with stride k
+  (m → m, k = 2^(L − l): down to the last block's resolution) → GN → ReLU → conv 1×1 (m → C_L) → GN → ReLU,
+  m = C_L / 4, convolutions without bias and GroupNorm without affine (our blocks' norm; BYOT uses BN), then
+  the linear head on the flattened map (the last head's shape); trained weights, part of head l;
 - local training: R steps of batch 32, each client minimising on its own batch
   Σ_{l ≤ d_k} CE(y, p_l) + 1/(d_k − 1) Σ_{l ≤ d_k} Σ_{j ≤ d_k, j ≠ l} KL(p_j ‖ p_l) (the second sum only if
   ``distillation`` and d_k > 1), with p_l = softmax of head l (temperature 1) and the teacher p_j detached,
@@ -72,6 +76,7 @@ class DepthFLParams(SplitParams):
     client_splits: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
     distillation: bool = Field(True, description="mutual self-distillation among the client's heads")
     masks: bool = Field(False, description="train probabilistic masks over frozen blocks (003's column)")
+    bottleneck: bool = Field(False, description="DepthFL's bottleneck branch before every shallow head")
     c: float = Field(0.01, ge=0.0, lt=0.5, description="masks: θ clamped to [c, 1 − c]")
     init_theta: float = Field(0.5, gt=0.0, lt=1.0, description="masks: initial keep-probability")
 
@@ -101,17 +106,42 @@ def depthfl_loss(
     return loss
 
 
+def _stacked_conv(h: torch.Tensor, weight: torch.Tensor, stride: int, groups: int) -> torch.Tensor:
+    """K clients' conv (no padding) → GroupNorm (``groups`` per client, no affine) → ReLU:
+    ``h`` ``[K, b, C, H, W]``, ``weight`` ``[K, O, C, k, k]``."""
+    k, b = h.shape[:2]
+    flat = h.transpose(0, 1).reshape(b, k * h.shape[2], *h.shape[3:])
+    out = F.conv2d(flat, weight.reshape(-1, *weight.shape[2:]), stride=stride, groups=k)
+    out = F.relu(F.group_norm(out, k * groups))
+    return out.reshape(b, k, -1, *out.shape[2:]).transpose(0, 1)
+
+
+def branch_forward(branch: list[torch.Tensor], h: torch.Tensor, stride: int, groups: int) -> torch.Tensor:
+    """DepthFL's bottleneck (1×1 → k×k stride k → 1×1, each GN + ReLU) for K stacked clients."""
+    for weight, s in zip(branch, (1, stride, 1), strict=True):
+        h = _stacked_conv(h, weight, s, groups if weight.shape[1] % groups == 0 else 1)
+    return h
+
+
 def head_logits(
-    convs: list[torch.Tensor], heads: list[torch.Tensor], x: torch.Tensor, groups: int
+    convs: list[torch.Tensor],
+    heads: list[torch.Tensor],
+    x: torch.Tensor,
+    groups: int,
+    branches: list[list[torch.Tensor]] | None = None,
 ) -> torch.Tensor:
     """Logits ``[L, K, b, C]`` of every head for K stacked models: ``convs[l]`` ``[K, *conv_l]``,
-    ``heads`` alternating weight ``[K, C, f_l]`` and bias ``[K, C]``, ``x`` ``[K, b, ...]``."""
+    ``heads`` alternating weight ``[K, C, f_l]`` and bias ``[K, C]``, ``x`` ``[K, b, ...]``; ``branches[l]``
+    (if given and not empty) the bottleneck weights ``[K, ...]`` before head l (:func:`branch_forward`)."""
     out = []
     h = x
     for layer, weight in enumerate(convs):
         h = bottom_forward_stacked([weight], h, groups)
+        f = h
+        if branches is not None and branches[layer]:
+            f = branch_forward(branches[layer], h, 2 ** (len(convs) - 1 - layer), groups)
         w, bias = heads[2 * layer], heads[2 * layer + 1]
-        out.append(torch.einsum("kbf,kcf->kbc", h.flatten(2), w) + bias[:, None, :])
+        out.append(torch.einsum("kbf,kcf->kbc", f.flatten(2), w) + bias[:, None, :])
     return torch.stack(out)
 
 
@@ -139,7 +169,10 @@ class DepthFL(SplitAlgorithm):
         sizes = [math.prod(s) for s in self.shapes]
         self.block_of = torch.cat([torch.full((n,), i) for i, n in enumerate(sizes)])
         self.head_of = torch.cat(
-            [torch.full((math.prod(s),), i // 2) for i, s in enumerate(self.head_shapes)]
+            [
+                torch.full((math.prod(s),), layer)
+                for layer, s in zip(self.head_layer, self.head_shapes, strict=True)
+            ]
         )
         # masks: ``bottom`` holds the global θ of the frozen weights ``initial_bottom``
         if self.dp_.masks:
@@ -152,22 +185,39 @@ class DepthFL(SplitAlgorithm):
     def _init_bottom(self, gen: torch.Generator) -> torch.Tensor:
         convs = flatten(init_bottom_weights(self.spec, gen))
         h, w = self.spec.input_shape[1:]
+        channels = self.spec.channels
+        # head l's parameters: [bottleneck 1×1, k×k, 1×1 (shallow heads, bottleneck only)], weight, bias
         self.head_shapes: list[tuple[int, ...]] = []
+        self.head_layer: list[int] = []
         heads = []
-        for ch in self.spec.channels:
+        bottleneck = bool(getattr(self.sp, "bottleneck", False))
+        last = self.spec.feature_size()
+        for layer, ch in enumerate(channels):
             h, w = h // 2, w // 2
             features = ch * h * w
+            if bottleneck and layer < len(channels) - 1:
+                mid, k = max(1, channels[-1] // 4), 2 ** (len(channels) - 1 - layer)
+                for shape in ((mid, ch, 1, 1), (mid, mid, k, k), (channels[-1], mid, 1, 1)):
+                    fan_in = shape[1] * shape[2] * shape[3]
+                    heads.append(torch.randn(shape, generator=gen) * math.sqrt(2.0 / fan_in))
+                    self.head_shapes.append(shape)
+                    self.head_layer.append(layer)
+                features = last
             bound = 1.0 / math.sqrt(features)
             heads.append((torch.rand((self.spec.num_classes, features), generator=gen) * 2 - 1) * bound)
             heads.append(torch.zeros(self.spec.num_classes))
             self.head_shapes += [(self.spec.num_classes, features), (self.spec.num_classes,)]
+            self.head_layer += [layer, layer]
         self._initial_heads = flatten(heads)
         return convs
 
     def _logits(self, convs: torch.Tensor, heads: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return head_logits(
-            unflatten(convs, self.shapes), unflatten(heads, self.head_shapes), x, self.spec.groups
-        )
+        parts = unflatten(heads, self.head_shapes)
+        linear: list[torch.Tensor] = []
+        branches: list[list[torch.Tensor]] = [[] for _ in self.shapes]
+        for layer, part, shape in zip(self.head_layer, parts, self.head_shapes, strict=True):
+            (branches[layer] if len(shape) == 4 else linear).append(part)
+        return head_logits(unflatten(convs, self.shapes), linear, x, self.spec.groups, branches)
 
     def run_round(self, round_index: int) -> dict[str, float]:
         clients = self.participants(round_index)
@@ -217,29 +267,55 @@ class DepthFL(SplitAlgorithm):
         self.heads = _depth_average(heads, self.head_of, depth, self.heads)
         return {"participants": float(k), "train_loss": float((total / self.sp.num_local_steps).mean())}
 
+    def _eval_weights(self) -> torch.Tensor:
+        if not self.dp_.masks:
+            return self.bottom
+        gen = self.torch_generator(-1, ROLE_EVAL)  # one sampled mask, the same at every evaluation (pm_sfl)
+        return self.initial_bottom * (torch.rand(self.bottom.shape, generator=gen) < self.bottom)
+
     @torch.no_grad()
-    def _class_accuracy(self, depth: int) -> torch.Tensor:
-        """Per-class accuracy of the ensemble of heads 1..``depth`` (mean softmax) on the evaluation set."""
+    def _predict(self, weights: torch.Tensor, depth: int, x: torch.Tensor) -> torch.Tensor:
+        """Labels predicted by the ensemble of heads 1..``depth`` (mean softmax), in chunks of 1000."""
+        out = []
+        for start in range(0, len(x), 1000):
+            logits = self._logits(weights[None], self.heads[None], x[start : start + 1000][None])[:depth, 0]
+            out.append(F.softmax(logits, dim=-1).mean(0).argmax(1))
+        return torch.cat(out)
+
+    def _class_accuracy(self, weights: torch.Tensor, depth: int) -> torch.Tensor:
+        """Per-class accuracy of the ensemble of heads 1..``depth`` on the evaluation set."""
         self._eval_setup()
         classes = self.task.dataset.num_classes
-        correct = torch.zeros(classes)
-        weights = self.bottom
-        if self.dp_.masks:  # one sampled mask, the same at every evaluation (as pm_sfl)
-            gen = self.torch_generator(-1, ROLE_EVAL)
-            weights = self.initial_bottom * (torch.rand(self.bottom.shape, generator=gen) < self.bottom)
-        for start in range(0, len(self._eval_y), 1000):
-            x, y = self._eval_x[start : start + 1000], self._eval_y[start : start + 1000]
-            logits = self._logits(weights[None], self.heads[None], x[None])[:depth, 0]
-            pred = F.softmax(logits, dim=-1).mean(0).argmax(1)
-            correct += torch.bincount(y[pred == y], minlength=classes)[:classes].float()
-        counts = torch.bincount(self._eval_y, minlength=classes)[:classes].float()
+        pred, y = self._predict(weights, depth, self._eval_x), self._eval_y
+        correct = torch.bincount(y[pred == y], minlength=classes)[:classes].float()
+        counts = torch.bincount(y, minlength=classes)[:classes].float()
         return correct / counts.clamp(min=1.0)
+
+    def _evaluate_own(self, weights: torch.Tensor) -> dict[str, float]:
+        """Natural partitions: each evaluated client on its own test examples."""
+        assert self._own_test is not None
+        full, own, sizes = [], [], []
+        for c in self.eval_ids():
+            idx = self._own_test[int(c)]
+            x, y = self.x_test[idx], self.y_test[idx]
+            full.append(float((self._predict(weights, len(self.shapes), x) == y).double().mean()))
+            own.append(float((self._predict(weights, int(self.splits[c]), x) == y).double().mean()))
+            sizes.append(len(idx))
+        acc = torch.tensor(full, dtype=torch.float64)
+        return {
+            "accuracy": float(acc.mean()),
+            "local_accuracy_std": float(acc.std(unbiased=False)),
+            "global_accuracy": sum(a * m for a, m in zip(full, sizes, strict=True)) / sum(sizes),
+            "own_depth_accuracy": sum(own) / len(own),
+        }
 
     def evaluate(self) -> dict[str, float]:
         ids = self.eval_ids()
-        per_depth = {
-            d: self._class_accuracy(d) for d in sorted(set(self.splits.tolist()) | {len(self.shapes)})
-        }
+        weights = self._eval_weights()
+        if self._own_test is not None:
+            return self._evaluate_own(weights)
+        depths = sorted(set(self.splits.tolist()) | {len(self.shapes)})
+        per_depth = {d: self._class_accuracy(weights, d) for d in depths}
         full = per_depth[len(self.shapes)]
         counts = torch.bincount(self._eval_y, minlength=self.task.dataset.num_classes).float()
         local = self._proportions[ids] @ full
