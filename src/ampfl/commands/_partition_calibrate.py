@@ -88,9 +88,12 @@ def _calibrate_bis(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting._checks import check_positive
     from ampfl.accounting.events import BalancedIterationSubsamplingEvent
     from ampfl.accounting.partition import calibrate_bis
+    from ampfl.commands import _partition_pld
 
     target = check_positive("--epsilon", args.epsilon)
     delta, t, k, epochs, orders, bound = _bis_setup(args)
+    if _partition_pld.wants_bis_pld(args, k):  # issue 11: random allocation (k = 1) has a PLD
+        return _partition_pld.calibrate_bis(args, target=target, delta=delta, t=t, epochs=epochs)
     z = calibrate_bis(
         target_epsilon=target,
         target_delta=delta,

@@ -27,7 +27,7 @@ sums, per correction value: O(N · ln 2 / g) per step for N grid points.
 **Error bound** (:func:`loss_error_bound`): the PLD is pessimistic (every ε(δ), δ(ε) is an upper bound) and
 its losses exceed a coupling of the true ones by at most (c + 1)·g + h per application (h = the PLD's value
 discretisation interval), plus infinite-loss mass ≤ D·Φ(−9.5) + 1e-29·c. g is chosen so that one step costs
-about 2·10⁷ updates: about 1e-3 at z = 1 and 4e-4 at z = 5.
+about 2·10⁷ updates: g ≈ 8e-4 at z = 1, 3.5e-4 at z = 5 (:func:`log_grid_spacing`).
 
 Random allocation of k > 1 of T steps keeps the RDP bound (002 Thm 3.8): the reduction to k = 1 of Feldman &
 Shenfeld (2025) is not reproduced here (docs/partition.md).
@@ -182,10 +182,10 @@ def _steps(d: int) -> int:
 
 
 def log_grid_spacing(num_components: int, shift: float) -> float:
-    """The log-sum grid spacing g: one step costs about :data:`LOG_GRID_BUDGET` updates (g ≤ 1e-3)."""
+    """The log-sum grid spacing g: a step over N = span/g points and ln 2/g corrections costs the budget."""
     del num_components  # the first step's grid is the widest: a single term's span
     span = shift * (_TAIL_INNER + _TAIL_OUTER + shift)
-    return min(1e-3, math.sqrt(math.log(2.0) * span / LOG_GRID_BUDGET))
+    return math.sqrt(math.log(2.0) * span / LOG_GRID_BUDGET)
 
 
 def loss_error_bound(num_components: int, shift: float, value_discretization_interval: float = 1e-4) -> float:
@@ -228,6 +228,9 @@ def orthogonal_mixture_pld(
         return pld_lib.from_gaussian_mechanism(
             standard_deviation=1.0 / a, sensitivity=1.0, pessimistic_estimate=True, value_discretization_interval=h
         )
+    from ampfl.accounting.subsampling import check_pld_size
+
+    check_pld_size(1.0 / a, h)  # the loss spans about what the Gaussian's does
     g = log_grid_spacing(d, a)
     offset = math.log(d) + a * a / 2.0
     # remove: X ~ P, loss L = log S − log D − a²/2 rounded up
