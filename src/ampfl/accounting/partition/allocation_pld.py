@@ -19,14 +19,15 @@ built on a uniform grid of log S (spacing g) by log-sum-exp convolution: for gri
 log(e^u + e^v) = u + log1p(e^{−(u−v)}) is rounded UP to the grid for the remove direction (loss L under P)
 and DOWN for the add direction (loss −L under Q, so −L is rounded up). log-sum-exp is 1-Lipschitz in the sup
 norm and increasing in each argument, so each of the c log-sum-exp steps adds at most g and the grid of the
-single terms another g. Tails: a term beyond ±8 standard deviations is moved to the pessimistic side (up to
-the lowest grid point or down to the highest); a term's upper tail beyond 9.5 goes to the infinite-loss mass
-(remove); sums are trimmed at 1e-30 the same way. Each pairing of grid points costs O(1) through cumulative
+single terms another g. Tails: a term beyond ±8 standard deviations on the harmless side is moved to the
+pessimistic side (up to the lowest grid point, or down to the highest); beyond 9.5 on the other side it makes
+the loss infinite (remove: S = +∞; add: S rounded down to 0, so −L = +∞); sums are trimmed at 1e-30 the
+same way. Each pairing of grid points costs O(1) through cumulative
 sums, per correction value: O(N · ln 2 / g) per step for N grid points.
 
 **Error bound** (:func:`loss_error_bound`): the PLD is pessimistic (every ε(δ), δ(ε) is an upper bound) and
 its losses exceed a coupling of the true ones by at most (c + 1)·g + h per application (h = the PLD's value
-discretisation interval), plus infinite-loss mass ≤ D·Φ(−9.5) + 1e-29·c. g is chosen so that one step costs
+discretisation interval), plus infinite-loss mass ≤ D·Φ(−9.5) + 1e-30·c (D·1.1e-21). g is chosen so that one step costs
 about 2·10⁷ updates: g ≈ 8e-4 at z = 1, 3.5e-4 at z = 5 (:func:`log_grid_spacing`).
 
 Random allocation of k > 1 of T steps keeps the RDP bound (002 Thm 3.8): the reduction to k = 1 of Feldman &
@@ -63,6 +64,10 @@ _TAIL_INNER = 8.0
 _TAIL_OUTER = 9.5
 #: Mass trimmed from each side of a sum's grid after a step (moved to the pessimistic side).
 _TRIM = 1e-30
+#: Pairs per chunk of the direct (all pairs) log-sum step.
+_DIRECT = 1 << 20
+#: Cost of one run of the run-wise step in grid points (its Python overhead).
+_RUN_OVERHEAD = 2000
 #: Float guard in grid units (rounding up stays up despite round-off).
 _GUARD = 1e-9
 
@@ -113,22 +118,37 @@ def _half(out: np.ndarray, lo: int, x: _LogSum, y: _LogSum, runs: tuple[tuple[in
         out[a:a + nx] += px * w
 
 
+def _direct(out: np.ndarray, lo: int, x: _LogSum, y: _LogSum, g: float, up: bool) -> None:
+    """All pairs at once (small grids): index max(i, j) + s_{|i−j|}, the same rounding as the runs."""
+    iy = y.off + np.arange(len(y.p))
+    rows = max(1, _DIRECT // max(len(y.p), 1))
+    for start in range(0, len(x.p), rows):
+        ix = x.off + np.arange(start, min(start + rows, len(x.p)))
+        gap = np.abs(ix[:, None] - iy[None, :])
+        c = np.log1p(np.exp(-gap * g)) / g
+        s = np.maximum(np.ceil(c + _GUARD), 1.0) if up else np.maximum(np.floor(c - _GUARD), 0.0)
+        at = (np.maximum(ix[:, None], iy[None, :]) + s.astype(np.int64) - lo).ravel()
+        first = int(at.min())
+        add = np.bincount(at - first, weights=np.outer(x.p[ix - x.off], y.p).ravel())
+        out[first:first + len(add)] += add
+
+
 def _combine(x: _LogSum, y: _LogSum, g: float, up: bool) -> _LogSum:
     """log(e^X + e^Y) of independent X, Y, rounded to the grid (up or down)."""
-    runs = _groups(g, up)
     lo = min(x.off, y.off)
-    out = np.zeros(max(x.off + len(x.p), y.off + len(y.p)) + runs[0][0] + 1 - lo)
-    if x is y:
+    out = np.zeros(max(x.off + len(x.p), y.off + len(y.p)) + math.ceil(math.log(2.0) / g) + 2 - lo)
+    if len(x.p) * len(y.p) <= (len(x.p) + len(y.p)) * (math.log(2.0) / g + _RUN_OVERHEAD):
+        _direct(out, lo, x, y, g, up)
+    elif x is y:
+        runs = _groups(g, up)
         _half(out, lo, x, x, runs, True, 2.0)
         out[x.off + runs[0][0] - lo:x.off + runs[0][0] - lo + len(x.p)] += x.p * x.p
     else:
+        runs = _groups(g, up)
         _half(out, lo, x, y, runs, False, 1.0)
         _half(out, lo, y, x, runs, True, 1.0)
-    if x.neg:
-        out[y.off - lo:y.off - lo + len(y.p)] += x.neg * y.p
-    if y.neg:
-        out[x.off - lo:x.off - lo + len(x.p)] += y.neg * x.p
-    return _trim(_LogSum(lo, out, x.neg * y.neg, 1.0 - (1.0 - x.pos) * (1.0 - y.pos)), up)
+    # an atom absorbs: +∞ (up) is exact; −∞ (down) drops the other term too, which rounds S down
+    return _trim(_LogSum(lo, out, 1.0 - (1.0 - x.neg) * (1.0 - y.neg), 1.0 - (1.0 - x.pos) * (1.0 - y.pos)), up)
 
 
 def _trim(x: _LogSum, up: bool) -> _LogSum:
@@ -148,14 +168,14 @@ def _trim(x: _LogSum, up: bool) -> _LogSum:
 
 def _single(a: float, mean: float, g: float, up: bool) -> _LogSum:
     """log Y = a·x with x ~ N(mean, 1) on the grid; bucket (v_{i−1}, v_i] → v_i (up) or [v_i, v_{i+1}) → v_i."""
-    top = _TAIL_OUTER if up else _TAIL_INNER
-    i0 = math.floor(a * (mean - _TAIL_INNER) / g)
+    top, bottom = (_TAIL_OUTER, _TAIL_INNER) if up else (_TAIL_INNER, _TAIL_OUTER)
+    i0 = math.floor(a * (mean - bottom) / g)
     i1 = math.ceil(a * (mean + top) / g)
     cdf = special.ndtr(np.arange(i0, i1 + 1) * (g / a) - mean)
     inner = np.diff(cdf)
     if up:  # below the grid: up to its lowest point; above: infinite loss
         return _LogSum(i0, np.concatenate(([cdf[0]], inner)), 0.0, float(special.ndtr(-(i1 * g / a - mean))))
-    # down: above the grid to its highest point; below: S gets no term (the −∞ atom)
+    # down: above the grid to its highest point; below: the −∞ atom (S rounded down to 0)
     return _LogSum(i0, np.concatenate((inner, [1.0 - cdf[-1]])), float(cdf[0]), 0.0)
 
 
@@ -182,13 +202,20 @@ def _steps(d: int) -> int:
 
 
 def log_grid_spacing(num_components: int, shift: float) -> float:
-    """The log-sum grid spacing g: a step over N = span/g points and ln 2/g corrections costs the budget."""
+    """The log-sum grid spacing g at which one step costs about :data:`LOG_GRID_BUDGET` updates.
+
+    A step over N = span/g points costs N·ln 2/g run-wise; where that needs more than 4000 runs (small
+    spans, z ≳ 20) the all-pairs step over N = 3000 points is cheaper.
+    """
     del num_components  # the first step's grid is the widest: a single term's span
     span = shift * (_TAIL_INNER + _TAIL_OUTER + shift)
-    return math.sqrt(math.log(2.0) * span / LOG_GRID_BUDGET)
+    runs = math.sqrt(math.log(2.0) * span / LOG_GRID_BUDGET)
+    return runs if math.log(2.0) / runs <= 4000 else span / 3000
 
 
-def loss_error_bound(num_components: int, shift: float, value_discretization_interval: float = 1e-4) -> float:
+def loss_error_bound(
+    num_components: int, shift: float, value_discretization_interval: float = 1e-4, log_grid: float | None = None
+) -> float:
     """Upper bound on the PLD's loss excess over a coupling of the true loss, per application (both directions).
 
     (c + 1)·g + h: c log-sum-exp steps and the single-term grid, each at most g; h the final rounding.
@@ -198,7 +225,8 @@ def loss_error_bound(num_components: int, shift: float, value_discretization_int
     h = check_positive("value_discretization_interval", value_discretization_interval)
     if d == 1:
         return h
-    return (_steps(d) + 1) * log_grid_spacing(d, a) + h
+    g = log_grid_spacing(d, a) if log_grid is None else check_positive("log_grid", log_grid)
+    return (_steps(d) + 1) * g + h
 
 
 def _loss_pmf(values: np.ndarray, probs: np.ndarray, h: float, infinity: float) -> pld_pmf.DensePLDPmf:
@@ -212,7 +240,11 @@ def _loss_pmf(values: np.ndarray, probs: np.ndarray, h: float, infinity: float) 
 
 
 def orthogonal_mixture_pld(
-    *, num_components: int, shift: float, value_discretization_interval: float = 1e-4
+    *,
+    num_components: int,
+    shift: float,
+    value_discretization_interval: float = 1e-4,
+    log_grid: float | None = None,
 ) -> pld_lib.PrivacyLossDistribution:
     """Pessimistic PLD of P = (1/D) Σ_i N(a e_i, I_D) vs Q = N(0, I_D), both directions (docstring above).
 
@@ -220,6 +252,7 @@ def orthogonal_mixture_pld(
         num_components: D ≥ 1 (D = 1 is the Gaussian mechanism at sensitivity a).
         shift: a > 0 (sensitivity / noise standard deviation: 1/z).
         value_discretization_interval: h, the loss grid's spacing.
+        log_grid: g, the log-sum grid's spacing (default :func:`log_grid_spacing`); any g > 0 is sound.
     """
     d = check_int("num_components", num_components, minimum=1)
     a = check_positive("shift", shift)
@@ -231,7 +264,7 @@ def orthogonal_mixture_pld(
     from ampfl.accounting.subsampling import check_pld_size
 
     check_pld_size(1.0 / a, h)  # the loss spans about what the Gaussian's does
-    g = log_grid_spacing(d, a)
+    g = log_grid_spacing(d, a) if log_grid is None else check_positive("log_grid", log_grid, upper=1.0)
     offset = math.log(d) + a * a / 2.0
     # remove: X ~ P, loss L = log S − log D − a²/2 rounded up
     rest, _ = _sum(_single(a, 0.0, g, True), d - 1, g, True)
