@@ -58,8 +58,9 @@ def _phi(x: np.ndarray) -> np.ndarray:
 def reference_deltas(a: float, eps: float, n: int = 48) -> tuple[float, float]:
     """D = 3: (δ_remove, δ_add)(ε) = (E_Q[(e^L − e^ε)₊], E_Q[(1 − e^{ε+L})₊]), L = log mean e^{a xᵢ} − a²/2.
 
-    Given (x₂, x₃), e^L ≥ e^{±ε} ⟺ e^{a x₁} ≥ c = 3e^{±ε + a²/2} − e^{a x₂} − e^{a x₃}, and the x₁-expectations
-    are lognormal call/put prices; (x₂, x₃) by Gauss–Legendre on [−14, 14 + a], split where c changes sign.
+    Given (x₂, x₃), e^L ≥ e^{±ε} ⟺ e^{a x₁} ≥ c = 3e^{±ε + a²/2} − e^{a x₂} − e^{a x₃}, and the
+    x₁-expectations are lognormal call/put prices; (x₂, x₃) by Gauss–Legendre on [−14, 14 + a], split
+    where c changes sign.
     """
     lo, hi = -14.0, 14.0 + a
     out = []
@@ -73,7 +74,11 @@ def reference_deltas(a: float, eps: float, n: int = 48) -> tuple[float, float]:
         c = k - rest
         t = np.log(np.where(c > 0, c, 1.0)) / a
         if sign > 0:
-            call = np.where(c > 0, math.exp(a * a / 2) * special.ndtr(a - t) - c * special.ndtr(-t), math.exp(a * a / 2) - c)
+            call = np.where(
+                c > 0,
+                math.exp(a * a / 2) * special.ndtr(a - t) - c * special.ndtr(-t),
+                math.exp(a * a / 2) - c,
+            )
             f = call * math.exp(-a * a / 2) / 3
         else:
             put = special.ndtr(t - a) + math.exp(-a * a / 2) * rest * special.ndtr(t)
@@ -147,7 +152,9 @@ def test_monotone_in_components_and_noise(d: int, z: float, dz: float) -> None:
 
 def test_bis_event_is_random_allocation_and_k_above_one_is_unsupported() -> None:
     event = BalancedIterationSubsamplingEvent(iterations=5, participations=1, noise_multiplier=2.0)
-    direct = allocation_pld(iterations=5, noise_multiplier=2.0, value_discretization_interval=HC).self_compose(2)
+    direct = allocation_pld(
+        iterations=5, noise_multiplier=2.0, value_discretization_interval=HC
+    ).self_compose(2)
     acc = PLDAccountant(value_discretization_interval=HC)
     assert acc.compose(event, 2).get_epsilon(1e-6) == direct.get_epsilon_for_delta(1e-6)
     split = PLDAccountant(value_discretization_interval=HC).compose(

@@ -96,8 +96,7 @@ def test_accountant_events_infinite_noise_and_unsupported_cases():
     )
     gauss = PLDAccountant().compose(GaussianEvent(noise_multiplier=2.0), 3)
     assert only_nonsplit.get_epsilon(1e-6) == pytest.approx(gauss.get_epsilon(1e-6), rel=1e-9)
-    for event in (
-        ModelSplitEvent(num_submodels=3, noise_multiplier=1.0),
+    for event in (  # d >= 3 has a PLD since issue 11-a (tests/accounting/test_allocation_pld.py)
         PoissonSampledEvent(sampling_rate=0.1, event=ModelSplitEvent(num_submodels=2, noise_multiplier=1.0)),
     ):
         assert not PLDAccountant().supports(event)

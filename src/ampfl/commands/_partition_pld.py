@@ -159,7 +159,9 @@ _BIS_NOTES = {
 }
 
 
-def _bis(args: argparse.Namespace, t: int, epochs: int, delta: float, z: float, zs: Any = None, **extra: Any) -> Any:
+def _bis(
+    args: argparse.Namespace, t: int, epochs: int, delta: float, z: float, zs: Any = None, **extra: Any
+) -> dict[str, Any]:
     """The BIS PLD report at noise ``z``; ``zs`` (calibrate): name → calibrated z or its UnreachableTarget."""
     from ampfl.commands.partition import _entry, _positive
 
@@ -190,7 +192,9 @@ def bis_report(args: argparse.Namespace, *, delta: float, t: int, epochs: int) -
     return _bis(args, t, epochs, delta, z)
 
 
-def calibrate_bis(args: argparse.Namespace, *, target: float, delta: float, t: int, epochs: int) -> dict[str, Any]:
+def calibrate_bis(
+    args: argparse.Namespace, *, target: float, delta: float, t: int, epochs: int
+) -> dict[str, Any]:
     """``calibrate bis`` with the PLD accountant; the RDP, no-amplification and Poisson noise alongside."""
     from ampfl.accounting.calibrate import UnreachableTarget, calibrate
 

@@ -11,7 +11,7 @@ BIS, masks); today it supports:
 - model splitting into d ≤ 2 sub-models and dropout at rate 1/2 (002 Thms 3.4/3.7's mechanisms, with an
   optional non-split part): exact product form after a rotation (:mod:`ampfl.accounting.partition.pld`);
   d ≥ 3 and BIS with k = 1 (002 Thm 3.8): the orthogonal-mixture PLD by log-sum convolution
-  (:mod:`ampfl.accounting.partition.allocation_pld`); Poisson-subsampled splits and BIS with k > 1 are RDP-only;
+  (:mod:`ampfl.accounting.partition.allocation_pld`); Poisson-subsampled splits and BIS with k > 1: RDP only;
 - self-composition and composition.
 
 Error: pessimistic rounding makes every reported ε and δ an upper bound; the discretisation interval

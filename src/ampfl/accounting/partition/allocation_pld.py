@@ -1,6 +1,6 @@
-"""Pessimistic PLD of the D-component orthogonal Gaussian mixture: model splitting into any number of sub-models
-(paper 002 Alg. 1, Thms 3.4/3.5) and random allocation of one of T steps (Balanced Iteration Subsampling with
-k = 1, 002 Thm 3.8).
+"""Pessimistic PLD of the D-component orthogonal Gaussian mixture: model splitting into any number of
+sub-models (paper 002 Alg. 1, Thms 3.4/3.5) and random allocation of one of T steps (Balanced Iteration
+Subsampling with k = 1, 002 Thm 3.8).
 
 **The pair.** With unit sensitivity and noise multiplier z (a = 1/z), both mechanisms are dominated by
 P = (1/D) Σ_i N(a e_i, I_D) (the unit present) against Q = N(0, I_D) (absent), add and remove:
@@ -27,8 +27,8 @@ sums, per correction value: O(N · ln 2 / g) per step for N grid points.
 
 **Error bound** (:func:`loss_error_bound`): the PLD is pessimistic (every ε(δ), δ(ε) is an upper bound) and
 its losses exceed a coupling of the true ones by at most (c + 1)·g + h per application (h = the PLD's value
-discretisation interval), plus infinite-loss mass ≤ D·Φ(−9.5) + 1e-30·c (D·1.1e-21). g is chosen so that one step costs
-about 2·10⁷ updates: g ≈ 8e-4 at z = 1, 3.5e-4 at z = 5 (:func:`log_grid_spacing`).
+discretisation interval), plus infinite-loss mass ≤ D·Φ(−9.5) + 1e-30·c (D·1.1e-21). g is chosen so that
+one step costs about 2·10⁷ updates: g ≈ 8e-4 at z = 1, 3.5e-4 at z = 5 (:func:`log_grid_spacing`).
 
 Random allocation of k > 1 of T steps keeps the RDP bound (002 Thm 3.8): the reduction to k = 1 of Feldman &
 Shenfeld (2025) is not reproduced here (docs/partition.md).
@@ -97,8 +97,15 @@ def _groups(g: float, up: bool) -> tuple[tuple[int, int, int], ...]:
     return tuple(runs)
 
 
-def _half(out: np.ndarray, lo: int, x: _LogSum, y: _LogSum, runs: tuple[tuple[int, int, int], ...],
-          strict: bool, weight: float) -> None:
+def _half(
+    out: np.ndarray,
+    lo: int,
+    x: _LogSum,
+    y: _LogSum,
+    runs: tuple[tuple[int, int, int], ...],
+    strict: bool,
+    weight: float,
+) -> None:
     """Adds the pairs with x's grid index i ≥ y's index j (i > j if ``strict``) at index i + s_{i−j}."""
     nx, ny = len(x.p), len(y.p)
     m_top = runs[-1][1] + 1
@@ -111,11 +118,11 @@ def _half(out: np.ndarray, lo: int, x: _LogSum, y: _LogSum, runs: tuple[tuple[in
             if m_hi == 0:
                 continue
             m_lo = 1
-        w = pad[m_top - m_lo:m_top - m_lo + nx]
+        w = pad[m_top - m_lo : m_top - m_lo + nx]
         if m_hi >= 0:
-            w = w - pad[m_top - m_hi - 1:m_top - m_hi - 1 + nx]
+            w = w - pad[m_top - m_hi - 1 : m_top - m_hi - 1 + nx]
         a = x.off + s - lo
-        out[a:a + nx] += px * w
+        out[a : a + nx] += px * w
 
 
 def _direct(out: np.ndarray, lo: int, x: _LogSum, y: _LogSum, g: float, up: bool) -> None:
@@ -130,7 +137,7 @@ def _direct(out: np.ndarray, lo: int, x: _LogSum, y: _LogSum, g: float, up: bool
         at = (np.maximum(ix[:, None], iy[None, :]) + s.astype(np.int64) - lo).ravel()
         first = int(at.min())
         add = np.bincount(at - first, weights=np.outer(x.p[ix - x.off], y.p).ravel())
-        out[first:first + len(add)] += add
+        out[first : first + len(add)] += add
 
 
 def _combine(x: _LogSum, y: _LogSum, g: float, up: bool) -> _LogSum:
@@ -142,13 +149,15 @@ def _combine(x: _LogSum, y: _LogSum, g: float, up: bool) -> _LogSum:
     elif x is y:
         runs = _groups(g, up)
         _half(out, lo, x, x, runs, True, 2.0)
-        out[x.off + runs[0][0] - lo:x.off + runs[0][0] - lo + len(x.p)] += x.p * x.p
+        out[x.off + runs[0][0] - lo : x.off + runs[0][0] - lo + len(x.p)] += x.p * x.p
     else:
         runs = _groups(g, up)
         _half(out, lo, x, y, runs, False, 1.0)
         _half(out, lo, y, x, runs, True, 1.0)
     # an atom absorbs: +∞ (up) is exact; −∞ (down) drops the other term too, which rounds S down
-    return _trim(_LogSum(lo, out, 1.0 - (1.0 - x.neg) * (1.0 - y.neg), 1.0 - (1.0 - x.pos) * (1.0 - y.pos)), up)
+    return _trim(
+        _LogSum(lo, out, 1.0 - (1.0 - x.neg) * (1.0 - y.neg), 1.0 - (1.0 - x.pos) * (1.0 - y.pos)), up
+    )
 
 
 def _trim(x: _LogSum, up: bool) -> _LogSum:
@@ -156,7 +165,7 @@ def _trim(x: _LogSum, up: bool) -> _LogSum:
     low_c, high_c = np.cumsum(x.p), np.cumsum(x.p[::-1])
     i0 = int(np.searchsorted(low_c, _TRIM))
     j0 = int(np.searchsorted(high_c, _TRIM))
-    p = x.p[i0:len(x.p) - j0].copy()
+    p = x.p[i0 : len(x.p) - j0].copy()
     low = float(low_c[i0 - 1]) if i0 else 0.0
     high = float(high_c[j0 - 1]) if j0 else 0.0
     if up:
@@ -167,7 +176,7 @@ def _trim(x: _LogSum, up: bool) -> _LogSum:
 
 
 def _single(a: float, mean: float, g: float, up: bool) -> _LogSum:
-    """log Y = a·x with x ~ N(mean, 1) on the grid; bucket (v_{i−1}, v_i] → v_i (up) or [v_i, v_{i+1}) → v_i."""
+    """log Y = a·x, x ~ N(mean, 1), on the grid: (v_{i−1}, v_i] → v_i (up) or [v_i, v_{i+1}) → v_i."""
     top, bottom = (_TAIL_OUTER, _TAIL_INNER) if up else (_TAIL_INNER, _TAIL_OUTER)
     i0 = math.floor(a * (mean - bottom) / g)
     i1 = math.ceil(a * (mean + top) / g)
@@ -214,9 +223,12 @@ def log_grid_spacing(num_components: int, shift: float) -> float:
 
 
 def loss_error_bound(
-    num_components: int, shift: float, value_discretization_interval: float = 1e-4, log_grid: float | None = None
+    num_components: int,
+    shift: float,
+    value_discretization_interval: float = 1e-4,
+    log_grid: float | None = None,
 ) -> float:
-    """Upper bound on the PLD's loss excess over a coupling of the true loss, per application (both directions).
+    """Bound on the PLD's loss excess over a coupling of the true loss, per application (both directions).
 
     (c + 1)·g + h: c log-sum-exp steps and the single-term grid, each at most g; h the final rounding.
     """
@@ -259,7 +271,10 @@ def orthogonal_mixture_pld(
     h = check_positive("value_discretization_interval", value_discretization_interval)
     if d == 1:
         return pld_lib.from_gaussian_mechanism(
-            standard_deviation=1.0 / a, sensitivity=1.0, pessimistic_estimate=True, value_discretization_interval=h
+            standard_deviation=1.0 / a,
+            sensitivity=1.0,
+            pessimistic_estimate=True,
+            value_discretization_interval=h,
         )
     from ampfl.accounting.subsampling import check_pld_size
 
