@@ -67,7 +67,7 @@ _TRIM = 1e-30
 #: Pairs per chunk of the direct (all pairs) log-sum step.
 _DIRECT = 1 << 20
 #: Cost of one run of the run-wise step in grid points (its Python overhead).
-_RUN_OVERHEAD = 2000
+_RUN_OVERHEAD = 300
 #: Float guard in grid units (rounding up stays up despite round-off).
 _GUARD = 1e-9
 
