@@ -139,7 +139,7 @@ def test_never_above_the_theorem_3_1_rdp_bound(d: int, z: float, steps: int, log
     assert pld <= RDPAccountant().compose(event, steps).get_epsilon(delta)
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=4, deadline=None)
 @given(d=st.integers(1, 5), z=st.floats(0.6, 3.0), dz=st.floats(0.05, 1.0))
 def test_monotone_in_components_and_noise(d: int, z: float, dz: float) -> None:
     def eps(dd: int, zz: float) -> float:

@@ -7,11 +7,12 @@ P = (1/D) Σ_i N(a e_i, I_D) (the unit present) against Q = N(0, I_D) (absent), 
 
 - model split (002 Thm 3.4's mechanism): docs/accounting.md "Model splitting and dropout", as for D ≤ 2;
 - random allocation (002 Thm 3.8, k = 1, D = T): condition on the other units' allocations (joint convexity
-  of the hockey-stick divergence), whiten step t by its (history-dependent) mean and σ, and let
-  ξ_t = ⟨g_t/|g_t|, x_t⟩ for the unit's clipped gradient g_t (|g_t| ≤ 1). Under Q the ξ_t are iid N(0, 1)
-  whatever the adaptive choices; the kernel that builds x_t from ξ_t (ρ_t = |g_t|·z, fresh noise orthogonal
-  to g_t, all from the history) maps the pair above onto the mechanism's pair. By data processing every
-  hockey-stick divergence, in both directions, is at most the pair's; the adaptivity costs nothing.
+  of the hockey-stick divergence) and whiten step t by its history-dependent mean and σ = z (clip norm 1).
+  From the pair's coordinates s_t, build x_t = u_t(ρ_t s_t + √(1 − ρ_t²) η_t) + (I − u_t u_tᵀ) w_t with
+  u_t = g_t/|g_t|, ρ_t = |g_t| ≤ 1 for the unit's clipped gradient g_t computed from x_<t, and fresh
+  noise η_t, w_t. Under Q every x_t | x_<t is N(0, I); at the allocated step its mean is ρ_t a u_t = g_t/z.
+  So this kernel maps the pair onto the mechanism's pair, whatever the adaptive choices, and by data
+  processing every hockey-stick divergence, in both directions, is at most the pair's.
 
 **The loss.** L(x) = log Σ_i e^{a x_i} − log D − a²/2. Under Q all x_i ~ N(0, 1); under P (symmetry)
 x_1 ~ N(a, 1) and the others N(0, 1). So L is the log of a sum of independent lognormals. Its distribution is
