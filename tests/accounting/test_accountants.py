@@ -28,6 +28,7 @@ from ampfl.accounting.accountants import (
 )
 from ampfl.accounting.calibrate import CALIBRATION_RTOL, UnreachableTarget, calibrate
 from ampfl.accounting.events import (
+    BalancedIterationSubsamplingEvent,
     ComposedEvent,
     GaussianEvent,
     ModelSplitEvent,
@@ -240,7 +241,8 @@ class TestPLDAccountant(AccountantContract):
         assert a == b
 
     def test_unsupported_partition_event(self):
-        assert not PLDAccountant().supports(ModelSplitEvent(num_submodels=3, noise_multiplier=1.0))
+        bis = BalancedIterationSubsamplingEvent(iterations=4, participations=2, noise_multiplier=1.0)
+        assert not PLDAccountant().supports(bis)  # k > 1: RDP only (d >= 3 splits have a PLD, issue 11-a)
 
 
 @settings(max_examples=25, deadline=None)

@@ -12,7 +12,12 @@ from scipy import integrate, stats
 from ampfl.accounting.accountants import PLDAccountant, RDPAccountant
 from ampfl.accounting.accountants.base import UnsupportedEventError
 from ampfl.accounting.calibrate import calibrate
-from ampfl.accounting.events import DropoutEvent, GaussianEvent, ModelSplitEvent, PoissonSampledEvent
+from ampfl.accounting.events import (
+    BalancedIterationSubsamplingEvent,
+    DropoutEvent,
+    GaussianEvent,
+    ModelSplitEvent,
+)
 from ampfl.accounting.partition.pld import dropout_pld, model_split_pld, symmetric_mixture_pld
 
 
@@ -96,9 +101,8 @@ def test_accountant_events_infinite_noise_and_unsupported_cases():
     )
     gauss = PLDAccountant().compose(GaussianEvent(noise_multiplier=2.0), 3)
     assert only_nonsplit.get_epsilon(1e-6) == pytest.approx(gauss.get_epsilon(1e-6), rel=1e-9)
-    for event in (
-        ModelSplitEvent(num_submodels=3, noise_multiplier=1.0),
-        PoissonSampledEvent(sampling_rate=0.1, event=ModelSplitEvent(num_submodels=3, noise_multiplier=1.0)),
+    for event in (  # every split has a PLD (allocation_pld, subsampled_pld); BIS with k > 1 does not
+        BalancedIterationSubsamplingEvent(iterations=6, participations=2, noise_multiplier=1.0),
     ):
         assert not PLDAccountant().supports(event)
         with pytest.raises(UnsupportedEventError):

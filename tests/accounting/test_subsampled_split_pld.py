@@ -196,9 +196,9 @@ def test_cli_rate_with_the_pld_accountant(cli_json):
     rdp = RDPAccountant().compose(event, 20).get_epsilon(1e-6)
     assert out["analyses"]["rdp"]["epsilon"] == pytest.approx(rdp, rel=1e-12)
     assert out["epsilon"] < rdp and out["epsilon"] < out["analyses"]["no-split"]["epsilon"]
-    # pld is the default where it applies (d <= 2, with or without --rate); rdp for d >= 3
-    for d, want in ((1, True), (2, True), (3, False)):
-        assert wants_pld(argparse.Namespace(accountant=None, rate=0.1, orders=None), d) is want
+    # pld is the default for every d, with or without --rate; --orders (an RDP setting) opts out
+    assert wants_pld(argparse.Namespace(accountant=None, rate=0.1, orders=None))
+    assert not wants_pld(argparse.Namespace(accountant=None, rate=0.1, orders="2,3"))
 
 
 def test_dp_sgd_split_runs_with_poisson_sampling_on_the_pld_accountant():
@@ -235,3 +235,16 @@ def _event_of(algo):
     [(event, count)] = algo.round_events(0)
     assert count == 1 and isinstance(event, PoissonSampledEvent) and isinstance(event.event, ModelSplitEvent)
     return event
+
+
+def test_three_blocks_subsample_the_log_sum_pld():
+    # d >= 3: the subsampling transform applies to the pessimistic log-sum PLD of allocation_pld
+    split = ModelSplitEvent(num_submodels=3, noise_multiplier=0.9)
+    sampled = PoissonSampledEvent(sampling_rate=0.2, event=split)
+    eps = PLDAccountant().compose(sampled, 12).get_epsilon(1e-5)
+    assert eps < RDPAccountant().compose(sampled, 12).get_epsilon(1e-5)
+    assert eps < PLDAccountant().compose(split, 12).get_epsilon(1e-5)
+    whole = PoissonSampledEvent(sampling_rate=1.0, event=split)
+    assert PLDAccountant().compose(whole, 3).get_epsilon(1e-5) == pytest.approx(
+        PLDAccountant().compose(split, 3).get_epsilon(1e-5), rel=1e-3
+    )

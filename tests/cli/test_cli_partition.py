@@ -50,7 +50,8 @@ def test_account_model_split(cli_json):
 
 def test_account_model_split_equals_the_rdp_accountant(cli_json):
     # the default grid: the accountant composing steps x ModelSplitEvent gives the same epsilon
-    out = cli_json("account model-split --submodels 4 --noise-multiplier 1.5 --steps 50 --delta 1e-6".split())
+    argv = "account model-split --submodels 4 --noise-multiplier 1.5 --steps 50 --delta 1e-6 --accountant rdp"
+    out = cli_json(argv.split())
     acc = RDPAccountant().compose(ModelSplitEvent(num_submodels=4, noise_multiplier=1.5), 50)
     assert out["epsilon"] == pytest.approx(acc.get_epsilon(1e-6), rel=1e-12)
     assert out["orders"] == list(PARTITION_ORDERS)
@@ -60,7 +61,7 @@ def test_account_model_split_equals_the_rdp_accountant(cli_json):
 def test_account_model_split_partial(cli_json):
     argv = (
         "account model-split --submodels 8 --noise-multiplier 3 --steps 10 --delta 1e-5 "
-        "--nonsplit-noise-multiplier 12 --nonsplit-clip 0.5 --bound efficient"
+        "--nonsplit-noise-multiplier 12 --nonsplit-clip 0.5 --bound efficient --accountant rdp"
     )
     out = cli_json(argv.split())
     expected = rdp_partial_split(
@@ -97,7 +98,8 @@ def test_account_model_split_subsampled_lists_the_unproven_table_1_reading(cli_j
 
 
 def test_account_bis_and_epochs(cli_json, run_cli):
-    out = cli_json("account bis --iterations 50 --k 1 --noise-multiplier 1 --delta 1e-5 --epochs 4".split())
+    argv = "account bis --iterations 50 --k 1 --noise-multiplier 1 --delta 1e-5 --epochs 4 --accountant rdp"
+    out = cli_json(argv.split())
     _check_report(out, "theorem-3.8")
     expected = rdp_bis(
         orders=PARTITION_ORDERS, iterations=50, participations=1, noise_multiplier=1.0, epochs=4
@@ -201,7 +203,8 @@ def test_calibrate_commands(cli_json):
     assert epsilon_from_rdp(orders=orders, rdp=rdp, delta=1e-5).epsilon == pytest.approx(out["epsilon"])
     assert out["epsilon"] <= 4.0
     assert out["analyses"]["no-split"]["noise_multiplier"] > out["noise_multiplier"]
-    out = cli_json("calibrate bis --epsilon 2 --delta 1e-5 --iterations 20 --k 1 --epochs 5".split())
+    argv = "calibrate bis --epsilon 2 --delta 1e-5 --iterations 20 --k 1 --epochs 5 --accountant rdp"
+    out = cli_json(argv.split())
     _check_report(out, "theorem-3.8")
     assert 0.1 < out["noise_multiplier"] < 20 and out["epsilon"] <= 2.0
 

@@ -34,7 +34,7 @@ def _calibrate_model_split(args: argparse.Namespace) -> dict[str, Any]:
     delta = check_delta("--delta", args.delta)
     d = check_int("--submodels", args.submodels, minimum=1)
     steps = check_int("--steps", args.steps, minimum=1)
-    if _partition_pld.wants_pld(args, d):
+    if _partition_pld.wants_pld(args):
         return _partition_pld.calibrate_split(args, d=d, target=target, delta=delta, steps=steps)
     orders = _partition_orders(args)
     common: dict[str, Any] = {"accountant": "rdp", "clip": _positive(args.clip, "--clip")}
@@ -88,9 +88,12 @@ def _calibrate_bis(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting._checks import check_positive
     from ampfl.accounting.events import BalancedIterationSubsamplingEvent
     from ampfl.accounting.partition import calibrate_bis
+    from ampfl.commands import _partition_pld
 
     target = check_positive("--epsilon", args.epsilon)
     delta, t, k, epochs, orders, bound = _bis_setup(args)
+    if _partition_pld.wants_bis_pld(args, k):  # issue 11: random allocation (k = 1) has a PLD
+        return _partition_pld.calibrate_bis(args, target=target, delta=delta, t=t, epochs=epochs)
     z = calibrate_bis(
         target_epsilon=target,
         target_delta=delta,

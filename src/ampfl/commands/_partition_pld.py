@@ -1,11 +1,12 @@
-"""The PLD path of ``ampfl account model-split|dropout`` and ``calibrate model-split`` (issue 11).
+"""The PLD path of ``ampfl account model-split|dropout|bis`` and ``calibrate model-split|bis`` (issue 11).
 
-For d ≤ 2 sub-models the PLD accountant is exact up to its discretisation
-(:mod:`ampfl.accounting.partition.pld`; with ``--rate``, Poisson-subsampled:
-:mod:`ampfl.accounting.partition.subsampled_pld`) and is the default; the RDP bound (Theorem 3.1, with
+The PLD accountant is the default: exact up to its discretisation for d ≤ 2 sub-models
+(:mod:`ampfl.accounting.partition.pld`), a pessimistic log-sum PLD for d ≥ 3 and for Balanced Iteration
+Subsampling with k = 1 (:mod:`ampfl.accounting.partition.allocation_pld`); with ``--rate`` the pair is
+Poisson-subsampled (:mod:`ampfl.accounting.partition.subsampled_pld`). The RDP bound (Theorem 3.1, with
 ``--rate`` Zhu–Wang's subsampling of it) is reported next to it under ``analyses["rdp"]``.
-``--accountant rdp`` (or ``--orders``) keeps the RDP report; ``--accountant pld`` where no PLD exists (d ≥ 3)
-is a one-line error.
+``--accountant rdp`` (or ``--orders``, ``--bound``) keeps the RDP report; ``--accountant pld`` where no PLD
+exists (BIS with k > 1) is a one-line error.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from ampfl.commands._report import privacy_report
 
 ACCOUNTANT_HELP = (
-    "accountant: pld (exact up to discretisation, for --submodels <= 2, with or without --rate) or rdp "
+    "accountant: pld (pessimistic PLD: any --submodels, with or without --rate; for bis with --k 1) or rdp "
     "(002 Thm 3.1); "
     "default: pld where it applies, else rdp"
 )
@@ -30,13 +31,25 @@ def add_accountant(p: argparse.ArgumentParser) -> None:
     p.add_argument("--accountant", choices=("rdp", "pld"), default=None, help=ACCOUNTANT_HELP)
 
 
-def wants_pld(args: argparse.Namespace, d: int) -> bool:
-    """Whether this command takes the PLD path (``args.accountant`` is set to the resolved name)."""
-    from ampfl.accounting.partition.pld import PLD_MAX_SUBMODELS
+def wants_pld(args: argparse.Namespace) -> bool:
+    """Whether this command takes the PLD path (``args.accountant`` is set to the resolved name).
 
+    Every number of sub-models has a PLD, Poisson-subsampled or not; only RDP settings (``--orders``) opt out.
+    """
+    return _resolve(args, [])
+
+
+def wants_bis_pld(args: argparse.Namespace, k: int) -> bool:
+    """Whether ``account|calibrate bis`` takes the PLD path: k = 1 (random allocation), no RDP settings."""
     blockers = []
-    if d > PLD_MAX_SUBMODELS:
-        blockers.append(f"--submodels {d} (PLD needs <= {PLD_MAX_SUBMODELS})")
+    if k > 1:
+        blockers.append(f"--k {k} (the PLD covers k = 1; no proven reduction of k > 1 to it here)")
+    if getattr(args, "bound", None) is not None:
+        blockers.append("--bound (an RDP setting)")
+    return _resolve(args, blockers)
+
+
+def _resolve(args: argparse.Namespace, blockers: list[str]) -> bool:
     if args.orders is not None:
         blockers.append("--orders (an RDP setting)")
     if args.accountant == "pld" and blockers:
@@ -152,3 +165,78 @@ def calibrate_split(
         steps=steps,
         **keys,
     )
+
+
+def _bis_events(t: int) -> dict[str, tuple[str, Any, int]]:
+    """name → (accountant, event family, events per epoch) of the BIS report's analyses."""
+    from ampfl.accounting.events import BalancedIterationSubsamplingEvent, GaussianEvent, PoissonSampledEvent
+
+    def bis(x: float) -> Any:
+        return BalancedIterationSubsamplingEvent(iterations=t, participations=1, noise_multiplier=x)
+
+    def poisson(x: float) -> Any:
+        return PoissonSampledEvent(sampling_rate=1.0 / t, event=GaussianEvent(noise_multiplier=x))
+
+    return {
+        "random-allocation-pld": ("pld", bis, 1),
+        "rdp": ("rdp", bis, 1),
+        "no-amplification": ("pld", lambda x: GaussianEvent(noise_multiplier=x), 1),
+        "poisson": ("pld", poisson, t),
+    }
+
+
+_BIS_NOTES = {
+    "rdp": "002 Thm 3.8 RDP bound of the same mechanism (sound, looser)",
+    "poisson": "another sampling scheme, for comparison: Poisson at rate 1/T over the same T steps (PLD)",
+}
+
+
+def _bis(
+    args: argparse.Namespace, t: int, epochs: int, delta: float, z: float, zs: Any = None, **extra: Any
+) -> dict[str, Any]:
+    """The BIS PLD report at noise ``z``; ``zs`` (calibrate): name → calibrated z or its UnreachableTarget."""
+    from ampfl.commands.partition import _entry, _positive
+
+    entries = {}
+    for name, (acc, make, per_epoch) in _bis_events(t).items():
+        z_name = zs[name] if zs is not None and isinstance(zs[name], float) else z
+        eps = _epsilon(acc, make(z_name), per_epoch * epochs, delta)
+        entries[name] = _entry(name, eps, delta, None if zs is None else zs[name])
+        entries[name]["note"] = _BIS_NOTES.get(name, "") + entries[name]["note"]
+    return privacy_report(
+        epsilon=entries["random-allocation-pld"]["epsilon"],
+        delta=delta,
+        analysis="random-allocation-pld",
+        accountant="pld",
+        noise_multiplier=z,
+        clip=_positive(args.clip, "--clip"),
+        analyses=entries,
+        **extra,
+        epochs=epochs,
+    )
+
+
+def bis_report(args: argparse.Namespace, *, delta: float, t: int, epochs: int) -> dict[str, Any]:
+    """``account bis`` with the PLD accountant (k = 1: random allocation of one of T steps per epoch)."""
+    from ampfl.accounting._checks import check_positive
+
+    z = check_positive("--noise-multiplier", args.noise_multiplier)
+    return _bis(args, t, epochs, delta, z)
+
+
+def calibrate_bis(
+    args: argparse.Namespace, *, target: float, delta: float, t: int, epochs: int
+) -> dict[str, Any]:
+    """``calibrate bis`` with the PLD accountant; the RDP, no-amplification and Poisson noise alongside."""
+    from ampfl.accounting.calibrate import UnreachableTarget, calibrate
+
+    zs: dict[str, Any] = {}
+    for name, (acc, make, per_epoch) in _bis_events(t).items():
+        kw: dict[str, Any] = {"initial": zs.get("random-allocation-pld", 1.0), "count": per_epoch * epochs}
+        try:
+            zs[name] = calibrate(make, target_epsilon=target, target_delta=delta, accountant=acc, **kw)
+        except UnreachableTarget as exc:  # reported in its entry, not fatal: the PLD answer stands
+            if name == "random-allocation-pld":
+                raise
+            zs[name] = exc
+    return _bis(args, t, epochs, delta, zs["random-allocation-pld"], zs, target_epsilon=target)

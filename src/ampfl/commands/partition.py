@@ -103,7 +103,7 @@ def register(registry: Registry) -> None:
             _account_model_split,
             (_noise, _model_split_args, exact, _nonsplit_args, add_accountant),
         ),
-        ("account", "bis", _account_bis, (_noise, _bis_args, auto)),
+        ("account", "bis", _account_bis, (_noise, _bis_args, auto, add_accountant)),
         ("account", "poisson", _account_poisson, (_noise, _poisson_args)),
         (
             "account",
@@ -112,7 +112,7 @@ def register(registry: Registry) -> None:
             (_noise, _steps, _split_rate, exact, _nonsplit_args, add_accountant),
         ),
         ("calibrate", "model-split", _calibrate_model_split, (_epsilon, _model_split_args, add_accountant)),
-        ("calibrate", "bis", _calibrate_bis, (_epsilon, _bis_args)),
+        ("calibrate", "bis", _calibrate_bis, (_epsilon, _bis_args, add_accountant)),
         ("calibrate", "poisson", _calibrate_poisson, (_epsilon, _poisson_args)),
     ):
         text = _HELP[name] if verb == "account" else "noise for " + _HELP[name]
@@ -260,7 +260,7 @@ def _split_report(args: argparse.Namespace, *, d: int, theorem: str) -> dict[str
     """Thm 3.4 / 3.7 over ``--steps`` (+ a non-split part), or its Poisson-subsampled form with ``--rate``."""
     from ampfl.commands import _partition_pld
 
-    if _partition_pld.wants_pld(args, d):
+    if _partition_pld.wants_pld(args):
         return _partition_pld.split_report(args, d=d, theorem=theorem)
     from ampfl.accounting import partition
     from ampfl.accounting._checks import check_probability
@@ -352,8 +352,11 @@ def _bis_setup(args: argparse.Namespace) -> tuple[float, int, int, int, tuple[in
 def _account_bis(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting._checks import check_positive
     from ampfl.accounting.partition import rdp_bis
+    from ampfl.commands import _partition_pld
 
     delta, t, k, epochs, orders, bound = _bis_setup(args)
+    if _partition_pld.wants_bis_pld(args, k):  # issue 11: random allocation (k = 1) has a PLD
+        return _partition_pld.bis_report(args, delta=delta, t=t, epochs=epochs)
     z = check_positive("--noise-multiplier", args.noise_multiplier)
     rdp = rdp_bis(
         orders=orders, iterations=t, participations=k, noise_multiplier=z, epochs=epochs, bound=bound

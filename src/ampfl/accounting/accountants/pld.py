@@ -1,6 +1,5 @@
 """The PLD accountant: privacy-loss distributions (dp-accounting, pessimistic discretisation), composed by
-convolution; tighter than RDP. Issue 11 extends the supported events (mixtures of Gaussians, model split,
-BIS, masks); today it supports:
+convolution; tighter than RDP. It supports:
 
 - Gaussian and Laplace mechanisms, Poisson-sampled or not (dp-accounting's ``from_gaussian_mechanism`` /
   ``from_laplace_mechanism``, both directions of add/remove-one);
@@ -10,7 +9,9 @@ BIS, masks); today it supports:
 - random check-in (004), MS-PAFL rounds (000) and group rounds (001) through their ``dominating()``;
 - model splitting into d ≤ 2 sub-models and dropout at rate 1/2 (002 Thms 3.4/3.7's mechanisms, with an
   optional non-split part): exact product form after a rotation (:mod:`ampfl.accounting.partition.pld`);
-  d ≥ 3, their Poisson-subsampled forms and BIS are RDP-only (the RDP accountant);
+  d ≥ 3 and BIS with k = 1 (002 Thm 3.8): the orthogonal-mixture PLD by log-sum convolution
+  (:mod:`ampfl.accounting.partition.allocation_pld`); any of these pairs Poisson-subsampled
+  (:mod:`ampfl.accounting.partition.subsampled_pld`); BIS with k > 1: RDP only;
 - self-composition and composition.
 
 Error: pessimistic rounding makes every reported ε and δ an upper bound; the discretisation interval
@@ -27,6 +28,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from ampfl.accounting._checks import check_delta, check_nonnegative, check_positive
 from ampfl.accounting.accountants.base import Accountant, NeighboringRelation, UnsupportedEventError
 from ampfl.accounting.events import (
+    BalancedIterationSubsamplingEvent,
     ComposedEvent,
     DropoutEvent,
     GaussianEvent,
@@ -80,6 +82,8 @@ def event_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> pld_
             return inner.compute_mixture(pld_lib.identity(h), p)
     if isinstance(event, ModelSplitEvent | DropoutEvent):
         return _partition_pld(event, h)
+    if isinstance(event, BalancedIterationSubsamplingEvent):
+        return _allocation_pld(event, h)
     rate, base = 1.0, event
     if isinstance(event, PoissonSampledEvent) and isinstance(event.event, ModelSplitEvent | DropoutEvent):
         from ampfl.accounting.partition.subsampled_pld import subsampled_event_pld  # 002, issue 11
@@ -116,20 +120,32 @@ def event_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> pld_
 
 
 def _partition_pld(event: ModelSplitEvent | DropoutEvent, h: float) -> pld_lib.PrivacyLossDistribution:
-    from ampfl.accounting.partition.pld import PLD_MAX_SUBMODELS, model_split_pld
+    from ampfl.accounting.partition.allocation_pld import model_split_pld_any
 
     d = event.num_submodels if isinstance(event, ModelSplitEvent) else 2
-    if d > PLD_MAX_SUBMODELS:
-        raise UnsupportedEventError(
-            f"no PLD for model splitting into {d} > {PLD_MAX_SUBMODELS} sub-models (use the rdp accountant)."
-        )
     z, z_ns = event.noise_multiplier, event.nonsplit_noise_multiplier
     if z_ns is not None and math.isinf(z_ns):
         z_ns = None  # an infinitely noisy part leaks nothing
     if math.isinf(z):
         return pld_lib.identity(h) if z_ns is None else event_pld(GaussianEvent(noise_multiplier=z_ns), h)
-    return model_split_pld(
+    return model_split_pld_any(  # d <= 2: exact product form; d >= 3: the mixture's log-sum PLD
         num_submodels=d, noise_multiplier=z, nonsplit_noise_multiplier=z_ns, value_discretization_interval=h
+    )
+
+
+def _allocation_pld(event: BalancedIterationSubsamplingEvent, h: float) -> pld_lib.PrivacyLossDistribution:
+    """One BIS epoch: random allocation of 1 of T steps (k = 1); k > 1 has no proven reduction here."""
+    from ampfl.accounting.partition.allocation_pld import allocation_pld
+
+    if event.participations > 1:
+        raise UnsupportedEventError(
+            f"no PLD for Balanced Iteration Subsampling with participations {event.participations} > 1 "
+            "(no proven reduction to k = 1 here; use the rdp accountant)."
+        )
+    if math.isinf(event.noise_multiplier):
+        return pld_lib.identity(h)
+    return allocation_pld(
+        iterations=event.iterations, noise_multiplier=event.noise_multiplier, value_discretization_interval=h
     )
 
 

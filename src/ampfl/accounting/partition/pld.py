@@ -18,7 +18,8 @@ the infinity mass (remove) or to the lowest bucket (add), both pessimistic.
 
 Dropout at rate 1/2 (002 Thm 3.7, Alg. 2) is the d = 2 split. A partial split (002 §3.2.2) adds an
 independent Gaussian mechanism for the non-split part (its own clip norm and noise): the PLDs compose.
-d ≥ 3 has no product form; the RDP bound of Theorem 3.1 stays the accountant for it (``PLD_MAX_SUBMODELS``).
+d ≥ 3 has no product form: :mod:`ampfl.accounting.partition.allocation_pld` builds its PLD by log-sum
+convolution (``PLD_MAX_SUBMODELS`` is the largest d with the exact form here).
 """
 
 from __future__ import annotations
