@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 import torch
@@ -16,6 +18,7 @@ from ampfl.accounting.events import (
     RandomCheckInEvent,
     SampledWithoutReplacementEvent,
 )
+from ampfl.fl import sampling
 from ampfl.fl.data.partitions import ClientPartition
 from ampfl.fl.sampling import (
     BalancedIterationSampler,
@@ -221,14 +224,15 @@ def test_local_batches_matches_the_per_client_loop(sizes, seed, steps, batch, sc
     fallback), with the stream left where the loop left it, whatever half-word numpy had buffered."""
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     parts = [np.arange(offsets[i], offsets[i + 1], dtype=np.int64) * 3 for i in range(len(sizes))]
-    clients = np.array(data.draw(st.lists(st.integers(0, len(sizes) - 1), max_size=12)), dtype=np.int64)
-    for store in (parts, ClientPartition.from_arrays(parts)):
+    clients = np.array(data.draw(st.lists(st.integers(0, len(sizes) - 1), max_size=40)), dtype=np.int64)
+    for store, block_from in ((parts, 1), (ClientPartition.from_arrays(parts), 1), (parts, 24)):
         ref, rng = _rng(seed), _rng(seed)
         if buffered:  # a 32-bit draw leaves half a 64-bit word in numpy's buffer
             ref.integers(0, 5), rng.integers(0, 5)
         kw = {"num_steps": steps, "batch_size": batch, "scheme": scheme}
         want = _reference_local_batches(parts, clients, rng=ref, **kw)
-        got = local_batches(store, clients, rng=rng, **kw)
+        with mock.patch.object(sampling, "_BLOCK_FROM", block_from):  # 1: the block draw for any cohort
+            got = local_batches(store, clients, rng=rng, **kw)
         assert got.dtype == torch.int64 and torch.equal(got, want)
         assert rng.integers(0, 2**31, size=3).tolist() == ref.integers(0, 2**31, size=3).tolist()
         assert rng.random() == ref.random()
@@ -245,8 +249,8 @@ def test_local_batches_rejection_and_empty_client() -> None:
     parts = [np.arange(12001), np.arange(12001, 12401)]  # 300 > 12001 // 50: numpy shuffles the whole range
     for scheme in ("wor", "wr"):
         kw = {"num_steps": 6, "batch_size": 50, "scheme": scheme}
-        want_b = _reference_local_batches(parts, [0, 1, 0], rng=_rng(3), **kw)
-        assert torch.equal(local_batches(parts, np.array([0, 1, 0]), rng=_rng(3), **kw), want_b)
+        want_b = _reference_local_batches(parts, [0, 1, 0] * 10, rng=_rng(3), **kw)
+        assert torch.equal(local_batches(parts, np.array([0, 1, 0] * 10), rng=_rng(3), **kw), want_b)
     with pytest.raises(ValueError, match="client 1 has no training examples"):
         local_batches([np.arange(3), np.arange(0)], np.array([0, 1]), num_steps=1, batch_size=2, scheme="wor",
                       rng=_rng(0))  # fmt: skip

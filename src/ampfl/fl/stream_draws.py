@@ -44,32 +44,43 @@ def lemire_values(rng: np.random.Generator, bounds: np.ndarray) -> np.ndarray:
     ``rng`` is left in the same state. Requires :func:`supports` and every bound in [0, 2³² − 2].
     """
     bounds = np.asarray(bounds, dtype=np.uint64).reshape(-1)
+    if bounds.size and bounds.all():
+        return _draws(rng, bounds)
     out = np.zeros(bounds.size, dtype=np.int64)
     live = np.flatnonzero(bounds)  # a bound of 0 draws nothing
-    if live.size == 0:
-        return out
+    if live.size:
+        out[live] = _draws(rng, bounds[live])
+    return out
+
+
+def _draws(rng: np.random.Generator, bounds: np.ndarray) -> np.ndarray:
+    """:func:`lemire_values` for bounds that are all > 0."""
     bitgen: Any = rng.bit_generator
     saved = bitgen.state
     buffered = int(saved["uinteger"]) if saved["has_uint32"] else None
-    ex = bounds[live] + np.uint64(1)
-    pos = np.arange(live.size, dtype=np.int64)  # the word each draw uses (shifted by earlier rejections)
-    words = _words(bitgen, buffered, live.size + 64)
+    t = bounds.size
+    ex = bounds + np.uint64(1)
+    words = _words(bitgen, buffered, t + 64)
+    m = words[:t] * ex
+    pos: np.ndarray | None = None  # the word each draw uses, once a rejection shifted them
     start = 0
     while True:
-        if int(pos[-1]) >= words.size:  # more rejections than words fetched: fetch again, more
-            bitgen.state = saved
-            words = _words(bitgen, buffered, 2 * words.size)
-        left = (words[pos[start:]] * ex[start:]) & _LOW
+        left = m[start:] & _LOW
         near = np.flatnonzero(left < ex[start:])  # only these can be rejected (threshold < r + 1)
         e = ex[start:][near]
         rejected = near[left[near] < (np.uint64(2**32) - e) % e]
         if rejected.size == 0:
             break
         start += int(rejected[0])
+        if pos is None:
+            pos = np.arange(t, dtype=np.int64)
         pos[start:] += 1
-    out[live] = ((words[pos] * ex) >> _SHIFT).astype(np.int64)
-    _commit(bitgen, saved, buffered, int(pos[-1]) + 1)
-    return out
+        if int(pos[-1]) >= words.size:  # more rejections than words fetched: fetch again, more
+            bitgen.state = saved
+            words = _words(bitgen, buffered, 2 * words.size)
+        m[start:] = words[pos[start:]] * ex[start:]
+    _commit(bitgen, saved, buffered, t if pos is None else int(pos[-1]) + 1)
+    return (m >> _SHIFT).astype(np.int64)
 
 
 def _commit(bitgen: Any, saved: Any, buffered: int | None, used: int) -> None:
@@ -100,39 +111,39 @@ def floyd_choice(sizes: np.ndarray, size: int, values: np.ndarray) -> np.ndarray
 
     Floyd: at step t (j_t = n − size + t) the draw v_t is taken unless already taken, then j_t is. v_t is
     already taken iff it equals an earlier draw, or v_t = j_r (r < t) and step r took j_r: an OR along the
-    chain t → r, resolved by pointer jumping (no loop over the steps)."""
-    k = values.shape[0]
+    chain t → r, resolved in a few vectorised passes (no loop over the steps or the rows)."""
     n = np.asarray(sizes, dtype=np.int64).reshape(-1, 1)
     v = values[:, :size]
-    j = n - size + np.arange(size, dtype=np.int64)
-    # v_t equal to an earlier draw of the same row
-    key = (np.arange(k, dtype=np.int64)[:, None] * (int(n.max()) + 1) + v).reshape(-1)
-    order = np.argsort(key, kind="stable")
-    dup = np.zeros(key.size, dtype=bool)
-    dup[order[1:]] = key[order[1:]] == key[order[:-1]]
-    r = (v - (n - size)).reshape(-1)  # v_t = j_r
-    t = np.tile(np.arange(size, dtype=np.int64), k)
-    base = np.repeat(np.arange(k, dtype=np.int64) * size, size)
-    ptr = np.where((r >= 0) & (r < t), base + r, -1)
+    order = np.argsort(v, axis=1, kind="stable")  # equal draws: in step order, the later ones flagged
+    ordered = np.take_along_axis(v, order, axis=1)
+    again = ordered[:, 1:] == ordered[:, :-1]
+    if not again.any():  # no draw repeats an earlier one: nothing was taken
+        return shuffle_rows(v, values[:, size:])
+    dup = np.zeros(v.shape, dtype=bool)
+    np.put_along_axis(dup, order[:, 1:], again, axis=1)
+    r = v - (n - size)  # v_t = j_r
+    rows, cols = np.nonzero((r >= 0) & (r < np.arange(size)))
+    src = r[rows, cols]
     taken = dup.copy()
-    while True:
-        has = ptr >= 0
-        if not has.any():
+    while rows.size:  # taken_t = dup_t or taken_r, along chains of decreasing steps (a few passes)
+        now = dup[rows, cols] | taken[rows, src]
+        if np.array_equal(now, taken[rows, cols]):
             break
-        taken[has] |= taken[ptr[has]]
-        ptr[has] = ptr[ptr[has]]
-    chosen = np.where(taken.reshape(k, size), j, v)
+        taken[rows, cols] = now
+    chosen = np.where(taken, n - size + np.arange(size, dtype=np.int64), v)
     return shuffle_rows(chosen, values[:, size:])
 
 
 def shuffle_rows(rows: np.ndarray, swaps: np.ndarray) -> np.ndarray:
-    """numpy's in-place shuffle of every row (i = m−1 … 1: swap positions i and ``swaps[:, m−1−i]``)."""
-    out = np.array(rows, dtype=np.int64, copy=True)
-    m = out.shape[1]
-    idx = np.arange(out.shape[0])
+    """numpy's in-place shuffle of every row (i = m−1 … 1: swap positions i and ``swaps[:, m−1−i]``); one
+    vectorised swap per position, over all rows at once (columns kept contiguous)."""
+    k, m = rows.shape
+    out = np.array(rows.T, dtype=np.int64, order="C")  # [m, k]: position i of every row is out[i]
+    flat = out.reshape(-1)
+    partner = swaps.T * k + np.arange(k, dtype=np.int64)  # flat index of each step's swap partner
     for step, i in enumerate(range(m - 1, 0, -1)):
-        s = swaps[:, step]
-        held = out[idx, s]
-        out[idx, s] = out[:, i]
-        out[:, i] = held
-    return out
+        p = partner[step]
+        held = flat[p]
+        flat[p] = out[i]
+        out[i] = held
+    return np.ascontiguousarray(out.T)
