@@ -23,7 +23,7 @@ Only numpy is imported here.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 
@@ -350,7 +350,7 @@ class _PairDraws:
     def __init__(self, rng: np.random.Generator, n: int, p: int) -> None:
         self.rng, self.n, self.p = rng, n, p
         self.block = supports(rng)
-        self.start = rng.bit_generator.state if self.block else None
+        self.start: Any = rng.bit_generator.state if self.block else None
         self.pairs: list[list[int]] = []
         self.taken = self.drawn = self.first = 0
 
