@@ -258,14 +258,25 @@ def local_batches(
         part = ClientPartition.from_arrays([np.asarray(client_indices[int(c)]) for c in ids])
         ids = np.arange(k, dtype=np.int64)
     sizes = part.sizes[ids]
-    local = np.empty((k, need), dtype=np.int64)
     if k == 0:
-        return torch.from_numpy(local.reshape(0, num_steps, batch_size))
+        return torch.zeros((0, num_steps, batch_size), dtype=torch.int64)
     if int(sizes.min()) == 0:
         empty = np.asarray(clients).reshape(-1)[np.argmin(sizes)]
         raise ValueError(f"client {int(empty)} has no training examples.")
-    # clients whose draws are reproduced in one block: uniform integers, or Floyd's choice (need <= n, and not
-    # numpy's whole-range shuffle of n > 10000); the others (need > n: permutations) call numpy one by one
+    local = _local_draws(sizes, need, scheme, rng)
+    out = part.flat[part.offsets[ids][:, None] + local]
+    return torch.from_numpy(out.reshape(k, num_steps, batch_size))
+
+
+def _local_draws(sizes: np.ndarray, need: int, scheme: str, rng: np.random.Generator) -> np.ndarray:
+    """``[k, need]`` positions into each client's array, drawn as numpy draws them client after client.
+
+    Clients whose draws are reproduced in one block (:mod:`ampfl.fl.stream_draws`): uniform integers, or
+    Floyd's choice (need <= n, and not numpy's whole-range shuffle of n > 10000); the others (need > n: whole
+    permutations) and cohorts under ``_BLOCK_FROM`` call numpy one client at a time, in the same order.
+    """
+    k = sizes.size
+    local = np.empty((k, need), dtype=np.int64)
     fast = np.full(k, supports(rng) and k >= _BLOCK_FROM)
     if scheme == "wor":
         fast &= (sizes >= need) & ~((sizes > 10000) & (need > sizes // 50))
@@ -280,8 +291,7 @@ def local_batches(
         else:
             values = lemire_values(rng, floyd_bounds(n, need).reshape(-1)).reshape(hi - lo, -1)
             local[lo:hi] = floyd_choice(n, need, values)
-    out = part.flat[part.offsets[ids][:, None] + local]
-    return torch.from_numpy(out.reshape(k, num_steps, batch_size))
+    return local
 
 
 def _client_draws(n: int, need: int, scheme: str, rng: np.random.Generator) -> np.ndarray:
@@ -342,8 +352,8 @@ def fixed_size_subsets(
 ) -> ClientPartition:
     """Every client's local dataset cut to ``size`` records: a client holding more keeps a uniform random
     ``size``-subset (sorted), drawn in client order with ``rng.choice(ix, size, replace=False)``; a client
-    holding exactly ``size`` keeps its array and draws nothing. Only the clients holding more are visited
-    in Python (none when all sizes are equal).
+    holding exactly ``size`` keeps its array and draws nothing. The draws of the clients holding more are
+    reproduced in one block (:func:`_local_draws`), with the same numbers.
 
     Raises:
         ValueError: a client holds fewer than ``size`` records.
@@ -357,6 +367,7 @@ def fixed_size_subsets(
         return part
     out_sizes = np.full(len(part), size, dtype=np.int64)
     out = part.gather(np.arange(len(part)), limit=size)[0].reshape(len(part), size)  # a fresh array
-    for c in bigger.tolist():
-        out[c] = np.sort(rng.choice(part[c], size, replace=False))
+    # rng.choice(ix, size, replace=False) = ix[rng.choice(len(ix), size, replace=False)], client by client
+    local = _local_draws(sizes[bigger], size, "wor", rng)
+    out[bigger] = np.sort(part.flat[part.offsets[bigger][:, None] + local], axis=1)
     return ClientPartition(out.reshape(-1), np.concatenate([[0], np.cumsum(out_sizes)]))
