@@ -245,7 +245,7 @@ def test_local_batches_rejection_and_empty_client() -> None:
     """Bounds near 2³² make numpy reject many words: still the same draws; an empty client is named."""
     from ampfl.fl.stream_draws import lemire_values
 
-    bounds = np.array([2**32 - 2, 0, 3, 2**31 + 5, 2**32 - 3] * 40, dtype=np.uint64)
+    bounds = np.array([2**32 - 2, 0, 3, 2**31 + 5, 2**32 - 3] * 2000, dtype=np.uint64)  # several chunks
     ref, rng = _rng(7), _rng(7)
     want = [int(ref.integers(0, int(b) + 1)) for b in bounds]
     assert lemire_values(rng, bounds).tolist() == want and rng.random() == ref.random()

@@ -20,6 +20,7 @@ import numpy as np
 
 _LOW = np.uint64(0xFFFFFFFF)
 _SHIFT = np.uint64(32)
+_CHUNK = 4096
 
 
 def supports(rng: np.random.Generator) -> bool:
@@ -54,33 +55,48 @@ def lemire_values(rng: np.random.Generator, bounds: np.ndarray) -> np.ndarray:
 
 
 def _draws(rng: np.random.Generator, bounds: np.ndarray) -> np.ndarray:
-    """:func:`lemire_values` for bounds that are all > 0."""
+    """:func:`lemire_values` for bounds that are all > 0. A rejected word shifts every later draw by one word:
+    handled chunk by chunk (``_CHUNK`` draws), so each rejection costs a pass over one chunk only."""
     bitgen: Any = rng.bit_generator
     saved = bitgen.state
     buffered = int(saved["uinteger"]) if saved["has_uint32"] else None
     t = bounds.size
     ex = bounds + np.uint64(1)
-    words = _words(bitgen, buffered, t + 64)
-    m = words[:t] * ex
-    pos: np.ndarray | None = None  # the word each draw uses, once a rejection shifted them
-    start = 0
-    while True:
-        left = m[start:] & _LOW
-        near = np.flatnonzero(left < ex[start:])  # only these can be rejected (threshold < r + 1)
-        e = ex[start:][near]
-        rejected = near[left[near] < (np.uint64(2**32) - e) % e]
-        if rejected.size == 0:
-            break
-        start += int(rejected[0])
-        if pos is None:
-            pos = np.arange(t, dtype=np.int64)
-        pos[start:] += 1
-        if int(pos[-1]) >= words.size:  # more rejections than words fetched: fetch again, more
-            bitgen.state = saved
-            words = _words(bitgen, buffered, 2 * words.size)
-        m[start:] = words[pos[start:]] * ex[start:]
-    _commit(bitgen, saved, buffered, t if pos is None else int(pos[-1]) + 1)
-    return (m >> _SHIFT).astype(np.int64)
+    words = _words(bitgen, buffered, t + 64 + t // 256)
+    out = np.empty(t, dtype=np.uint64)
+    shift = 0  # words rejected so far
+    for lo in range(0, t, _CHUNK):
+        hi = min(t, lo + _CHUNK)
+        e = ex[lo:hi]
+        if hi + shift > words.size:
+            words = _refetch(bitgen, saved, buffered, 2 * (hi + shift) + 64)
+        m = words[lo + shift : hi + shift] * e
+        pos: np.ndarray | None = None  # the word each draw of the chunk uses, once a rejection shifted them
+        start = 0
+        while True:
+            left = m[start:] & _LOW
+            near = np.flatnonzero(left < e[start:])  # only these can be rejected (threshold < r + 1)
+            en = e[start:][near]
+            rejected = near[left[near] < (np.uint64(2**32) - en) % en]
+            if rejected.size == 0:
+                break
+            start += int(rejected[0])
+            if pos is None:
+                pos = np.arange(lo + shift, hi + shift, dtype=np.int64)
+            pos[start:] += 1
+            if int(pos[-1]) >= words.size:  # more rejections than words fetched: fetch again, more
+                words = _refetch(bitgen, saved, buffered, 2 * int(pos[-1]) + 64)
+            m[start:] = words[pos[start:]] * e[start:]
+        if pos is not None:
+            shift = int(pos[-1]) + 1 - hi
+        out[lo:hi] = m
+    _commit(bitgen, saved, buffered, t + shift)
+    return (out >> _SHIFT).astype(np.int64)
+
+
+def _refetch(bitgen: Any, saved: Any, buffered: int | None, count: int) -> np.ndarray:
+    bitgen.state = saved
+    return _words(bitgen, buffered, count)
 
 
 def _commit(bitgen: Any, saved: Any, buffered: int | None, used: int) -> None:
