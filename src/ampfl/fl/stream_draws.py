@@ -130,13 +130,14 @@ def floyd_choice(sizes: np.ndarray, size: int, values: np.ndarray) -> np.ndarray
     chain t → r, resolved in a few vectorised passes (no loop over the steps or the rows)."""
     n = np.asarray(sizes, dtype=np.int64).reshape(-1, 1)
     v = values[:, :size]
-    order = np.argsort(v, axis=1, kind="stable")  # equal draws: in step order, the later ones flagged
-    ordered = np.take_along_axis(v, order, axis=1)
+    keys = np.sort(v * size + np.arange(size, dtype=np.int64), axis=1)  # by value, equal values by step
+    ordered = keys // size
     again = ordered[:, 1:] == ordered[:, :-1]
     if not again.any():  # no draw repeats an earlier one: nothing was taken
         return shuffle_rows(v, values[:, size:])
-    dup = np.zeros(v.shape, dtype=bool)
-    np.put_along_axis(dup, order[:, 1:], again, axis=1)
+    dup = np.zeros(v.shape, dtype=bool)  # v_t equal to the draw of an earlier step of the same row
+    rows_again, cols_again = np.nonzero(again)
+    dup[rows_again, keys[rows_again, cols_again + 1] % size] = True
     r = v - (n - size)  # v_t = j_r
     rows, cols = np.nonzero((r >= 0) & (r < np.arange(size)))
     src = r[rows, cols]
