@@ -12,9 +12,16 @@ evaluation at the end. The same workload runs through
 * ``flower``: Flower's simulation (``flwr[simulation]``) when it is installed; skipped otherwise, and said so.
 
 The paths run interleaved (one call of each per repetition, median reported) so that load bursts on a shared
-machine hit them alike; the 1-minute load average is printed. Results and the method: docs/performance.md.
+machine hit them alike; the 1-minute load average is printed. ``ampfl ÷ central`` compares the R-round runs
+end to end (start-up, the final evaluation and the run folder's files included); ``steady ÷ central``
+compares one steady-state round: the same two paths also run S·R rounds (``--steady S``, default 3), ratio
+(t_ampfl(S·R) − t_ampfl(R)) / (t_central(S·R) − t_central(R)), which cancels every once-per-run cost.
+``--clock cpu`` times CPU seconds of the process instead of wall seconds (on a machine shared with other jobs
+the wall time of a small model mostly measures the wait for a core). Results and the method:
+docs/performance.md.
 
-Usage: ``.venv/bin/python bench/compare.py [--models logreg,cnn] [--ks 10,100] [--rounds 10] [--repeats 3]``.
+Usage: ``.venv/bin/python bench/compare.py [--models logreg,cnn] [--ks 10,100] [--rounds 10] [--repeats 3]
+[--steady 3] [--clock wall|cpu] [--no-dp]``.
 """
 
 from __future__ import annotations
@@ -22,8 +29,10 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -63,11 +72,23 @@ def _config(model: str, k: int, rounds: int, dp: bool) -> object:
 
 
 def workload(
-    model: str, k: int, rounds: int, dp: bool, folder: Path, flower: bool = False
+    model: str, k: int, rounds: int, dp: bool, folder: Path, flower: bool = False, steady: int = 1
 ) -> dict[str, Callable[[], object]]:
-    """The timed callables of one workload (module docstring)."""
+    """The timed callables of one workload (module docstring); with ``steady > 1`` also ``ampfl+`` and
+    ``central+``, the same with ``steady · rounds`` rounds."""
     config = _config(model, k, rounds, dp)
     task = build_task(config)  # type: ignore[arg-type]
+    fns: dict[str, Callable[[], object]] = _paths(model, k, rounds, dp, folder, task, flower)
+    if steady > 1:
+        more = _paths(model, k, steady * rounds, dp, folder, task, False)
+        fns.update({"ampfl+": more["ampfl"], "central+": more["central"]})
+    return fns
+
+
+def _paths(
+    model: str, k: int, rounds: int, dp: bool, folder: Path, task: Any, flower: bool
+) -> dict[str, Callable[[], object]]:
+    config = _config(model, k, rounds, dp)
     ds = task.dataset
     x, y = torch.from_numpy(ds.x_train), torch.from_numpy(ds.y_train)
     x_test, y_test = torch.from_numpy(ds.x_test), torch.from_numpy(ds.y_test)
@@ -148,26 +169,35 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-flower", action="store_true", help="skip Flower even when installed")
+    parser.add_argument("--steady", type=int, default=3, help="S: also time S·R rounds (1: skip)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    parser.add_argument("--no-dp", action="store_true", help="only the runs without DP")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     flower = flower_available() and not args.no_flower
-    print(f"load average {os.getloadavg()[0]:.2f}, threads {args.threads}, rounds {args.rounds}")
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
+    print(f"load average {os.getloadavg()[0]:.2f}, threads {args.threads}, rounds {args.rounds}, "
+          f"steady {args.steady}·R, {args.clock} clock")  # fmt: skip
     if not flower:
         print("flower: skipped (flwr[simulation] with ray is not installed)")
-    header = "| model | K | DP | ampfl s | loop ÷ ampfl | ampfl ÷ central | flower ÷ ampfl |"
-    print(header + "\n|---|---:|---|---:|---:|---:|---:|")
+    header = "| model | K | DP | ampfl s | loop ÷ ampfl | ampfl ÷ central | steady ÷ central | flower ÷ ampfl"
+    print(header + " |\n|---|---:|---|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
             for k in (int(v) for v in args.ks.split(",")):
-                for dp in (False, True):
-                    fns = workload(model, k, args.rounds, dp, Path(tmp) / "run", flower=flower)
-                    t = timed_interleaved(fns, args.repeats)
+                for dp in (False,) if args.no_dp else (False, True):
+                    fns = workload(model, k, args.rounds, dp, Path(tmp) / "run", flower, args.steady)
+                    t = timed_interleaved(fns, args.repeats, clock)
                     fl = f"{t['flower'] / t['ampfl']:.1f}×" if "flower" in t else "—"
+                    st = "—"
+                    if "ampfl+" in t:
+                        st = f"{(t['ampfl+'] - t['ampfl']) / (t['central+'] - t['central']):.2f}×"
                     print(
                         f"| {model} | {k} | {'yes' if dp else 'no'} | {t['ampfl']:.3f} | "
-                        f"{t['loop'] / t['ampfl']:.1f}× | {t['ampfl'] / t['central']:.2f}× | {fl} |",
+                        f"{t['loop'] / t['ampfl']:.1f}× | {t['ampfl'] / t['central']:.2f}× | {st} | {fl} |",
                         flush=True,
                     )
+                    print(f"  load average {os.getloadavg()[0]:.2f}", flush=True)
 
 
 if __name__ == "__main__":

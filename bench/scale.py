@@ -11,8 +11,10 @@ Builds a task of N = 10^6 clients on a generated training set of 2·N examples (
 
 and the peak resident memory of the process (``resource.getrusage``; the generated data are 80 MB of it).
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/scale.py [--clients N] [--scheme iid|fixed]``. It uses only
-the public API, so ``PYTHONPATH=<older checkout>/src`` times an older version the same way (before/after).
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/scale.py [--clients N] [--per-client E]
+[--scheme iid|fixed|label_skew|dirichlet]`` (E examples per client, default 2; ``dirichlet`` needs more,
+e.g. ``--clients 100000 --per-client 50``, or it refuses: a client stays empty). It uses only the public
+API, so ``PYTHONPATH=<older checkout>/src`` times an older version the same way (before/after).
 Target: the first round (partition + set-up + round 0) under 1 s, memory under 1 GB.
 """
 
@@ -58,17 +60,18 @@ def _dataset(n: int) -> Dataset:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=1_000_000)
-    parser.add_argument("--scheme", choices=("iid", "fixed"), default="iid")
+    parser.add_argument("--scheme", choices=("iid", "fixed", "label_skew", "dirichlet"), default="iid")
+    parser.add_argument("--per-client", type=int, default=2, help="examples per client")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    n_clients = args.clients
-    ds = _dataset(2 * n_clients)
-    print(f"N = {n_clients} clients, {2 * n_clients} examples, scheme {args.scheme}; times in ms")
+    n_clients, per = args.clients, args.per_client
+    ds = _dataset(per * n_clients)
+    print(f"N = {n_clients} clients, {per * n_clients} examples, scheme {args.scheme}; times in ms")
     print(f"  memory after generating the data: {_peak_mb():.0f} MB")
     parts, t_part = _timed(
         "partition_clients",
         lambda: partition_clients(
-            ds.y_train, scheme=args.scheme, num_clients=n_clients, seed=0, samples_per_client=2
+            ds.y_train, scheme=args.scheme, num_clients=n_clients, seed=0, samples_per_client=per, alpha=1.0
         ),
     )
     task = Task(dataset=ds, client_indices=parts, model="logreg")

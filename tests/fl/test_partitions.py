@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ampfl.fl.data import SCHEMES, ClientPartition, max_fixed_clients, partition_clients
-from ampfl.fl.data.partitions import _allocate_slots, _assign_distinct, _finish
+from ampfl.fl.data.partitions import _allocate_slots, _assign_distinct, _finish, _PairDraws
 
 BALANCED = np.repeat(np.arange(10, dtype=np.int64), 600)  # 6000 samples, 10 balanced classes
 # Adult's training labels: 24720 x "<=50K", 7841 x ">50K" (counted from adult.data; 32561 rows in total).
@@ -264,6 +264,97 @@ def test_label_skew_is_bit_identical_to_the_reference(n, classes, per_client, cl
     slots = _allocate_slots(counts, clients * per_client, cap=clients)
     grid = _assign_distinct(np.repeat(np.arange(present.size), slots), clients, per_client, rng)
     want = _reference_label_skew_cut(y, grid, slots, present, rng)
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+# -- issue 17: label_skew's repair and dirichlet's gathering, bit-identical to the loops they replaced -------
+def _reference_assign_distinct(slot_labels, num_clients, per_client, rng):
+    """The pre-issue-17 ``_assign_distinct``: random swaps drawn one ``rng.integers`` call at a time."""
+    grid = rng.permutation(slot_labels).reshape(num_clients, per_client)
+    if np.unique(slot_labels).size == per_client:
+        return np.sort(slot_labels).reshape(per_client, num_clients).T.copy()
+    for _ in range(50):
+        ordered_rows = np.sort(grid, axis=1)
+        bad = np.flatnonzero((ordered_rows[:, 1:] == ordered_rows[:, :-1]).any(axis=1))
+        if bad.size == 0:
+            return grid
+        for r in bad:
+            _, first = np.unique(grid[r], return_index=True)
+            for a in np.setdiff1d(np.arange(per_client), first):
+                value = grid[r, a]
+                for _ in range(4 * num_clients + 100):
+                    s = int(rng.integers(num_clients))
+                    b = int(rng.integers(per_client))
+                    if s != r and value not in grid[s] and grid[s, b] not in grid[r]:
+                        grid[r, a], grid[s, b] = grid[s, b], value
+                        break
+    grid = np.sort(slot_labels).reshape(per_client, num_clients).T.copy()
+    return grid[rng.permutation(num_clients)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    counts=st.lists(st.integers(1, 400), min_size=2, max_size=12),
+    clients=st.integers(1, 300),
+    per_client=st.integers(1, 5),
+    seed=st.integers(0, 2**31),
+)
+def test_assign_distinct_is_bit_identical_to_the_swap_loop(counts, clients, per_client, seed):
+    counts = np.array(counts)
+    per_client = min(per_client, counts.size)
+    slots = _allocate_slots(counts, clients * per_client, cap=clients)
+    slot_labels = np.repeat(np.arange(counts.size), slots)
+    ref, rng = np.random.default_rng(seed), np.random.default_rng(seed)
+    want = _reference_assign_distinct(slot_labels, clients, per_client, ref)
+    np.testing.assert_array_equal(_assign_distinct(slot_labels, clients, per_client, rng), want)
+    assert rng.random() == ref.random()  # the cut's permutations that follow are drawn from the same state
+
+
+def test_pair_draws_across_blocks_leave_the_stream_as_one_by_one_calls():
+    ref, rng = np.random.default_rng(11), np.random.default_rng(11)
+    ref.integers(0, 3), rng.integers(0, 3)  # half a 64-bit word waits in numpy's buffer
+    draws = _PairDraws(rng, 1000003, 3)
+    got = [draws.next() for _ in range(2900)]  # three blocks: 1024, 1024, 2048 pairs
+    draws.close()
+    assert got == [(int(ref.integers(1000003)), int(ref.integers(3))) for _ in range(2900)]
+    assert rng.integers(0, 2**31) == ref.integers(0, 2**31) and rng.random() == ref.random()
+
+
+def _reference_dirichlet(y, num_clients, alpha, rng):
+    """The pre-issue-17 ``_dirichlet``: np.split per label, the pieces gathered client by client."""
+    by_class = [rng.permutation(np.flatnonzero(y == c)) for c in np.unique(y)]
+    for _ in range(1000):
+        parts = [[] for _ in range(num_clients)]
+        for members in by_class:
+            shares = rng.dirichlet(np.full(num_clients, alpha))
+            cuts = np.floor(np.cumsum(shares)[:-1] * members.size).astype(np.int64)
+            for client, chunk in enumerate(np.split(members, cuts)):
+                parts[client].append(chunk)
+        clients = [np.sort(np.concatenate(p)) for p in parts]
+        if min(c.size for c in clients) > 0:
+            return clients
+    return None
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(20, 400),
+    classes=st.integers(1, 6),
+    clients=st.integers(1, 12),
+    alpha=st.sampled_from([0.3, 1.0, 10.0]),
+    seed=st.integers(0, 2**31),
+)
+def test_dirichlet_is_bit_identical_to_the_per_client_gathering(n, classes, clients, alpha, seed):
+    y = np.random.default_rng(seed).integers(0, classes, n).astype(np.int64)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x9A57]))  # partition_clients' generator
+    want = _reference_dirichlet(y, clients, alpha, rng)
+    if want is None:
+        with pytest.raises(ValueError, match="alpha"):
+            partition_clients(y, scheme="dirichlet", num_clients=clients, seed=seed, alpha=alpha)
+        return
+    got = partition_clients(y, scheme="dirichlet", num_clients=clients, seed=seed, alpha=alpha)
     assert len(got) == len(want)
     for a, b in zip(got, want, strict=True):
         np.testing.assert_array_equal(a, b)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 import torch
@@ -16,6 +18,7 @@ from ampfl.accounting.events import (
     RandomCheckInEvent,
     SampledWithoutReplacementEvent,
 )
+from ampfl.fl import sampling
 from ampfl.fl.data.partitions import ClientPartition
 from ampfl.fl.sampling import (
     BalancedIterationSampler,
@@ -172,18 +175,85 @@ def test_poisson_local_batches_matches_the_per_client_loop(sizes, seed, q, data)
 
 
 @settings(max_examples=40, deadline=None)
-@given(sizes=st.lists(st.integers(3, 12), min_size=1, max_size=25), seed=st.integers(0, 2**32 - 1))
+@given(sizes=st.lists(st.integers(3, 40), min_size=1, max_size=40), seed=st.integers(0, 2**32 - 1))
 def test_fixed_size_subsets_matches_the_per_client_loop(sizes, seed):
     gen = np.random.default_rng(seed)
     parts = [np.sort(gen.choice(1000, s, replace=False)).astype(np.int64) for s in sizes]
     d = min(sizes)
     pick = _rng(seed)  # the pre-issue-17 dp_dsgd_rp set-up
     want = [ix if len(ix) == d else np.sort(pick.choice(ix, d, replace=False)) for ix in parts]
-    rng = _rng(seed)
-    got = fixed_size_subsets(parts, d, rng)
-    assert len(got) == len(want)
-    for a, b in zip(got, want, strict=True):
-        np.testing.assert_array_equal(a, b)
-    assert rng.random() == pick.random()
+    after = pick.random()
+    for block_from in (1, 24):  # 1: the block draw whatever the number of clients
+        rng = _rng(seed)
+        with mock.patch.object(sampling, "_BLOCK_FROM", block_from):
+            got = fixed_size_subsets(parts, d, rng)
+        assert len(got) == len(want)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(a, b)
+        assert rng.random() == after
     with pytest.raises(ValueError, match="size must be"):
         fixed_size_subsets(parts, d + 1, rng)
+
+
+def _reference_local_batches(client_indices, clients, *, num_steps, batch_size, scheme, rng):
+    """The pre-issue-17 implementation: numpy's draws one participant at a time."""
+    need = num_steps * batch_size
+    out = np.empty((len(clients), need), dtype=np.int64)
+    for row, c in enumerate(clients):
+        idx = client_indices[int(c)]
+        n = len(idx)
+        if scheme == "wr":
+            local = rng.integers(0, n, size=need)
+        elif need <= n:
+            local = rng.choice(n, size=need, replace=False)
+        else:
+            local = np.concatenate([rng.permutation(n) for _ in range(-(-need // n))])[:need]
+        out[row] = idx[local]
+    return torch.from_numpy(out.reshape(len(clients), num_steps, batch_size))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 40) | st.sampled_from([1, 2, 12001, 30000]), min_size=1, max_size=12),
+    seed=st.integers(0, 2**32 - 1),
+    steps=st.integers(1, 6),
+    batch=st.integers(1, 12),
+    scheme=st.sampled_from(["wor", "wr"]),
+    buffered=st.booleans(),
+    data=st.data(),
+)
+def test_local_batches_matches_the_per_client_loop(sizes, seed, steps, batch, scheme, buffered, data):
+    """Bit-identical to numpy's per-client draws (Floyd's choice, its shuffle, integers, and the permutation
+    fallback), with the stream left where the loop left it, whatever half-word numpy had buffered."""
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    parts = [np.arange(offsets[i], offsets[i + 1], dtype=np.int64) * 3 for i in range(len(sizes))]
+    clients = np.array(data.draw(st.lists(st.integers(0, len(sizes) - 1), max_size=40)), dtype=np.int64)
+    for store, block_from in ((parts, 1), (ClientPartition.from_arrays(parts), 1), (parts, 24)):
+        ref, rng = _rng(seed), _rng(seed)
+        if buffered:  # a 32-bit draw leaves half a 64-bit word in numpy's buffer
+            ref.integers(0, 5), rng.integers(0, 5)
+        kw = {"num_steps": steps, "batch_size": batch, "scheme": scheme}
+        want = _reference_local_batches(parts, clients, rng=ref, **kw)
+        with mock.patch.object(sampling, "_BLOCK_FROM", block_from):  # 1: the block draw for any cohort
+            got = local_batches(store, clients, rng=rng, **kw)
+        assert got.dtype == torch.int64 and torch.equal(got, want)
+        assert rng.integers(0, 2**31, size=3).tolist() == ref.integers(0, 2**31, size=3).tolist()
+        assert rng.random() == ref.random()
+
+
+def test_local_batches_rejection_and_empty_client() -> None:
+    """Bounds near 2³² make numpy reject many words: still the same draws; an empty client is named."""
+    from ampfl.fl.stream_draws import lemire_values
+
+    bounds = np.array([2**32 - 2, 0, 3, 2**31 + 5, 2**32 - 3] * 2000, dtype=np.uint64)  # several chunks
+    ref, rng = _rng(7), _rng(7)
+    want = [int(ref.integers(0, int(b) + 1)) for b in bounds]
+    assert lemire_values(rng, bounds).tolist() == want and rng.random() == ref.random()
+    parts = [np.arange(12001), np.arange(12001, 12401)]  # 300 > 12001 // 50: numpy shuffles the whole range
+    for scheme in ("wor", "wr"):
+        kw = {"num_steps": 6, "batch_size": 50, "scheme": scheme}
+        want_b = _reference_local_batches(parts, [0, 1, 0] * 10, rng=_rng(3), **kw)
+        assert torch.equal(local_batches(parts, np.array([0, 1, 0] * 10), rng=_rng(3), **kw), want_b)
+    with pytest.raises(ValueError, match="client 1 has no training examples"):
+        local_batches([np.arange(3), np.arange(0)], np.array([0, 1]), num_steps=1, batch_size=2, scheme="wor",
+                      rng=_rng(0))  # fmt: skip

@@ -142,8 +142,8 @@ class Engine:
             p, l_ = run(
                 model,
                 start[sl],
-                x[batches[sl]],
-                y[batches[sl]],
+                _rows(x, batches[sl]),
+                _rows(y, batches[sl]),
                 weights[sl] if weights.dtype == start.dtype else weights[sl].to(start.dtype),
                 learning_rate,
                 per_sample_clip,
@@ -339,7 +339,7 @@ class Engine:
         )
         for lo in range(0, k, size):
             sl = slice(lo, min(k, lo + size))
-            xb, yb, mb = x[batches[sl, 0]], y[batches[sl, 0]], mask[sl, 0].to(start.dtype)
+            xb, yb, mb = _rows(x, batches[sl, 0]), _rows(y, batches[sl, 0]), mask[sl, 0].to(start.dtype)
             if self.options.vectorized:
                 g, loss = vmap(self._client_step_fn(model, clip))(start[sl], xb, yb, mb)
             else:
@@ -419,6 +419,12 @@ class Engine:
                     hit = (torch.stack([model.module.predict(o) for o in out]) == yb).to(torch.float64)
                     correct[lo : lo + per_model].index_add_(1, yb, hit)
         return correct, counted
+
+
+def _rows(data: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``data[index]`` for an index tensor of any shape: the same copy as advanced indexing, by
+    ``index_select`` on the flattened index (about 3× faster on CPU for small rows, issue 17)."""
+    return data.index_select(0, index.reshape(-1)).reshape(*index.shape, *data.shape[1:])
 
 
 def _autograd_step(

@@ -78,7 +78,10 @@ class FunctionalModel:
         out = forward_stacked(params, x) if taps is None else forward_stacked(params, x, taps=taps)
         k, b = out.shape[0], out.shape[1]
         losses = self.module.per_sample_loss(out.reshape(k * b, *out.shape[2:]), y.reshape(k * b))
-        penalty = vmap(self.module.penalty)(params)
+        stacked = getattr(self.module, "penalty_stacked", None)
+        penalty = stacked(params) if stacked is not None else None
+        if penalty is None:
+            penalty = vmap(self.module.penalty)(params)
         return losses.reshape(k, b) + penalty.reshape(k, 1)
 
     def weighted_loss(

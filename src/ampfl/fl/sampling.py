@@ -34,6 +34,7 @@ from ampfl.accounting.events import (
     SampledWithoutReplacementEvent,
 )
 from ampfl.fl.data.partitions import ClientPartition
+from ampfl.fl.stream_draws import floyd_bounds, floyd_choice, lemire_values, supports
 
 
 def _check_rate(name: str, value: float, *, allow_zero: bool = False) -> float:
@@ -228,6 +229,10 @@ class BalancedIterationSampler(Sampler):
 
 
 # -- local (record-level) sampling ------------------------------------------------------------------------
+#: Fewer participants than this draw one by one (the block draw's fixed cost is ~0.5 ms; same numbers).
+_BLOCK_FROM = 24
+
+
 def local_batches(
     client_indices: Sequence[np.ndarray],
     clients: np.ndarray,
@@ -246,20 +251,56 @@ def local_batches(
     if scheme not in ("wor", "wr"):
         raise ValueError(f"scheme must be 'wor' or 'wr'. Found {scheme!r}.")
     need = num_steps * batch_size
-    out = np.empty((len(clients), need), dtype=np.int64)
-    for row, c in enumerate(clients):
-        idx = client_indices[int(c)]
-        n = len(idx)
-        if n == 0:
-            raise ValueError(f"client {int(c)} has no training examples.")
-        if scheme == "wr":
-            local = rng.integers(0, n, size=need)
-        elif need <= n:
-            local = rng.choice(n, size=need, replace=False)
+    ids = np.asarray(clients, dtype=np.int64).reshape(-1)
+    k = ids.size
+    part = client_indices if isinstance(client_indices, ClientPartition) else None
+    if part is None:  # a list of arrays: the participants' arrays concatenated (a loop over them only)
+        part = ClientPartition.from_arrays([np.asarray(client_indices[int(c)]) for c in ids])
+        ids = np.arange(k, dtype=np.int64)
+    sizes = part.sizes[ids]
+    if k == 0:
+        return torch.zeros((0, num_steps, batch_size), dtype=torch.int64)
+    if int(sizes.min()) == 0:
+        empty = np.asarray(clients).reshape(-1)[np.argmin(sizes)]
+        raise ValueError(f"client {int(empty)} has no training examples.")
+    local = _local_draws(sizes, need, scheme, rng)
+    out = part.flat[part.offsets[ids][:, None] + local]
+    return torch.from_numpy(out.reshape(k, num_steps, batch_size))
+
+
+def _local_draws(sizes: np.ndarray, need: int, scheme: str, rng: np.random.Generator) -> np.ndarray:
+    """``[k, need]`` positions into each client's array, drawn as numpy draws them client after client.
+
+    Clients whose draws are reproduced in one block (:mod:`ampfl.fl.stream_draws`): uniform integers, or
+    Floyd's choice (need <= n, and not numpy's whole-range shuffle of n > 10000); the others (need > n: whole
+    permutations) and cohorts under ``_BLOCK_FROM`` call numpy one client at a time, in the same order.
+    """
+    k = sizes.size
+    local = np.empty((k, need), dtype=np.int64)
+    fast = np.full(k, supports(rng) and k >= _BLOCK_FROM)
+    if scheme == "wor":
+        fast &= (sizes >= need) & ~((sizes > 10000) & (need > sizes // 50))
+    cuts = (np.flatnonzero(np.diff(fast.astype(np.int8))) + 1).tolist()
+    for lo, hi in zip([0, *cuts], [*cuts, k], strict=True):
+        n = sizes[lo:hi]
+        if not fast[lo]:
+            for row in range(lo, hi):
+                local[row] = _client_draws(int(sizes[row]), need, scheme, rng)
+        elif scheme == "wr":
+            local[lo:hi] = lemire_values(rng, np.repeat(n - 1, need)).reshape(hi - lo, need)
         else:
-            local = np.concatenate([rng.permutation(n) for _ in range(-(-need // n))])[:need]
-        out[row] = idx[local]
-    return torch.from_numpy(out.reshape(len(clients), num_steps, batch_size))
+            values = lemire_values(rng, floyd_bounds(n, need).reshape(-1)).reshape(hi - lo, -1)
+            local[lo:hi] = floyd_choice(n, need, values)
+    return local
+
+
+def _client_draws(n: int, need: int, scheme: str, rng: np.random.Generator) -> np.ndarray:
+    """One client's local indices as numpy draws them one call at a time (the reference of the fast path)."""
+    if scheme == "wr":
+        return rng.integers(0, n, size=need)
+    if need <= n:
+        return rng.choice(n, size=need, replace=False)
+    return np.concatenate([rng.permutation(n) for _ in range(-(-need // n))])[:need]
 
 
 def poisson_local_batches(
@@ -311,8 +352,8 @@ def fixed_size_subsets(
 ) -> ClientPartition:
     """Every client's local dataset cut to ``size`` records: a client holding more keeps a uniform random
     ``size``-subset (sorted), drawn in client order with ``rng.choice(ix, size, replace=False)``; a client
-    holding exactly ``size`` keeps its array and draws nothing. Only the clients holding more are visited
-    in Python (none when all sizes are equal).
+    holding exactly ``size`` keeps its array and draws nothing. The draws of the clients holding more are
+    reproduced in one block (:func:`_local_draws`), with the same numbers.
 
     Raises:
         ValueError: a client holds fewer than ``size`` records.
@@ -326,6 +367,7 @@ def fixed_size_subsets(
         return part
     out_sizes = np.full(len(part), size, dtype=np.int64)
     out = part.gather(np.arange(len(part)), limit=size)[0].reshape(len(part), size)  # a fresh array
-    for c in bigger.tolist():
-        out[c] = np.sort(rng.choice(part[c], size, replace=False))
+    # rng.choice(ix, size, replace=False) = ix[rng.choice(len(ix), size, replace=False)], client by client
+    local = _local_draws(sizes[bigger], size, "wor", rng)
+    out[bigger] = np.sort(part.flat[part.offsets[bigger][:, None] + local], axis=1)
     return ClientPartition(out.reshape(-1), np.concatenate([[0], np.cumsum(out_sizes)]))

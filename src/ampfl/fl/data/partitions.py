@@ -23,9 +23,11 @@ Only numpy is imported here.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
+
+from ampfl.fl.stream_draws import lemire_values, supports
 
 __all__ = ["SCHEMES", "ClientPartition", "max_fixed_clients", "partition_clients"]
 
@@ -183,20 +185,30 @@ def max_fixed_clients(n: int, samples_per_client: int) -> int:
 def _dirichlet(y: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator) -> ClientPartition:
     classes = np.unique(y)
     by_class = [rng.permutation(np.flatnonzero(y == c)) for c in classes]
+    flat = np.concatenate(by_class).astype(np.int64)
+    positions = [np.arange(members.size) for members in by_class]
     for _ in range(_DIRICHLET_TRIES):
-        parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
-        for members in by_class:
-            shares = rng.dirichlet(np.full(num_clients, alpha))
-            cuts = np.floor(np.cumsum(shares)[:-1] * members.size).astype(np.int64)
-            for client, chunk in enumerate(np.split(members, cuts)):
-                parts[client].append(chunk)
-        clients = [np.concatenate(p) for p in parts]
-        if min(c.size for c in clients) > 0:
-            return _finish(clients)
+        # member j of a class goes to the client whose piece of np.split(members, cuts) holds it: the number
+        # of cuts <= j (the same pieces as the per-client split, for all clients at once)
+        owner = np.concatenate(
+            [
+                np.searchsorted(_dirichlet_cuts(rng, num_clients, alpha, members.size), j, side="right")
+                for members, j in zip(by_class, positions, strict=True)
+            ]
+        )
+        counts = np.bincount(owner, minlength=num_clients)
+        if counts.min() > 0:
+            order = np.argsort(owner, kind="stable")
+            return _sorted_segments(flat[order], np.concatenate([[0], np.cumsum(counts)]))
     raise ValueError(
         f"alpha = {alpha} with num_clients = {num_clients} left a client empty in {_DIRICHLET_TRIES} draws; "
         "use a larger alpha or fewer clients."
     )
+
+
+def _dirichlet_cuts(rng: np.random.Generator, num_clients: int, alpha: float, size: int) -> np.ndarray:
+    shares = rng.dirichlet(np.full(num_clients, alpha))
+    return np.floor(np.cumsum(shares)[:-1] * size).astype(np.int64)
 
 
 def _label_skew(
@@ -282,28 +294,86 @@ def _assign_distinct(
     grid = rng.permutation(slot_labels).reshape(num_clients, per_client)
     if np.unique(slot_labels).size == per_client:  # every client needs every label: nothing to randomise
         return np.sort(slot_labels).reshape(per_client, num_clients).T.copy()
-    for _ in range(_REPAIR_PASSES):
-        ordered_rows = np.sort(grid, axis=1)
-        bad = np.flatnonzero((ordered_rows[:, 1:] == ordered_rows[:, :-1]).any(axis=1))
-        if bad.size == 0:
-            return grid
-        for r in bad:
-            row = grid[r]
-            _, first = np.unique(row, return_index=True)
-            dup_cols = np.setdiff1d(np.arange(per_client), first)
-            for a in dup_cols:
-                value = grid[r, a]
-                for _ in range(4 * num_clients + 100):  # random swap partners: O(1) expected tries
-                    s = int(rng.integers(num_clients))
-                    b = int(rng.integers(per_client))
-                    if s != r and value not in grid[s] and grid[s, b] not in grid[r]:
-                        grid[r, a], grid[s, b] = grid[s, b], value
-                        break
+    repaired = _repair(grid, num_clients, per_client, rng)
+    if repaired is not None:
+        return repaired
     # Deterministic fallback: sorted slots dealt column by column. Each label occupies a run of at most
     # num_clients consecutive slots, so positions i and i + num_clients never share a label.
     ordered = np.sort(slot_labels)
     grid = ordered.reshape(per_client, num_clients).T.copy()
     return grid[rng.permutation(num_clients)]
+
+
+def _repair(
+    grid: np.ndarray, num_clients: int, per_client: int, rng: np.random.Generator
+) -> np.ndarray | None:
+    """Up to ``_REPAIR_PASSES`` passes over the rows holding a label twice; each repeated label swaps with a
+    random slot (s, b) of another row holding neither label (the first of ``4N + 100`` tries that qualifies).
+    The tries' coins ``rng.integers(N)``, ``rng.integers(per_client)`` are drawn ahead in blocks
+    (:class:`_PairDraws`), with the same values and the generator left where the one-by-one calls leave it;
+    the sequential walk itself runs on Python lists. None when rows still repeat a label after the passes."""
+    tries = 4 * num_clients + 100
+    draws = _PairDraws(rng, num_clients, per_client)
+    try:
+        for _ in range(_REPAIR_PASSES):
+            ordered_rows = np.sort(grid, axis=1)
+            bad = np.flatnonzero((ordered_rows[:, 1:] == ordered_rows[:, :-1]).any(axis=1))
+            if bad.size == 0:
+                return grid
+            cells: list[int] = grid.reshape(-1).tolist()  # row r: cells[r * p : (r + 1) * p]
+            p = per_client
+            for r in bad.tolist():
+                row = cells[r * p : r * p + p]
+                dup_cols = [a for a, v in enumerate(row) if v in row[:a]]  # not a first occurrence
+                for a in dup_cols:
+                    value = cells[r * p + a]
+                    for _ in range(tries):
+                        s, b = draws.next()
+                        if (
+                            s != r
+                            and value not in cells[s * p : s * p + p]
+                            and cells[s * p + b] not in cells[r * p : r * p + p]
+                        ):
+                            cells[r * p + a], cells[s * p + b] = cells[s * p + b], value
+                            break
+            grid = np.array(cells, dtype=grid.dtype).reshape(num_clients, per_client)
+        return None
+    finally:
+        draws.close()
+
+
+class _PairDraws:
+    """``(rng.integers(n), rng.integers(p))`` pairs drawn ahead in blocks; :meth:`close` leaves ``rng`` where
+    as many one-by-one calls as pairs taken would have left it (any bit generator other than PCG64: the
+    one-by-one calls themselves)."""
+
+    def __init__(self, rng: np.random.Generator, n: int, p: int) -> None:
+        self.rng, self.n, self.p = rng, n, p
+        self.block = supports(rng)
+        self.start: Any = rng.bit_generator.state if self.block else None
+        self.pairs: list[list[int]] = []
+        self.taken = self.drawn = self.first = 0
+
+    def next(self) -> tuple[int, int]:
+        if not self.block:
+            return int(self.rng.integers(self.n)), int(self.rng.integers(self.p))
+        if self.taken == self.drawn:  # the next block (twice the pairs drawn so far)
+            size = max(1024, self.drawn)
+            self.pairs = lemire_values(self.rng, self._bounds(size)).reshape(size, 2).tolist()
+            self.first = self.drawn
+            self.drawn += size
+        pair = self.pairs[self.taken - self.first]
+        self.taken += 1
+        return pair[0], pair[1]
+
+    def _bounds(self, pairs: int) -> np.ndarray:
+        return np.tile(np.array([self.n - 1, self.p - 1], dtype=np.uint64), pairs)
+
+    def close(self) -> None:
+        if self.block and self.drawn:
+            self.rng.bit_generator.state = self.start
+            lemire_values(self.rng, self._bounds(self.taken))
+            self.drawn = self.taken
 
 
 def _finish(parts: list[np.ndarray]) -> ClientPartition:

@@ -62,6 +62,20 @@ class LogisticRegression(FLModel):
         out: torch.Tensor = self.linear(x.flatten(start_dim=1))
         return out.squeeze(-1) if self.binary else out
 
+    def forward_stacked(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """k models at once (``params`` stacked ``[k, *shape]``, ``x`` ``[k, b, *input]``): the batched
+        product that ``vmap`` of :meth:`forward` runs (``bmm`` with the transposed weights, then + bias), so
+        the same numbers without the per-call cost of ``vmap`` (issue 17)."""
+        out = torch.bmm(x.flatten(start_dim=2), params["linear.weight"].transpose(1, 2))
+        if "linear.bias" in params:
+            out = params["linear.bias"][:, None, :] + out
+        return out.squeeze(-1) if self.binary else out
+
+    def penalty_stacked(self, params: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """``[k]`` zeros when γ = 0 (what ``vmap`` of :meth:`penalty` gives); None: use ``vmap``."""
+        w = params["linear.weight"]
+        return w.new_zeros(w.shape[0]) if self.gamma == 0.0 else None
+
     def per_sample_loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         if self.binary:
             sign = 2.0 * targets.to(outputs.dtype) - 1.0  # {0, 1} -> {-1, +1}
