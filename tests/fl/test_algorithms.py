@@ -134,6 +134,7 @@ def test_dp_fedavg_noise_std(placement: str) -> None:
     assert abs(float(noise.std()) / (z * c / 2) - 1.0) < 0.2  # 200 samples: std error ~5%
 
 
+@pytest.mark.slow
 def test_dp_fedavg_events_and_calibration() -> None:
     task = _task(clients=10)
     alg = _make("dp_fedavg", task, client_sampling="poisson", sampling_rate=0.3, noise_multiplier=1.5)

@@ -33,6 +33,7 @@ def test_registered() -> None:
     assert "dong-table1-training" in figure_names()
 
 
+@pytest.mark.slow
 def test_tiny_table(tmp_path: Path) -> None:
     from ampfl.fl.data import DataUnavailableError, load_dataset
 

@@ -2,9 +2,12 @@
 
 import csv
 
+import pytest
+
 from ampfl.reproduce import gdpfed
 
 
+@pytest.mark.slow
 def test_figure1_smoke(tmp_path, monkeypatch):
     small = {
         "tiny": {
