@@ -20,6 +20,7 @@ import argparse
 import os
 import time
 from collections.abc import Callable
+from functools import partial
 
 from dp_accounting import dp_event, mechanism_calibration
 from dp_accounting.pld import pld_privacy_accountant
@@ -66,56 +67,77 @@ def dp_accounting_calibrate(rate: float, z_guess: float, eps: float, delta: floa
     )
 
 
+def poisson_event(rate: float, z: float) -> PoissonSampledEvent:
+    return PoissonSampledEvent(sampling_rate=rate, event=GaussianEvent(noise_multiplier=z))
+
+
+def ampfl_poisson(rate: float, eps: float, delta: float) -> float:
+    return calibrate(
+        partial(poisson_event, rate), target_epsilon=eps, target_delta=delta, accountant="pld", count=STEPS
+    )
+
+
+def ampfl_checkin(p: float, rate: float, eps: float, delta: float) -> float:
+    return random_checkin.calibrate_noise_multiplier(
+        analysis="wcs",
+        participation=p,
+        sampling_rate=rate,
+        local_dataset_size=LOCAL,
+        epsilon=eps,
+        delta=delta,
+        iterations=STEPS,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1, help="runs per call (the best time is kept)")
     args = parser.parse_args()
     print(f"load average at start {os.getloadavg()[0]:.1f} (2-core machine)")
-    print("| mechanism | q | ε | δ | z ampfl | ε at z (check) | ampfl s | z dp-acc. | dp-acc. s | ampfl ÷ dp-acc. | load |")
+    print(
+        "| mechanism | q | ε | δ | z ampfl | ε at z (check) | ampfl s | z dp-acc. | dp-acc. s "
+        "| ampfl ÷ dp-acc. | load |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    rows: list[tuple[str, float, float, float, Callable[[], float], Callable[[float], float]]] = []
     for rate, eps, delta in POISSON:
-
-        def event(z: float, rate: float = rate) -> PoissonSampledEvent:
-            return PoissonSampledEvent(sampling_rate=rate, event=GaussianEvent(noise_multiplier=z))
-
-        z, t_ours = timed(
-            lambda: calibrate(event, target_epsilon=eps, target_delta=delta, accountant="pld", count=STEPS),
-            args.repeat,
-        )
-        check = PLDAccountant().compose(event(z), STEPS).get_epsilon(delta)
-        z_ref, t_ref = timed(lambda: dp_accounting_calibrate(rate, z, eps, delta), args.repeat)
-        print(
-            f"| Poisson, T = {STEPS} | {rate:g} | {eps:g} | {delta:g} | {z:.4f} | {check:.4f} | {t_ours:.2f} | "
-            f"{z_ref:.4f} | {t_ref:.2f} | {t_ours / t_ref:.2f} | {os.getloadavg()[0]:.1f} |",
-            flush=True,
+        rows.append(
+            (
+                f"Poisson, T = {STEPS}",
+                rate,
+                eps,
+                delta,
+                partial(ampfl_poisson, rate, eps, delta),
+                lambda z, rate=rate, delta=delta: (
+                    PLDAccountant().compose(poisson_event(rate, z), STEPS).get_epsilon(delta)
+                ),
+            )
         )
     for p, rate, eps, delta in CHECKIN:
-        z, t_ours = timed(
-            lambda: random_checkin.calibrate_noise_multiplier(
-                analysis="wcs",
-                participation=p,
-                sampling_rate=rate,
-                local_dataset_size=LOCAL,
-                epsilon=eps,
-                delta=delta,
-                iterations=STEPS,
-            ),
-            args.repeat,
+        rows.append(
+            (
+                f"random check-in wcs, T = {STEPS}, d = {LOCAL}, p = {p:g} (dp-acc.: inner Poisson(q) event)",
+                rate,
+                eps,
+                delta,
+                partial(ampfl_checkin, p, rate, eps, delta),
+                lambda z, p=p, rate=rate, delta=delta: random_checkin.epsilon_composed(
+                    analysis="wcs",
+                    participation=p,
+                    sampling_rate=rate,
+                    local_dataset_size=LOCAL,
+                    noise_multiplier=z,
+                    delta=delta,
+                    iterations=STEPS,
+                ),
+            )
         )
-        check = random_checkin.epsilon_composed(
-            analysis="wcs",
-            participation=p,
-            sampling_rate=rate,
-            local_dataset_size=LOCAL,
-            noise_multiplier=z,
-            delta=delta,
-            iterations=STEPS,
-        )
-        z_ref, t_ref = timed(lambda: dp_accounting_calibrate(rate, z, eps, delta), args.repeat)
+    for name, rate, eps, delta, ours, check in rows:
+        z, t_ours = timed(ours, args.repeat)
+        z_ref, t_ref = timed(partial(dp_accounting_calibrate, rate, z, eps, delta), args.repeat)
         print(
-            f"| random check-in wcs, T = {STEPS}, d = {LOCAL}, p = {p:g} (dp-acc.: inner Poisson(q) event) "
-            f"| {rate:g} | {eps:g} | {delta:g} | {z:.4f} | {check:.4f} | {t_ours:.2f} | {z_ref:.4f} | "
-            f"{t_ref:.2f} | {t_ours / t_ref:.2f} | {os.getloadavg()[0]:.1f} |",
+            f"| {name} | {rate:g} | {eps:g} | {delta:g} | {z:.4f} | {check(z):.4f} | {t_ours:.2f} | "
+            f"{z_ref:.4f} | {t_ref:.2f} | {t_ours / t_ref:.2f} | {os.getloadavg()[0]:.1f} |",
             flush=True,
         )
 

@@ -85,7 +85,7 @@ def calibrate(
         # Coarse to fine: a 10× coarser (still pessimistic) PLD finds the noise to 2%, then the fine
         # accountant brackets it within 5% and bisects; the answer is the fine accountant's (sound, within
         # rtol).
-        coarse = {**kwargs, "value_discretization_interval": 10 * PLD_DISCRETIZATION}
+        coarse = {**kwargs, "value_discretization_interval": 10 * PLD_DISCRETIZATION, "refine": False}
 
         def coarse_loss(z: float) -> float:
             acc = make_accountant(accountant, **coarse)

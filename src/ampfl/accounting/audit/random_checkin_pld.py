@@ -3,9 +3,10 @@ empty-sample refinement of the WCS dominating pair (a sound upper bound), compos
 
 **Explicit pair (lower bound).** The auditor's family (:mod:`ampfl.accounting.audit.random_checkin`): other
 clients contribute 0, client 1's d other records all have gradient a·C·u, x′ has C·u; along u the output is
-Q = (1 − p) N(0) + p Σ_m Bin(m; d, q) N(am), P = (1 − p) N(0) + p Σ_m Bin(m; d, q)[(1 − q) N(am) + q N(am + 1)]
-(C = 1, std z). :func:`explicit_pair_pld` bins the line into cells of width z/``cells_per_sigma`` (plus the
-two half-lines), takes the exact cell masses of P and Q (Gaussian CDF differences in log space), and builds
+Q = (1 − p) N(0) + p Σ_m Bin(m; d, q) N(am), P = (1 − p) N(0) + p Σ_m Bin(m; d, q)[(1 − q) N(am) +
+q N(am + 1)] (C = 1, std z); the tilted family puts them at C(a·u + b·v), v ⊥ u, a 2-D pair.
+:func:`explicit_pair_pld` bins the line (plane) into cells of width z/``cells_per_sigma`` (plus the
+half-lines), takes the exact cell masses of P and Q (Gaussian CDF differences in log space), and builds
 the PLD of the binned pair with *optimistic* rounding of each loss. Binning is a post-processing (data
 processing inequality) and optimistic rounding only lowers every δ, so every ε(δ) and δ(ε) it gives, composed
 or not, is a lower bound on the mechanism's true value for that dataset, and therefore on the worst case.
@@ -30,7 +31,7 @@ Provenance: [C] (our derivation, docs/accounting.md "RDP vs PLD vs exact, per me
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,7 +65,7 @@ def _log_cell_masses(edges: FloatArray, mu: FloatArray, z: float) -> FloatArray:
         a_l, b_l = special.log_ndtr(hi), special.log_ndtr(lo)
         out_r = a_r + np.log1p(-np.exp(b_r - a_r))
         out_l = a_l + np.log1p(-np.exp(b_l - a_l))
-    return np.where(right, out_r, out_l)
+    return np.asarray(np.where(right, out_r, out_l), dtype=np.float64)
 
 
 def _binomial_terms(d: int, q: float) -> tuple[FloatArray, FloatArray]:
@@ -221,12 +222,15 @@ def explicit_epsilon(
         rad = math.radians(theta)
         return max(-1.0, min(1.0, math.cos(rad))), max(0.0, min(1.0, math.sin(rad)))
 
-    families = {
-        "collinear": (sorted({float(a) for a in a_values}), lambda x: (x, 0.0)),
+    def collinear(a: float) -> tuple[float, float]:
+        return a, 0.0
+
+    families: dict[str, tuple[list[float], Callable[[float], tuple[float, float]]]] = {
+        "collinear": (sorted({float(a) for a in a_values}), collinear),
         "tilted": (sorted({float(th) for th in angles} | {0.0}), tilted),
     }
     if local_dataset_size == 0:
-        families = {"collinear": ([0.0], families["collinear"][1])}
+        families = {"collinear": ([0.0], collinear)}
     best_val, best_family, best_k = -1.0, "collinear", 0
     for name, (grid, to_ab) in families.items():
         for k, x in enumerate(grid):
@@ -245,11 +249,13 @@ def explicit_epsilon(
             lo, x1 = x1, x2
             x2 = lo + g * (hi - lo)
     best = max(cache, key=lambda key: cache[key])
-    collinear = max((key for key in cache if key[1] == 0.0), key=lambda key: cache[key])
-    return ExplicitSearch(cache[best], best[0], best[1], cache[collinear], collinear[0], len(cache))
+    line = max((key for key in cache if key[1] == 0.0), key=lambda key: cache[key])
+    return ExplicitSearch(cache[best], best[0], best[1], cache[line], line[0], len(cache))
 
 
-def refined_weights(participation: float, sampling_rate: float, local_dataset_size: int) -> tuple[float, float]:
+def refined_weights(
+    participation: float, sampling_rate: float, local_dataset_size: int
+) -> tuple[float, float]:
     """(π₀, r): P(W = 0) and the inclusion probability of x′ given W = 0 (module docstring)."""
     p = check_probability("participation", participation)
     q = check_probability("sampling_rate", sampling_rate)
