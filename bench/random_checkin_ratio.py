@@ -4,6 +4,8 @@ For each setting (p, q, d, z, T, δ) it prints ε(δ) of
 - ``wcs``: the recommended analysis, T × ``RandomCheckInEvent`` on the PLD accountant (pessimistic, 1e-4);
 - ``refined``: the empty-sample refinement of the WCS pair (sound; :func:`ampfl.accounting.audit.
   random_checkin_pld.refined_pld`, pessimistic, 1e-4);
+- ``split`` (``--split-only``: this column alone, per row): the noise-split bound (sound; :func:`ampfl.
+  accounting.audit.random_checkin_pld.split_pld`), the smaller ε of the splits z₁/z ∈ {0.5, 0.7};
 - ``explicit``: the largest ε(δ) over explicit datasets (:func:`ampfl.accounting.audit.random_checkin_pld.
   explicit_epsilon`: binned pair, optimistic rounding, T-fold composed, so a LOWER bound on the mechanism's
   ε). "before": the auditor's collinear family alone (other records at a·C·u); "after": with the tilted
@@ -21,11 +23,13 @@ import os
 import time
 
 from ampfl.accounting.accountants.pld import PLDAccountant
-from ampfl.accounting.audit.random_checkin_pld import ExplicitSearch, explicit_epsilon, refined_pld
+from ampfl.accounting.audit.random_checkin_pld import ExplicitSearch, explicit_epsilon, refined_pld, split_pld
 from ampfl.accounting.events import RandomCheckInEvent
 
 A_SINGLE = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-A_COMPOSED = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+A_COMPOSED = (0.0, 0.5, 1.0)
+ANGLES_COMPOSED = (30.0, 60.0, 90.0)
+SPLITS = (0.5, 0.7)
 
 
 def single_settings(quick: bool) -> list[tuple[float, float, int, float, int, float]]:
@@ -43,7 +47,7 @@ def single_settings(quick: bool) -> list[tuple[float, float, int, float, int, fl
 
 
 def composed_settings(quick: bool) -> list[tuple[float, float, int, float, int, float]]:
-    base = [(0.1, 0.1, 10, 1.0), (0.1, 0.1, 100, 1.0), (0.5, 0.01, 100, 1.0), (0.1, 0.01, 10, 3.0)]
+    base = [(0.1, 0.1, 10, 1.0), (0.5, 0.01, 10, 1.0), (0.1, 0.1, 100, 3.0)]
     steps = (30,) if quick else (30, 100, 500)
     return [(p, q, d, z, t, 1e-5) for (p, q, d, z) in (base[:2] if quick else base) for t in steps]
 
@@ -61,9 +65,20 @@ def row(p: float, q: float, d: int, z: float, t: int, delta: float) -> tuple[flo
         delta=delta,
         iterations=t,
         a_values=A_SINGLE if t == 1 else A_COMPOSED,
-        refine=6 if t == 1 else 3,
+        angles=(15.0, 30.0, 45.0, 60.0, 75.0, 90.0) if t == 1 else ANGLES_COMPOSED,
+        refine=6 if t == 1 else 2,
     )
     return wcs, max(0.0, refined), found
+
+
+def split_epsilon(p: float, q: float, d: int, z: float, t: int, delta: float) -> float:
+    best = float("inf")
+    for frac in SPLITS:
+        one = split_pld(
+            participation=p, sampling_rate=q, local_dataset_size=d, noise_multiplier=z, split=frac
+        )
+        best = min(best, float((one if t == 1 else one.self_compose(t)).get_epsilon_for_delta(delta)))
+    return max(0.0, best)
 
 
 def main() -> None:
@@ -72,6 +87,7 @@ def main() -> None:
     only = parser.add_mutually_exclusive_group()
     only.add_argument("--single-only", action="store_true")
     only.add_argument("--composed-only", action="store_true")
+    parser.add_argument("--split-only", action="store_true", help="only the noise-split column, per row")
     args = parser.parse_args()
     settings = []
     if not args.composed_only:
@@ -79,6 +95,13 @@ def main() -> None:
     if not args.single_only:
         settings += composed_settings(args.quick)
     print(f"load average {os.getloadavg()[0]:.1f}")
+    if args.split_only:
+        print("| p | q | d | z | T | δ | ε split |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for p, q, d, z, t, delta in settings:
+            eps = split_epsilon(p, q, d, z, t, delta)
+            print(f"| {p:g} | {q:g} | {d} | {z:g} | {t} | {delta:g} | {eps:.4g} |", flush=True)
+        return
     print(
         "| p | q | d | z | T | δ | ε wcs | ε refined | ε explicit before (a) | ε explicit after (a, b) "
         "| wcs ÷ before | wcs ÷ after | refined ÷ after |"

@@ -296,3 +296,102 @@ def refined_pld(
     if pi0 <= 0.0:
         return sub(q)
     return sub(q).compute_mixture(sub(r), 1.0 - pi0)
+
+
+def split_components(
+    p: float, q: float, d: int, z1: float, logit_step: float = 0.25
+) -> list[tuple[float, float]]:
+    """(weight, rate) pairs of the noise-split pair (see :func:`split_pld`); rates rounded UP, weights sum to 1.
+
+    For M = |J| ≥ 1 the posterior P(B = 1 | M, V), V = M·B + N(0, z1²), rises with V; its logit is cut on a grid of
+    step ``logit_step`` and each cell gets the posterior at its upper end (r = q × that posterior).
+    """
+    m, log_w = _binomial_terms(d, q)
+    w = np.exp(log_w)
+    comps: dict[int, float] = {}  # logit level index -> weight (posterior rounded up to that level)
+    top = max(0.0, 1.0 - float(w.sum()))  # weight at posterior 1 (r = q); dropped binomial mass goes here
+    prior = math.log(p / (1.0 - p)) if p < 1.0 else math.inf
+    out: list[tuple[float, float]] = []
+    for mk, wk in zip(m, w, strict=True):
+        if mk == 0.0 or p == 1.0:
+            out.append((float(wk), p * q))
+            continue
+        # logit(post) = prior + (M V − M²/2)/z1²; V-threshold of logit level ℓ:
+        spread = 12.0 * mk / z1 + mk * mk / (2.0 * z1 * z1)
+        levels = np.arange(
+            math.floor((prior - spread) / logit_step), math.ceil((prior + spread) / logit_step) + 1
+        )
+        v = (z1 * z1 * (levels * logit_step - prior) + mk * mk / 2.0) / mk
+        cdf = (1.0 - p) * stats.norm.cdf(v, 0.0, z1) + p * stats.norm.cdf(v, mk, z1)
+        masses = np.diff(np.concatenate([[0.0], cdf, [1.0]]))  # cell k: (ℓ_{k−1}, ℓ_k]; last: above all
+        for k, mass in enumerate(masses[:-1]):
+            if mass > 0.0:
+                comps[int(levels[k])] = comps.get(int(levels[k]), 0.0) + float(wk * mass)
+        top += float(wk * max(0.0, masses[-1]))
+    for key, weight in comps.items():
+        out.append((weight, q * float(special.expit(key * logit_step))))
+    if top > 0.0:
+        out.append((top, q))
+    return out
+
+
+def _merge_upwards(comps: list[tuple[float, float]], limit: int) -> list[tuple[float, float]]:
+    """Merge (weight, rate) components into their next larger rate (sound: rounding up), cheapest first,
+    until at most ``limit`` remain."""
+    items = sorted(comps, key=lambda c: c[1])
+    merged: list[tuple[float, float]] = []
+    for weight, rate in items:  # equal rates first
+        if merged and merged[-1][1] == rate:
+            merged[-1] = (merged[-1][0] + weight, rate)
+        else:
+            merged.append((weight, rate))
+    while len(merged) > max(1, limit):  # cheapest first: weight × rate increase (δ is ~linear in r)
+        k = min(range(len(merged) - 1), key=lambda i: merged[i][0] * (merged[i + 1][1] - merged[i][1]))
+        weight = merged.pop(k)[0]
+        merged[k] = (merged[k][0] + weight, merged[k][1])
+    return merged
+
+
+def split_pld(
+    *,
+    participation: float,
+    sampling_rate: float,
+    local_dataset_size: int,
+    noise_multiplier: float,
+    split: float = 0.5,
+    value_discretization_interval: float = 1e-4,
+    logit_step: float = 0.25,
+    max_components: int = 24,
+) -> pld_lib.PrivacyLossDistribution:
+    """Pessimistic PLD of one round under the noise-split bound (sound; docs/accounting.md, issue 11).
+
+    The noise N(0, z²) is split as N₁ + N₂, z₁ = ``split``·z, z₂ = √(z² − z₁²); publishing Y = B·S + N₁ (B
+    participation, S the sampled other records' sum) leaves, given Y, an r(Y)-subsampled Gaussian with noise
+    z₂, r(Y) = q·P(B = 1 | Y). Y is a garbling of (M, M·B + N(0, z₁²)) (M = |J|, ‖S‖ ≤ M·C), and δ is convex
+    in r, so that 1-D experiment gives an upper bound; rates are rounded up (a post-processing order).
+    The lightest components are merged upwards (into the next larger rate, sound) until at most
+    ``max_components`` remain.
+    """
+    p = check_probability("participation", participation)
+    q = check_probability("sampling_rate", sampling_rate)
+    d = check_int("local_dataset_size", local_dataset_size, minimum=0)
+    z = check_positive("noise_multiplier", noise_multiplier)
+    frac = check_range("split", split, 1e-3, 1.0 - 1e-3)
+    h = check_positive("value_discretization_interval", value_discretization_interval)
+    z1, z2 = frac * z, z * math.sqrt(1.0 - frac * frac)
+    merged = _merge_upwards(split_components(p, q, d, z1, logit_step), max_components)
+    total = sum(w for w, _ in merged)
+    out: pld_lib.PrivacyLossDistribution | None = None
+    acc = 0.0
+    for weight, rate in merged:
+        one = pld_lib.from_gaussian_mechanism(
+            standard_deviation=z2,
+            sensitivity=1.0,
+            sampling_prob=min(1.0, rate),
+            pessimistic_estimate=True,
+            value_discretization_interval=h,
+        )
+        acc += weight
+        out = one if out is None else one.compute_mixture(out, weight / acc)
+    assert out is not None and abs(acc - total) < 1e-9
+    return out
