@@ -301,10 +301,10 @@ def refined_pld(
 def split_components(
     p: float, q: float, d: int, z1: float, logit_step: float = 0.25
 ) -> list[tuple[float, float]]:
-    """(weight, rate) pairs of the noise-split pair (see :func:`split_pld`); rates rounded UP, weights sum to 1.
+    """(weight, rate) pairs of the noise-split pair (:func:`split_pld`); rates rounded UP, weights sum to 1.
 
-    For M = |J| ≥ 1 the posterior P(B = 1 | M, V), V = M·B + N(0, z1²), rises with V; its logit is cut on a grid of
-    step ``logit_step`` and each cell gets the posterior at its upper end (r = q × that posterior).
+    For M = |J| ≥ 1 the posterior P(B = 1 | M, V), V = M·B + N(0, z1²), rises with V; its logit is cut on a
+    grid of step ``logit_step`` and each cell gets the posterior at its upper end (r = q × that posterior).
     """
     m, log_w = _binomial_terms(d, q)
     w = np.exp(log_w)
