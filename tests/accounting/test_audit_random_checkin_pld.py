@@ -18,6 +18,8 @@ from ampfl.accounting.audit.random_checkin_pld import (
     explicit_pair_pld,
     refined_pld,
     refined_weights,
+    split_components,
+    split_pld,
 )
 from ampfl.accounting.events import RandomCheckInEvent
 
@@ -165,3 +167,42 @@ def test_explicit_search_reports_the_best_dataset_and_its_collinear_part():
         RandomCheckInEvent(participation=0.1, sampling_rate=0.1, noise_multiplier=1.0, local_dataset_size=10)
     )
     assert found.epsilon < wcs.get_epsilon(1e-5)
+
+
+def test_noise_split_bound_is_sound_and_beats_wcs_at_high_noise():
+    """Noise-split pair (z₁ = z/2): equals Σ w·δ_r(z₂) of its components (independent 1-D integrals), stays
+    above explicit datasets (one round and T = 2) and below wcs where participation is nearly hidden."""
+    p, q, d, z, eps = 0.1, 0.1, 5, 3.0, 0.05
+    kw = {"participation": p, "sampling_rate": q, "local_dataset_size": d, "noise_multiplier": z}
+    comps = split_components(p, q, d, 0.5 * z)
+    assert sum(w for w, _ in comps) == pytest.approx(1.0, abs=1e-12)
+    assert all(0.0 < r <= q for _, r in comps)
+    z2 = z * math.sqrt(0.75)
+    direct = sum(
+        w
+        * max(
+            true_delta(
+                a=0.0,
+                participation=1.0,
+                sampling_rate=r,
+                local_dataset_size=0,
+                noise_multiplier=z2,
+                epsilon=eps,
+                direction=x,
+            )
+            for x in ("add", "remove")
+        )
+        for w, r in comps
+        if w > 1e-12
+    )
+    bound = split_pld(**kw, split=0.5, value_discretization_interval=H, max_components=len(comps))
+    assert direct <= bound.get_delta_for_epsilon(eps) <= 1.05 * direct
+    merged = split_pld(**kw, split=0.5, value_discretization_interval=H)  # 24 components, rounded up
+    assert merged.get_delta_for_epsilon(eps) >= bound.get_delta_for_epsilon(eps) * (1 - 1e-9)
+    for a, b in ((1.0, 0.0), (0.6, 0.0), (0.5, math.sqrt(0.75))):
+        pair = explicit_pair_pld(a=a, b=b, cells_per_sigma=32, value_discretization_interval=H, **kw)
+        for steps in (1, 2):
+            lower = (pair if steps == 1 else pair.self_compose(steps)).get_delta_for_epsilon(eps)
+            sound = (merged if steps == 1 else merged.self_compose(steps)).get_delta_for_epsilon(eps)
+            assert lower <= sound
+    assert merged.get_delta_for_epsilon(eps) < 0.5 * _wcs_delta(p, q, d, z, eps)
