@@ -88,12 +88,14 @@ def main() -> None:
     only.add_argument("--single-only", action="store_true")
     only.add_argument("--composed-only", action="store_true")
     parser.add_argument("--split-only", action="store_true", help="only the noise-split column, per row")
+    parser.add_argument("--min-noise", type=float, default=0.0, help="only rows with z at least this")
     args = parser.parse_args()
     settings = []
     if not args.composed_only:
         settings += single_settings(args.quick)
     if not args.single_only:
         settings += composed_settings(args.quick)
+    settings = [row for row in settings if row[3] >= args.min_noise]
     print(f"load average {os.getloadavg()[0]:.1f}")
     if args.split_only:
         print("| p | q | d | z | T | δ | ε split |")
