@@ -25,6 +25,9 @@ increases with d (the d-pair is the d′-pair, d′ > d, with part of its select
 π₀(d′)·r(d′) + (π₁(d′) − π₁(d))·q), so d may be any upper bound on the client's other records (the largest
 local dataset, for a record at an unknown client).
 
+**Noise split (upper bound).** :func:`split_pld`: reveal Y = B·S + N₁ with part N₁ of the noise; given Y
+the round is an r(Y)-subsampled Gaussian with the rest of the noise (Blackwell–Jensen: docstring there).
+
 Provenance: [C] (our derivation, docs/accounting.md "RDP vs PLD vs exact, per mechanism (issue 11)").
 """
 
@@ -48,6 +51,8 @@ __all__ = [
     "explicit_pair_pld",
     "refined_pld",
     "refined_weights",
+    "split_components",
+    "split_pld",
 ]
 
 _BINOM_KEEP = 1e-25  # binomial terms below this are dropped (sub-probability: lowers δ, stays a lower bound)
