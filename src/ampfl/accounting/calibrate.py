@@ -82,7 +82,8 @@ def calibrate(
     if not step > 1.0:
         raise ValueError(f"step must be > 1. Found {step}.")
     if accountant == "pld" and "value_discretization_interval" not in kwargs:
-        # Coarse to fine: a 10× coarser (still pessimistic) PLD finds the noise to 2%, then the fine
+        # Coarse to fine: a 10× coarser (still pessimistic) PLD finds the noise to 2%; the fine − coarse gap
+        # there shifts the coarse curve onto the fine one (_offset_guess, 3 fine probes), else the fine
         # accountant brackets it within 5% and bisects; the answer is the fine accountant's (sound, within
         # rtol).
         coarse = {**kwargs, "value_discretization_interval": 10 * PLD_DISCRETIZATION, "refine": False}
