@@ -1,0 +1,123 @@
+"""Issue 11: random check-in (004), sound analyses against the worst explicit dataset, one round and composed.
+
+For each setting (p, q, d, z, T, δ) it prints ε(δ) of
+- ``wcs``: the recommended analysis, T × ``RandomCheckInEvent`` on the PLD accountant (pessimistic, 1e-4);
+- ``refined``: the empty-sample refinement of the WCS pair (sound; :func:`ampfl.accounting.audit.
+  random_checkin_pld.refined_pld`, pessimistic, 1e-4);
+- ``split`` (``--split-only``: this column alone, per row): the noise-split bound (sound; :func:`ampfl.
+  accounting.audit.random_checkin_pld.split_pld`), the smaller ε of the splits z₁/z ∈ {0.5, 0.7};
+- ``explicit``: the largest ε(δ) over explicit datasets (:func:`ampfl.accounting.audit.random_checkin_pld.
+  explicit_epsilon`: binned pair, optimistic rounding, T-fold composed, so a LOWER bound on the mechanism's
+  ε). "before": the auditor's collinear family alone (other records at a·C·u); "after": with the tilted
+  family (other records at full norm C, at an angle θ from x′);
+and the ratios (≥ 1 always: the sound bounds are never below an explicit dataset).
+
+    PYTHONPATH=src python bench/random_checkin_ratio.py [--quick] [--composed-only | --single-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import time
+
+from ampfl.accounting.accountants.pld import PLDAccountant
+from ampfl.accounting.audit.random_checkin_pld import ExplicitSearch, explicit_epsilon, refined_pld, split_pld
+from ampfl.accounting.events import RandomCheckInEvent
+
+A_SINGLE = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+A_COMPOSED = (0.0, 0.5, 1.0)
+ANGLES_COMPOSED = (30.0, 60.0, 90.0)
+SPLITS = (0.5, 0.7)
+
+
+def single_settings(quick: bool) -> list[tuple[float, float, int, float, int, float]]:
+    if quick:
+        return [(0.1, 0.1, 10, 1.0, 1, 1e-5), (0.5, 0.01, 100, 1.0, 1, 1e-5)]
+    grid = itertools.product((0.1, 0.5), (0.01, 0.1), (10, 100), (1.0, 3.0), (1,), (1e-5,))
+    extra = [(0.1, 0.1, 10, 1.0, 1, 1e-8), (0.5, 0.1, 100, 1.0, 1, 1e-8)]
+    return [*grid, *extra]
+
+
+def composed_settings(quick: bool) -> list[tuple[float, float, int, float, int, float]]:
+    base = [(0.1, 0.1, 10, 1.0), (0.5, 0.01, 10, 1.0), (0.1, 0.1, 100, 3.0)]
+    steps = (30,) if quick else (30, 100, 500)
+    return [(p, q, d, z, t, 1e-5) for (p, q, d, z) in (base[:2] if quick else base) for t in steps]
+
+
+def row(p: float, q: float, d: int, z: float, t: int, delta: float) -> tuple[float, float, ExplicitSearch]:
+    wcs_event = RandomCheckInEvent(participation=p, sampling_rate=q, noise_multiplier=z, local_dataset_size=d)
+    wcs = PLDAccountant().compose(wcs_event, t).get_epsilon(delta)
+    one = refined_pld(participation=p, sampling_rate=q, local_dataset_size=d, noise_multiplier=z)
+    refined = float((one if t == 1 else one.self_compose(t)).get_epsilon_for_delta(delta))
+    found = explicit_epsilon(
+        participation=p,
+        sampling_rate=q,
+        local_dataset_size=d,
+        noise_multiplier=z,
+        delta=delta,
+        iterations=t,
+        a_values=A_SINGLE if t == 1 else A_COMPOSED,
+        angles=(15.0, 30.0, 45.0, 60.0, 75.0, 90.0) if t == 1 else ANGLES_COMPOSED,
+        refine=6 if t == 1 else 2,
+    )
+    return wcs, max(0.0, refined), found
+
+
+def split_epsilon(p: float, q: float, d: int, z: float, t: int, delta: float) -> float:
+    best = float("inf")
+    for frac in SPLITS:
+        one = split_pld(
+            participation=p, sampling_rate=q, local_dataset_size=d, noise_multiplier=z, split=frac
+        )
+        best = min(best, float((one if t == 1 else one.self_compose(t)).get_epsilon_for_delta(delta)))
+    return max(0.0, best)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few settings")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--single-only", action="store_true")
+    only.add_argument("--composed-only", action="store_true")
+    parser.add_argument("--split-only", action="store_true", help="only the noise-split column, per row")
+    parser.add_argument("--min-noise", type=float, default=0.0, help="only rows with z at least this")
+    args = parser.parse_args()
+    settings = []
+    if not args.composed_only:
+        settings += single_settings(args.quick)
+    if not args.single_only:
+        settings += composed_settings(args.quick)
+    settings = [row for row in settings if row[3] >= args.min_noise]
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    if args.split_only:
+        print("| p | q | d | z | T | δ | ε split |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for p, q, d, z, t, delta in settings:
+            eps = split_epsilon(p, q, d, z, t, delta)
+            print(f"| {p:g} | {q:g} | {d} | {z:g} | {t} | {delta:g} | {eps:.4g} |", flush=True)
+        return
+    print(
+        "| p | q | d | z | T | δ | ε wcs | ε refined | ε explicit before (a) | ε explicit after (a, b) "
+        "| wcs ÷ before | wcs ÷ after | refined ÷ after |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    t0 = time.perf_counter()
+    for p, q, d, z, t, delta in settings:
+        wcs, refined, f = row(p, q, d, z, t, delta)
+
+        def ratio(x: float, y: float) -> str:
+            return f"{x / y:.3f}" if y > 0 else ("1" if x == 0 else "inf")
+
+        print(
+            f"| {p:g} | {q:g} | {d} | {z:g} | {t} | {delta:g} | {wcs:.4g} | {refined:.4g} | "
+            f"{f.collinear_epsilon:.4g} ({f.collinear_a:.3g}) | {f.epsilon:.4g} ({f.a:.3g}, {f.b:.3g}) | "
+            f"{ratio(wcs, f.collinear_epsilon)} | {ratio(wcs, f.epsilon)} | {ratio(refined, f.epsilon)} |",
+            flush=True,
+        )
+    print(f"{time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
