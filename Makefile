@@ -27,8 +27,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/mypy
 
+# Three workers on two cores: the real-process Flower tests spend most of their ~70 s each waiting on
+# Flower's fixed 3 s polls, so a third worker keeps both cores busy (measured: 8.3 min against 9.6 with -n 2).
 test: $(STAMP) data lint
-	$(VENV)/bin/pytest -n 2
+	$(VENV)/bin/pytest -n 3
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
