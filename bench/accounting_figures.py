@@ -27,6 +27,7 @@ from ampfl.accounting.accountants.pld import PLD_DISCRETIZATION
 from ampfl.accounting.audit.random_checkin_pld import explicit_epsilon, explicit_pair_pld, refined_pld
 from ampfl.accounting.calibrate import calibrate, calibrate_decreasing
 from ampfl.accounting.events import (
+    BalancedIterationSubsamplingEvent,
     DropoutEvent,
     GaussianEvent,
     GroupRoundEvent,
@@ -226,6 +227,18 @@ def _group(z: float) -> PrivacyEvent:
     return GroupRoundEvent(sampling_rate=0.1, noise_multiplier=z)
 
 
+def _split3(z: float) -> PrivacyEvent:
+    return ModelSplitEvent(num_submodels=3, noise_multiplier=z)
+
+
+def _bis(z: float) -> PrivacyEvent:
+    return BalancedIterationSubsamplingEvent(iterations=100, participations=1, noise_multiplier=z)
+
+
+def _sampled_split(z: float) -> PrivacyEvent:
+    return PoissonSampledEvent(sampling_rate=0.05, event=ModelSplitEvent(num_submodels=2, noise_multiplier=z))
+
+
 MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism(
         "poisson",
@@ -283,6 +296,18 @@ MECHANISMS: tuple[Mechanism, ...] = (
         100,
         (1.0, 2.0, 4.0),
         reference=_fine_reference(_group),
+    ),
+    # The log-sum PLD (D >= 3, BIS k = 1) and the subsampled split: no exact value to compare with
+    # (docs/partition.md and docs/accounting.md check them against quadrature and Monte Carlo).
+    Mechanism("model_split_d3", "Model split D = 3 (T = 100)", _split3, 2.0, 100, (2.0, 5.0, 10.0)),
+    Mechanism("bis_k1", "BIS k = 1, T = 100 steps per epoch (5 epochs)", _bis, 1.0, 5, (0.5, 1.0, 2.0)),
+    Mechanism(
+        "subsampled_split_d2",
+        "Poisson-subsampled split D = 2 (q = 0.05, T = 200)",
+        _sampled_split,
+        1.0,
+        200,
+        (1.0, 2.0, 4.0),
     ),
 )
 
