@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 MAX_EVAL_CLIENTS = 1000
 
 
+def clip_rows(rows: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row of ``rows`` ``[K, d]`` scaled to L2 norm at most ``clip``; returns ``(clipped, norms)``."""
+    norms = torch.linalg.vector_norm(rows, dim=1)
+    return rows * torch.clamp(clip / (norms + 1e-12), max=1.0)[:, None], norms
+
+
 class LocalTrainingParams(BaseModel):
     """Local SGD settings shared by the algorithms (000 Eq. 2: Q steps of size-b mini-batches, rate η)."""
 

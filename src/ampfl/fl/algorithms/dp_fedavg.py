@@ -31,7 +31,7 @@ import torch
 from pydantic import BaseModel, Field, model_validator
 
 from ampfl.accounting.events import GaussianEvent, PrivacyEvent
-from ampfl.fl.algorithms._common import CohortParams, FederatedAlgorithm
+from ampfl.fl.algorithms._common import CohortParams, FederatedAlgorithm, clip_rows
 from ampfl.fl.algorithms.base import ROLE_NOISE
 from ampfl.fl.sampling import FixedSizeSampler
 
@@ -138,8 +138,7 @@ class DPFedAvg(FederatedAlgorithm):
     # -- the two halves of a round (the Flower apps of ``ampfl.flower`` call them too) -------------------
     def clip_updates(self, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Client side: each row Δ_i of ``[K, d]`` clipped to norm C; returns ``(clipped, norms)``."""
-        norms = torch.linalg.vector_norm(delta, dim=1)
-        return delta * torch.clamp(self.p.clip / (norms + 1e-12), max=1.0)[:, None], norms
+        return clip_rows(delta, self.p.clip)
 
     def server_update(
         self, total: torch.Tensor, num_clients: int, generator: torch.Generator

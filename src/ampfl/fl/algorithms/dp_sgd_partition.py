@@ -56,7 +56,7 @@ from ampfl.accounting.events import (
     PoissonSampledEvent,
     PrivacyEvent,
 )
-from ampfl.fl.algorithms._common import FederatedAlgorithm, LocalTrainingParams
+from ampfl.fl.algorithms._common import FederatedAlgorithm, LocalTrainingParams, clip_rows
 from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_NOISE, ROLE_SAMPLING
 from ampfl.fl.sampling import BalancedIterationSampler, PoissonSampler
 
@@ -384,7 +384,7 @@ def clip_parts(
     total = torch.zeros(delta.shape[1], dtype=delta.dtype)
     clipped = 0.0
     for part, c in parts:
-        norms = torch.linalg.vector_norm(part, dim=1)
-        total = total + (part * torch.clamp(c / (norms + 1e-12), max=1.0)[:, None]).sum(0)
+        rows, norms = clip_rows(part, c)
+        total = total + rows.sum(0)
         clipped += float((norms > c).to(torch.float32).mean()) / len(parts)
     return total, clipped

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, Field, model_validator
 
-from ampfl.fl.algorithms._common import FederatedAlgorithm, LocalTrainingParams
+from ampfl.fl.algorithms._common import FederatedAlgorithm, LocalTrainingParams, clip_rows
 from ampfl.fl.algorithms.base import ROLE_NOISE, ROLE_SAMPLING
 from ampfl.fl.secure_sum import GroupSums, noise_shares, secure_group_sums
 from ampfl.sparsify import kept_count, top_kappa
@@ -184,8 +184,7 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
                     rows[labels == g] *= mask.to(rows.dtype)
             if self.private:
                 clip = float(self.p.clip)  # type: ignore[attr-defined]
-                norms = torch.linalg.vector_norm(rows, dim=1)
-                rows = rows * torch.clamp(clip / (norms + 1e-12), max=1.0)[:, None]
+                rows, norms = clip_rows(rows, clip)
                 metrics["clipped_fraction"] = float((norms > clip).to(torch.float32).mean())
         agg_labels = self.aggregate[labels]
         contributions, group_of, is_client = rows, agg_labels, np.ones(clients.size, dtype=bool)
