@@ -240,9 +240,9 @@ class TestPLDAccountant(AccountantContract):
         b = PLDAccountant().compose(e.dominating(), 30).get_epsilon(1e-6)
         assert a == b
 
-    def test_unsupported_partition_event(self):
+    def test_bis_with_k_above_one_is_supported(self):
         bis = BalancedIterationSubsamplingEvent(iterations=4, participations=2, noise_multiplier=1.0)
-        assert not PLDAccountant().supports(bis)  # k > 1: RDP only (d >= 3 splits have a PLD, issue 11-a)
+        assert PLDAccountant().supports(bis)  # k > 1 through k = 1 blocks (allocation_pld)
 
 
 @settings(max_examples=25, deadline=None)

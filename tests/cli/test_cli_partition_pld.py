@@ -41,7 +41,7 @@ def test_calibrate_model_split_pld_needs_less_noise_than_rdp(cli_json):
 @pytest.mark.parametrize(
     "argv",
     [
-        "account bis --iterations 5 --k 2 --noise-multiplier 1 --delta 1e-5",
+        "account bis --iterations 5 --k 2 --noise-multiplier 1 --delta 1e-5 --bound efficient",
         "calibrate model-split --epsilon 1 --submodels 2 --steps 5 --delta 1e-5 --orders 2,3",
     ],
 )
@@ -50,11 +50,14 @@ def test_pld_where_it_does_not_apply_is_one_line_exit_2(argv, run_cli):
     assert code == 2 and err.startswith("ampfl: error: --accountant pld") and err.count("\n") == 1
 
 
-def test_more_blocks_take_the_mixture_pld_and_k_above_one_falls_back_to_rdp(cli_json):
+def test_more_blocks_and_bis_take_the_mixture_pld(cli_json):
     out = cli_json("account model-split --submodels 3 --noise-multiplier 2 --steps 5 --delta 1e-5".split())
     assert out["accountant"] == "pld" and out["epsilon"] <= out["analyses"]["rdp"]["epsilon"]
     out = cli_json("account bis --iterations 5 --k 1 --noise-multiplier 2 --delta 1e-5".split())
     assert out["accountant"] == "pld" and out["analysis"] == "random-allocation-pld"
     assert out["epsilon"] <= out["analyses"]["rdp"]["epsilon"]
     out = cli_json("account bis --iterations 5 --k 2 --noise-multiplier 2 --delta 1e-5".split())
+    assert out["accountant"] == "pld" and out["epsilon"] <= out["analyses"]["rdp"]["epsilon"]
+    argv = "account bis --iterations 5 --k 2 --noise-multiplier 2 --delta 1e-5 --bound efficient"
+    out = cli_json(argv.split())
     assert out["accountant"] == "rdp"

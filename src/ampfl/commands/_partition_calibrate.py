@@ -92,8 +92,8 @@ def _calibrate_bis(args: argparse.Namespace) -> dict[str, Any]:
 
     target = check_positive("--epsilon", args.epsilon)
     delta, t, k, epochs, orders, bound = _bis_setup(args)
-    if _partition_pld.wants_bis_pld(args, k):  # issue 11: random allocation (k = 1) has a PLD
-        return _partition_pld.calibrate_bis(args, target=target, delta=delta, t=t, epochs=epochs)
+    if _partition_pld.wants_bis_pld(args, k):  # issue 11: random allocation (any k) has a PLD
+        return _partition_pld.calibrate_bis(args, target=target, delta=delta, t=t, k=k, epochs=epochs)
     z = calibrate_bis(
         target_epsilon=target,
         target_delta=delta,

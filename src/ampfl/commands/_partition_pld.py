@@ -2,11 +2,11 @@
 
 The PLD accountant is the default: exact up to its discretisation for d ≤ 2 sub-models
 (:mod:`ampfl.accounting.partition.pld`), a pessimistic log-sum PLD for d ≥ 3 and for Balanced Iteration
-Subsampling with k = 1 (:mod:`ampfl.accounting.partition.allocation_pld`); with ``--rate`` the pair is
-Poisson-subsampled (:mod:`ampfl.accounting.partition.subsampled_pld`). The RDP bound (Theorem 3.1, with
-``--rate`` Zhu–Wang's subsampling of it) is reported next to it under ``analyses["rdp"]``.
-``--accountant rdp`` (or ``--orders``, ``--bound``) keeps the RDP report; ``--accountant pld`` where no PLD
-exists (BIS with k > 1) is a one-line error.
+Subsampling (k > 1 through k = 1 blocks; :mod:`ampfl.accounting.partition.allocation_pld`); with
+``--rate`` the pair is Poisson-subsampled (:mod:`ampfl.accounting.partition.subsampled_pld`). The RDP
+bound (Theorem 3.1, with ``--rate`` Zhu–Wang's subsampling of it) is reported next to it under
+``analyses["rdp"]``. ``--accountant rdp`` (or ``--orders``, ``--bound``) keeps the RDP report;
+``--accountant pld`` with an RDP setting is a one-line error.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from ampfl.commands._report import privacy_report
 
 ACCOUNTANT_HELP = (
-    "accountant: pld (pessimistic PLD: any --submodels, with or without --rate; for bis with --k 1) or rdp "
+    "accountant: pld (pessimistic PLD: any --submodels, with or without --rate; bis with any --k) or rdp "
     "(002 Thm 3.1); "
     "default: pld where it applies, else rdp"
 )
@@ -40,10 +40,8 @@ def wants_pld(args: argparse.Namespace) -> bool:
 
 
 def wants_bis_pld(args: argparse.Namespace, k: int) -> bool:
-    """Whether ``account|calibrate bis`` takes the PLD path: k = 1 (random allocation), no RDP settings."""
+    """Whether ``account|calibrate bis`` takes the PLD path (random allocation of k of T): no RDP settings."""
     blockers = []
-    if k > 1:
-        blockers.append(f"--k {k} (the PLD covers k = 1; no proven reduction of k > 1 to it here)")
     if getattr(args, "bound", None) is not None:
         blockers.append("--bound (an RDP setting)")
     return _resolve(args, blockers)
@@ -167,38 +165,45 @@ def calibrate_split(
     )
 
 
-def _bis_events(t: int) -> dict[str, tuple[str, Any, int]]:
+def _bis_events(t: int, k: int) -> dict[str, tuple[str, Any, int]]:
     """name → (accountant, event family, events per epoch) of the BIS report's analyses."""
     from ampfl.accounting.events import BalancedIterationSubsamplingEvent, GaussianEvent, PoissonSampledEvent
 
     def bis(x: float) -> Any:
-        return BalancedIterationSubsamplingEvent(iterations=t, participations=1, noise_multiplier=x)
+        return BalancedIterationSubsamplingEvent(iterations=t, participations=k, noise_multiplier=x)
 
     def poisson(x: float) -> Any:
-        return PoissonSampledEvent(sampling_rate=1.0 / t, event=GaussianEvent(noise_multiplier=x))
+        return PoissonSampledEvent(sampling_rate=k / t, event=GaussianEvent(noise_multiplier=x))
 
     return {
         "random-allocation-pld": ("pld", bis, 1),
         "rdp": ("rdp", bis, 1),
-        "no-amplification": ("pld", lambda x: GaussianEvent(noise_multiplier=x), 1),
+        "no-amplification": ("pld", lambda x: GaussianEvent(noise_multiplier=x), k),
         "poisson": ("pld", poisson, t),
     }
 
 
 _BIS_NOTES = {
     "rdp": "002 Thm 3.8 RDP bound of the same mechanism (sound, looser)",
-    "poisson": "another sampling scheme, for comparison: Poisson at rate 1/T over the same T steps (PLD)",
+    "poisson": "another sampling scheme, for comparison: Poisson at rate k/T over the same T steps (PLD)",
 }
 
 
 def _bis(
-    args: argparse.Namespace, t: int, epochs: int, delta: float, z: float, zs: Any = None, **extra: Any
+    args: argparse.Namespace,
+    t: int,
+    k: int,
+    epochs: int,
+    delta: float,
+    z: float,
+    zs: Any = None,
+    **extra: Any,
 ) -> dict[str, Any]:
     """The BIS PLD report at noise ``z``; ``zs`` (calibrate): name → calibrated z or its UnreachableTarget."""
     from ampfl.commands.partition import _entry, _positive
 
     entries = {}
-    for name, (acc, make, per_epoch) in _bis_events(t).items():
+    for name, (acc, make, per_epoch) in _bis_events(t, k).items():
         z_name = zs[name] if zs is not None and isinstance(zs[name], float) else z
         eps = _epsilon(acc, make(z_name), per_epoch * epochs, delta)
         entries[name] = _entry(name, eps, delta, None if zs is None else zs[name])
@@ -216,22 +221,22 @@ def _bis(
     )
 
 
-def bis_report(args: argparse.Namespace, *, delta: float, t: int, epochs: int) -> dict[str, Any]:
-    """``account bis`` with the PLD accountant (k = 1: random allocation of one of T steps per epoch)."""
+def bis_report(args: argparse.Namespace, *, delta: float, t: int, k: int, epochs: int) -> dict[str, Any]:
+    """``account bis`` with the PLD accountant (random allocation of k of T steps per epoch)."""
     from ampfl.accounting._checks import check_positive
 
     z = check_positive("--noise-multiplier", args.noise_multiplier)
-    return _bis(args, t, epochs, delta, z)
+    return _bis(args, t, k, epochs, delta, z)
 
 
 def calibrate_bis(
-    args: argparse.Namespace, *, target: float, delta: float, t: int, epochs: int
+    args: argparse.Namespace, *, target: float, delta: float, t: int, k: int, epochs: int
 ) -> dict[str, Any]:
     """``calibrate bis`` with the PLD accountant; the RDP, no-amplification and Poisson noise alongside."""
     from ampfl.accounting.calibrate import UnreachableTarget, calibrate
 
     zs: dict[str, Any] = {}
-    for name, (acc, make, per_epoch) in _bis_events(t).items():
+    for name, (acc, make, per_epoch) in _bis_events(t, k).items():
         kw: dict[str, Any] = {"initial": zs.get("random-allocation-pld", 1.0), "count": per_epoch * epochs}
         try:
             zs[name] = calibrate(make, target_epsilon=target, target_delta=delta, accountant=acc, **kw)
@@ -239,4 +244,4 @@ def calibrate_bis(
             if name == "random-allocation-pld":
                 raise
             zs[name] = exc
-    return _bis(args, t, epochs, delta, zs["random-allocation-pld"], zs, target_epsilon=target)
+    return _bis(args, t, k, epochs, delta, zs["random-allocation-pld"], zs, target_epsilon=target)

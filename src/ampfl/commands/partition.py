@@ -355,8 +355,8 @@ def _account_bis(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.commands import _partition_pld
 
     delta, t, k, epochs, orders, bound = _bis_setup(args)
-    if _partition_pld.wants_bis_pld(args, k):  # issue 11: random allocation (k = 1) has a PLD
-        return _partition_pld.bis_report(args, delta=delta, t=t, epochs=epochs)
+    if _partition_pld.wants_bis_pld(args, k):  # issue 11: random allocation (any k) has a PLD
+        return _partition_pld.bis_report(args, delta=delta, t=t, k=k, epochs=epochs)
     z = check_positive("--noise-multiplier", args.noise_multiplier)
     rdp = rdp_bis(
         orders=orders, iterations=t, participations=k, noise_multiplier=z, epochs=epochs, bound=bound

@@ -9,9 +9,9 @@ convolution; tighter than RDP. It supports:
 - random check-in (004), MS-PAFL rounds (000) and group rounds (001) through their ``dominating()``;
 - model splitting into d ≤ 2 sub-models and dropout at rate 1/2 (002 Thms 3.4/3.7's mechanisms, with an
   optional non-split part): exact product form after a rotation (:mod:`ampfl.accounting.partition.pld`);
-  d ≥ 3 and BIS with k = 1 (002 Thm 3.8): the orthogonal-mixture PLD by log-sum convolution
-  (:mod:`ampfl.accounting.partition.allocation_pld`); any of these pairs Poisson-subsampled
-  (:mod:`ampfl.accounting.partition.subsampled_pld`); BIS with k > 1: RDP only;
+  d ≥ 3 and BIS (002 Thm 3.8; k > 1 through k = 1 blocks): the orthogonal-mixture PLD by log-sum
+  convolution (:mod:`ampfl.accounting.partition.allocation_pld`); any of these pairs Poisson-subsampled
+  (:mod:`ampfl.accounting.partition.subsampled_pld`);
 - self-composition and composition.
 
 Error: pessimistic rounding makes every reported ε and δ an upper bound; the discretisation interval
@@ -143,18 +143,16 @@ def _partition_pld(event: ModelSplitEvent | DropoutEvent, h: float) -> pld_lib.P
 
 
 def _allocation_pld(event: BalancedIterationSubsamplingEvent, h: float) -> pld_lib.PrivacyLossDistribution:
-    """One BIS epoch: random allocation of 1 of T steps (k = 1); k > 1 has no proven reduction here."""
+    """One BIS epoch: random allocation of k of T steps (k > 1 through k = 1 blocks; allocation_pld)."""
     from ampfl.accounting.partition.allocation_pld import allocation_pld
 
-    if event.participations > 1:
-        raise UnsupportedEventError(
-            f"no PLD for Balanced Iteration Subsampling with participations {event.participations} > 1 "
-            "(no proven reduction to k = 1 here; use the rdp accountant)."
-        )
     if math.isinf(event.noise_multiplier):
         return pld_lib.identity(h)
     return allocation_pld(
-        iterations=event.iterations, noise_multiplier=event.noise_multiplier, value_discretization_interval=h
+        iterations=event.iterations,
+        noise_multiplier=event.noise_multiplier,
+        participations=event.participations,
+        value_discretization_interval=h,
     )
 
 

@@ -31,8 +31,16 @@ its losses exceed a coupling of the true ones by at most (c + 1)·g + h per appl
 discretisation interval), plus infinite-loss mass ≤ D·Φ(−9.5) + 1e-30·c (D·1.1e-21). g is chosen so that
 one step costs about 2·10⁷ updates: g ≈ 8e-4 at z = 1, 3.5e-4 at z = 5 (:func:`log_grid_spacing`).
 
-Random allocation of k > 1 of T steps keeps the RDP bound (002 Thm 3.8): the reduction to k = 1 of Feldman &
-Shenfeld (2025) is not reproduced here (docs/partition.md).
+**Random allocation of k > 1 of T steps** (BIS, 002 Thm 3.8) reduces to k = 1 blocks (the reduction of
+Feldman & Shenfeld 2025, with its adaptive step shown here). The kernel above never uses which coordinates are
+allocated, so P_k = E_S N(a 1_S, I_T) (S a uniform k-subset) vs N(0, I_T) dominates the adaptive mechanism.
+Draw S as: a uniform random permutation of [T] cut into k blocks, r = T mod k of size m + 1 and k − r of size
+m = ⌊T/k⌋, one uniform element from each block. The law of that set is invariant under every permutation of
+[T] and k-subsets form one orbit, so it is uniform: P_k = E_π P_π. Joint convexity of the hockey-stick
+divergence (Q does not depend on π) gives H_γ(P_k ‖ Q) ≤ E_π H_γ(P_π ‖ Q) and H_γ(Q ‖ P_k) ≤ E_π H_γ(Q ‖ P_π),
+and each P_π vs Q is, on disjoint coordinate blocks, the product of the D = m + 1 (r times) and D = m (k − r
+times) pairs, the same for every π. So one epoch is bounded by that composition (:func:`allocation_pld`),
+in both directions, after adaptive composition too (the same mixture argument over the epochs' π).
 """
 
 from __future__ import annotations
@@ -336,17 +344,28 @@ def model_split_pld_any(
 
 
 def allocation_pld(
-    *, iterations: int, noise_multiplier: float, value_discretization_interval: float = 1e-4
+    *,
+    iterations: int,
+    noise_multiplier: float,
+    participations: int = 1,
+    value_discretization_interval: float = 1e-4,
 ) -> pld_lib.PrivacyLossDistribution:
-    """Pessimistic PLD of one epoch of random allocation of 1 of T Gaussian steps (002 Thm 3.8, k = 1).
+    """Pessimistic PLD of one epoch of random allocation of k of T Gaussian steps (002 Thm 3.8's mechanism).
 
-    The same pair as model splitting with D = T (module docstring), so one event per epoch; epochs compose.
+    k = 1 is the model-split pair with D = T; k > 1 composes r = T mod k pairs with D = ⌊T/k⌋ + 1 and k − r
+    with D = ⌊T/k⌋ (module docstring). One event per epoch; epochs compose.
     """
     from ampfl.accounting.subsampling import dp_accounting_guard
 
     t = check_int("iterations", iterations, minimum=1)
+    k = check_int("participations", participations, minimum=1, maximum=t)
     z = check_positive("noise_multiplier", noise_multiplier)
+    h = value_discretization_interval
+    m, r = divmod(t, k)
     with dp_accounting_guard("random-allocation PLD"):
-        return orthogonal_mixture_pld(
-            num_components=t, shift=1.0 / z, value_discretization_interval=value_discretization_interval
-        )
+        out = orthogonal_mixture_pld(num_components=m, shift=1.0 / z, value_discretization_interval=h)
+        out = out.self_compose(k - r) if k - r > 1 else out
+        if r:
+            big = orthogonal_mixture_pld(num_components=m + 1, shift=1.0 / z, value_discretization_interval=h)
+            out = out.compose(big.self_compose(r) if r > 1 else big)
+        return out
