@@ -6,7 +6,8 @@ Subsampling with k = 1 (:mod:`ampfl.accounting.partition.allocation_pld`); with 
 Poisson-subsampled (:mod:`ampfl.accounting.partition.subsampled_pld`). The RDP bound (Theorem 3.1, with
 ``--rate`` Zhu–Wang's subsampling of it) is reported next to it under ``analyses["rdp"]``.
 ``--accountant rdp`` (or ``--orders``, ``--bound``) keeps the RDP report; ``--accountant pld`` where no PLD
-exists (BIS with k > 1) is a one-line error.
+exists (BIS with k > 1) is a one-line error; ``--accountant auto`` (the default) is pld where it applies, else
+rdp, and the report's ``accountant`` names the resolved one.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ampfl.commands._report import privacy_report
 ACCOUNTANT_HELP = (
     "accountant: pld (pessimistic PLD: any --submodels, with or without --rate; for bis with --k 1) or rdp "
     "(002 Thm 3.1); "
-    "default: pld where it applies, else rdp"
+    "default auto: pld where it applies, else rdp"
 )
 
 
@@ -28,7 +29,7 @@ SUBSAMPLED_PLD = "subsampled-split-pld"
 
 
 def add_accountant(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--accountant", choices=("rdp", "pld"), default=None, help=ACCOUNTANT_HELP)
+    p.add_argument("--accountant", choices=("auto", "rdp", "pld"), default=None, help=ACCOUNTANT_HELP)
 
 
 def wants_pld(args: argparse.Namespace) -> bool:
@@ -54,7 +55,7 @@ def _resolve(args: argparse.Namespace, blockers: list[str]) -> bool:
         blockers.append("--orders (an RDP setting)")
     if args.accountant == "pld" and blockers:
         raise ValueError(f"--accountant pld does not apply with {'; '.join(blockers)}: use --accountant rdp.")
-    if args.accountant is None:
+    if args.accountant in (None, "auto"):  # the tightest sound one that applies
         args.accountant = "rdp" if blockers else "pld"
     return bool(args.accountant == "pld")
 
