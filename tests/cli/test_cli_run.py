@@ -86,7 +86,10 @@ def test_run_json_summary_and_resume(tmp_path, capsys):
         (TINY.replace("rounds = 4", "rounds = -4"), "rounds: Input should be greater than or equal to 1"),
         (TINY.replace("num_clients = 10", "num_clients = 10\nsize = 3"), "partition.size: unknown key"),
         ("rounds = [", "invalid TOML"),
-        (TINY + '[privacy]\naccountant = "moments"\n', "privacy.accountant: Input should be 'auto', 'rdp' or 'pld'"),
+        (
+            TINY + '[privacy]\naccountant = "moments"\n',
+            "privacy.accountant: Input should be 'auto', 'rdp' or 'pld'",
+        ),
         (TINY + "[privacy]\nmax_epsilon = 1.0\n", "privacy.max_epsilon: fedavg gives no privacy guarantee"),
         (
             TINY.replace('name = "fedavg"', 'name = "dp_fedavg"\nnoise_multiplier = 1.0')
