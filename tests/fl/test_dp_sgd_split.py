@@ -35,9 +35,8 @@ def _task(num_clients: int, per_client: int = 1) -> Task:
 
 def _algo(task: Task, accountant: str = "rdp", **kw: Any) -> DPSGDPartition:
     params = {**SGD, "sampling": "full", **kw}
-    privacy = PrivacyConfig.model_validate(
-        {"accountant": accountant}
-    )  # RDP numbers ("auto": test_privacy_auto)
+    # The RDP numbers below need the RDP accountant ("auto": tests/fl/test_privacy_auto.py).
+    privacy = PrivacyConfig.model_validate({"accountant": accountant})
     return DPSGDPartition(DPSGDPartition.Params(**params), task, seed=3, privacy=privacy)
 
 
