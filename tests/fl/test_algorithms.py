@@ -310,6 +310,7 @@ def test_dp_dsgd_rp_clipping_noise_and_events() -> None:
     cal = _make(
         "dp_dsgd_rp",
         task,
+        privacy=PrivacyConfig(accountant="rdp"),  # the RDP check below (the default "auto" is the PLD here)
         participation=0.5,
         sampling_rate=0.5,
         round_epsilon=0.5,
