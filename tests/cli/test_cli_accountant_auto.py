@@ -1,7 +1,7 @@
 """``--accountant auto`` on every command that has ``--accountant`` (issue 11): the default, resolved in JSON.
 
 ``auto`` gives exactly the output of the default (no flag), whose ``accountant`` names the resolved one:
-pld where a PLD applies, rdp with RDP-only settings (``--orders``, BIS with k > 1); random check-in per
+pld where a PLD applies, rdp with RDP-only settings (``--orders``, ``--bound``); random check-in per
 iteration keeps the paper's closed forms; MS-PAFL's sound analysis is the PLD.
 """
 
@@ -21,7 +21,7 @@ CASES = [  # (command, resolved accountant)
     ("account poisson --rate 0.1 --noise-multiplier 4 --steps 10 --delta 1e-5 --orders 2,4,8", "rdp"),
     ("account model-split --submodels 2 --noise-multiplier 4 --steps 5 --delta 1e-5", "pld"),
     ("account bis --iterations 4 --k 1 --noise-multiplier 4 --delta 1e-5", "pld"),
-    ("account bis --iterations 4 --k 2 --noise-multiplier 4 --delta 1e-5", "rdp"),
+    ("account bis --iterations 4 --k 2 --noise-multiplier 4 --delta 1e-5 --bound exact", "rdp"),
     ("account random-checkin --p 0.5 --q 0.5 --d 10 --noise-multiplier 4 --epsilon 1", "closed-form"),
     ("account random-checkin --p 0.5 --q 0.5 --d 10 --noise-multiplier 4 --iterations 2 --delta 1e-5", "pld"),
     (MS_PAFL, "pld"),

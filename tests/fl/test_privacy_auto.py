@@ -26,7 +26,7 @@ from ampfl.accounting.accountants import (
 )
 from ampfl.accounting.calibrate import calibrate
 from ampfl.accounting.events import (
-    BalancedIterationSubsamplingEvent,
+    BernoulliMaskEvent,
     GaussianEvent,
     PoissonSampledEvent,
     PrivacyEvent,
@@ -38,7 +38,7 @@ from ampfl.fl.privacy import RunAccountant, algorithm_and_ledger, calibrate_nois
 from ampfl.fl.run import load_checkpoint, run_experiment
 from ampfl.fl.task import Task
 
-BIS2 = BalancedIterationSubsamplingEvent(iterations=4, participations=2, noise_multiplier=2.0)
+MASK = BernoulliMaskEvent(c=0.3, dim=2)  # PM-SFL's mask bits: exact RDP, no PLD (UnsupportedEventError)
 
 
 def _poisson(z: float, q: float = 0.2) -> PoissonSampledEvent:
@@ -53,7 +53,7 @@ class _Fake(Algorithm):
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        events: str = "poisson"  # "poisson" | "poisson+bis2"
+        events: str = "poisson"  # "poisson" | "poisson+mask"
         noise_multiplier: float = Field(3.0, gt=0)
         sampling_rate: float = 0.2
         target_epsilon: float | None = None
@@ -82,8 +82,8 @@ class _Fake(Algorithm):
 
     def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
         events: list[tuple[PrivacyEvent, int]] = [(self.event_at(self.noise_multiplier), 1)]
-        if self.p.events == "poisson+bis2":
-            events.append((BIS2, 1))
+        if self.p.events == "poisson+mask":
+            events.append((MASK, 1))
         return events
 
     def state_dict(self) -> dict[str, Any]:
@@ -129,14 +129,14 @@ def _run(config: Any, out: Any, **kwargs: Any) -> dict[str, Any]:
 def test_resolution_rule() -> None:
     assert ACCOUNTANT_CHOICES == ("auto", "rdp", "pld") and PrivacyConfig().accountant == "auto"
     assert resolve_accountant("auto", [_poisson(3.0), GaussianEvent(noise_multiplier=3.0)]) == "pld"
-    assert resolve_accountant("auto", [_poisson(3.0), BIS2]) == "rdp"  # k > 1: no PLD (UnsupportedEventError)
+    assert resolve_accountant("auto", [_poisson(3.0), MASK]) == "rdp"  # no PLD for one of them
     assert resolve_accountant("auto", [_poisson(3.0)], NeighboringRelation.REPLACE_ONE) == "rdp"
     assert resolve_accountant("auto", [GaussianEvent(noise_multiplier=1e-6)]) == "rdp"  # PLD grid too large
     assert resolve_accountant("auto", []) == "pld"
     for name in ("rdp", "pld"):  # named accountants are taken as they are
-        assert resolve_accountant(name, [BIS2]) == name
+        assert resolve_accountant(name, [MASK]) == name
     assert isinstance(accountant_for("auto", [_poisson(3.0)]), PLDAccountant)
-    assert isinstance(accountant_for("auto", [BIS2]), RDPAccountant)
+    assert isinstance(accountant_for("auto", [MASK]), RDPAccountant)
     with pytest.raises(ValueError, match="accountant must be one of auto, rdp, pld"):
         resolve_accountant("moments", [])
 
@@ -155,12 +155,12 @@ def test_auto_run_names_pld_and_equals_the_named_run(tmp_path: Any) -> None:
 
 
 def test_auto_run_falls_back_to_rdp_when_the_pld_cannot_account(tmp_path: Any) -> None:
-    auto = _run(_config(events="poisson+bis2"), tmp_path / "auto")
-    rdp = _run(_config({"accountant": "rdp"}, events="poisson+bis2"), tmp_path / "rdp")
+    auto = _run(_config(events="poisson+mask"), tmp_path / "auto")
+    rdp = _run(_config({"accountant": "rdp"}, events="poisson+mask"), tmp_path / "rdp")
     assert (auto["accountant"], auto["accountant_requested"]) == ("rdp", "auto")
     assert auto["epsilon"] == rdp["epsilon"] and auto["analysis"] == rdp["analysis"]
     with pytest.raises(ValueError, match=r"^privacy\.accountant: the 'pld' accountant cannot account fake"):
-        _run(_config({"accountant": "pld"}, events="poisson+bis2"), tmp_path / "pld")
+        _run(_config({"accountant": "pld"}, events="poisson+mask"), tmp_path / "pld")
 
 
 def test_auto_run_resumes_its_resolved_ledger(tmp_path: Any) -> None:
@@ -184,8 +184,8 @@ def test_calibration_uses_the_ledger_accountant(tmp_path: Any) -> None:
     # Calibrated by the PLD accountant that reports: within 0.5% of the smallest z meeting the target on it.
     assert summary["accountant"] == "pld" and summary["epsilon"] <= target
     assert PLDAccountant().compose(_poisson(z / 1.006, q), 4).get_epsilon(1e-5) > target
-    # The calibration event is PLD-accountable but the round is not (BIS k = 2): built again with "rdp".
-    config = _config(target_epsilon=target, sampling_rate=q, events="poisson+bis2")
+    # The calibration event is PLD-accountable but the round is not (mask bits): built again with "rdp".
+    config = _config(target_epsilon=target, sampling_rate=q, events="poisson+mask")
 
     def build(privacy: PrivacyConfig) -> Algorithm:
         return _Fake(config.algorithm.params, _task(), seed=0, privacy=privacy)
@@ -212,16 +212,7 @@ REAL = [  # (algorithm table, resolved accountant)
     ),
     ({"name": "dp_fedavg", "cohort_size": 4, "noise_multiplier": 3.0}, "rdp"),  # replace-one: no PLD
     ({"name": "ms_pafl", "participation": 0.3, "noise_multiplier": 3.0}, "pld"),
-    (
-        {
-            "name": "dp_sgd_split",
-            "sampling": "bis",
-            "bis_iterations": 4,
-            "bis_participations": 2,  # k > 1: no PLD
-            "noise_multiplier": 3.0,
-        },
-        "rdp",
-    ),
+    ({"name": "dp_dsgd_rp", "participation": 0.5, "sampling_rate": 0.5, "noise_multiplier": 3.0}, "pld"),
 ]
 
 

@@ -6,8 +6,7 @@ Subsampling with k = 1 (:mod:`ampfl.accounting.partition.allocation_pld`); with 
 Poisson-subsampled (:mod:`ampfl.accounting.partition.subsampled_pld`). The RDP bound (Theorem 3.1, with
 ``--rate`` Zhu–Wang's subsampling of it) is reported next to it under ``analyses["rdp"]``.
 ``--accountant rdp`` (or ``--orders``, ``--bound``) keeps the RDP report; ``--accountant pld`` where no PLD
-exists (BIS with k > 1) is a one-line error; ``--accountant auto`` (the default) is pld where it applies, else
-rdp, and the report's ``accountant`` names the resolved one.
+exists (BIS with k > 1) is a one-line error.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from ampfl.commands._report import privacy_report
 ACCOUNTANT_HELP = (
     "accountant: pld (pessimistic PLD: any --submodels, with or without --rate; for bis with --k 1) or rdp "
     "(002 Thm 3.1); "
-    "default auto: pld where it applies, else rdp"
+    "default: pld where it applies, else rdp"
 )
 
 
@@ -29,7 +28,10 @@ SUBSAMPLED_PLD = "subsampled-split-pld"
 
 
 def add_accountant(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--accountant", choices=("auto", "rdp", "pld"), default=None, help=ACCOUNTANT_HELP)
+    # auto (the default): pld where it applies, else rdp; the report names the resolved one (issue 11)
+    p.add_argument(
+        "--accountant", choices=("auto", "rdp", "pld"), default=None, help=f"{ACCOUNTANT_HELP} (auto)"
+    )
 
 
 def wants_pld(args: argparse.Namespace) -> bool:
