@@ -20,10 +20,8 @@ CASES = [  # (command, resolved accountant)
     ("account poisson --rate 0.1 --noise-multiplier 4 --steps 10 --delta 1e-5", "pld"),
     ("account poisson --rate 0.1 --noise-multiplier 4 --steps 10 --delta 1e-5 --orders 2,4,8", "rdp"),
     ("account model-split --submodels 2 --noise-multiplier 4 --steps 5 --delta 1e-5", "pld"),
-    ("account bis --iterations 4 --k 1 --noise-multiplier 4 --delta 1e-5", "pld"),
-    ("account bis --iterations 4 --k 2 --noise-multiplier 4 --delta 1e-5 --bound exact", "rdp"),
+    ("account bis --iterations 4 --k 1 --noise-multiplier 4 --delta 1e-5 --orders 2,4,8", "rdp"),
     ("account random-checkin --p 0.5 --q 0.5 --d 10 --noise-multiplier 4 --epsilon 1", "closed-form"),
-    ("account random-checkin --p 0.5 --q 0.5 --d 10 --noise-multiplier 4 --iterations 2 --delta 1e-5", "pld"),
     (MS_PAFL, "pld"),
 ]
 
