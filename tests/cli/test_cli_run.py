@@ -86,7 +86,10 @@ def test_run_json_summary_and_resume(tmp_path, capsys):
         (TINY.replace("rounds = 4", "rounds = -4"), "rounds: Input should be greater than or equal to 1"),
         (TINY.replace("num_clients = 10", "num_clients = 10\nsize = 3"), "partition.size: unknown key"),
         ("rounds = [", "invalid TOML"),
-        (TINY + '[privacy]\naccountant = "moments"\n', "privacy.accountant: Input should be 'rdp' or 'pld'"),
+        (
+            TINY + '[privacy]\naccountant = "moments"\n',
+            "privacy.accountant: Input should be 'auto', 'rdp' or 'pld'",
+        ),
         (TINY + "[privacy]\nmax_epsilon = 1.0\n", "privacy.max_epsilon: fedavg gives no privacy guarantee"),
         (
             TINY.replace('name = "fedavg"', 'name = "dp_fedavg"\nnoise_multiplier = 1.0')
@@ -156,7 +159,8 @@ def test_budget_stop_from_the_cli(tmp_path, capsys):
     # DP-DSGD with random participation, stopped by [privacy] max_epsilon before round 4.
     text = TINY.replace('name = "fedavg"', 'name = "dp_dsgd_rp"\nnoise_multiplier = 1.0\nparticipation = 0.5')
     config = tmp_path / "budget.toml"
-    config.write_text(text + "[privacy]\nmax_epsilon = 2.4\n")  # between ε after 2 and after 3 rounds
+    # between RDP's ε after 2 and after 3 rounds (the default "auto" would be the tighter PLD here)
+    config.write_text(text + '[privacy]\naccountant = "rdp"\nmax_epsilon = 2.4\n')
     code = main(["run", str(config), "--out", str(tmp_path / "run"), "--json", "--no-progress"])
     assert code == 0
     summary = json.loads(capsys.readouterr().out)

@@ -158,14 +158,20 @@ def test_dp_fedavg_events_and_calibration() -> None:
     loose = _make(
         "dp_fedavg",
         task,
-        privacy=PrivacyConfig(delta=1e-3),
+        privacy=PrivacyConfig(accountant="rdp", delta=1e-3),
         client_sampling="poisson",
         sampling_rate=0.3,
         target_epsilon=2.0,
         num_rounds=20,
     )
     tight = _make(
-        "dp_fedavg", task, client_sampling="poisson", sampling_rate=0.3, target_epsilon=2.0, num_rounds=20
+        "dp_fedavg",
+        task,
+        privacy=PrivacyConfig(accountant="rdp"),  # the default "auto" would be the PLD here
+        client_sampling="poisson",
+        sampling_rate=0.3,
+        target_epsilon=2.0,
+        num_rounds=20,
     )
     assert loose.noise_multiplier < tight.noise_multiplier
     pld = _make(
@@ -304,6 +310,7 @@ def test_dp_dsgd_rp_clipping_noise_and_events() -> None:
     cal = _make(
         "dp_dsgd_rp",
         task,
+        privacy=PrivacyConfig(accountant="rdp"),  # the RDP check below (the default "auto" is the PLD here)
         participation=0.5,
         sampling_rate=0.5,
         round_epsilon=0.5,

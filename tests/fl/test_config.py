@@ -51,9 +51,9 @@ def test_defaults_are_filled_in():
     assert config.partition.scheme == "label_skew" and config.partition.num_clients == 100
     assert config.algorithm.name == "gaussian"
     assert config.algorithm.params.noise_multiplier == 1.0  # type: ignore[attr-defined]
-    # [privacy]: the RDP accountant, δ = 1e-5, no budget
+    # [privacy]: the tightest sound accountant ("auto", resolved by the run), δ = 1e-5, no budget
     assert (config.privacy.accountant, config.privacy.delta, config.privacy.max_epsilon) == (
-        "rdp",
+        "auto",
         1e-5,
         None,
     )
@@ -113,7 +113,10 @@ def test_resolved_dict_and_toml_round_trip(tmp_path):
         (_data(dataset={"name": "digits", "size": 3}), "dataset.size: unknown key"),
         (_data(engine={"chunk_size": 0}), "engine.chunk_size: Input should be greater than or equal to 1"),
         (_data(learning_rate=0.1), "learning_rate: unknown key"),
-        (_data(privacy={"accountant": "moments"}), "privacy.accountant: Input should be 'rdp' or 'pld'"),
+        (
+            _data(privacy={"accountant": "moments"}),
+            "privacy.accountant: Input should be 'auto', 'rdp' or 'pld'",
+        ),
         (_data(privacy={"delta": 1.0}), "privacy.delta: Input should be less than 1 (found 1.0)"),
         (_data(privacy={"max_epsilon": 0}), "privacy.max_epsilon: Input should be greater than 0"),
         (_data(privacy={"target_delta": 1e-5}), "privacy.target_delta: unknown key"),

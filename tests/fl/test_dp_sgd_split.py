@@ -33,9 +33,11 @@ def _task(num_clients: int, per_client: int = 1) -> Task:
     )
 
 
-def _algo(task: Task, **kw: Any) -> DPSGDPartition:
+def _algo(task: Task, accountant: str = "rdp", **kw: Any) -> DPSGDPartition:
     params = {**SGD, "sampling": "full", **kw}
-    return DPSGDPartition(DPSGDPartition.Params(**params), task, seed=3)
+    # The RDP numbers below need the RDP accountant ("auto": tests/fl/test_privacy_auto.py).
+    privacy = PrivacyConfig.model_validate({"accountant": accountant})
+    return DPSGDPartition(DPSGDPartition.Params(**params), task, seed=3, privacy=privacy)
 
 
 def _run(algo: DPSGDPartition, rounds: int, accountant: str = "rdp") -> float:

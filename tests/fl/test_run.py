@@ -136,7 +136,9 @@ def _config(**overrides: Any):
         "dataset": {"name": "tiny"},
         "algorithm": {"name": "noisy_avg", "noise_std": 0.05},
     }
-    data.update(overrides)
+    # The RDP numbers below need the RDP accountant ("auto", the default: tests/fl/test_privacy_auto.py).
+    privacy = {"accountant": "rdp", **overrides.pop("privacy", {})}
+    data.update(overrides, privacy=privacy)
     return parse_config(data, algorithms=REGISTRY)
 
 
@@ -374,7 +376,7 @@ def test_pld_accountant_and_privacy_errors(tmp_path):
         )
     assert not (tmp_path / "fedavg" / "config.json").exists()
     # Unknown keys and bad values of [privacy] name the dotted key.
-    with pytest.raises(ValueError, match=r"privacy\.accountant: Input should be 'rdp' or 'pld'"):
+    with pytest.raises(ValueError, match=r"privacy\.accountant: Input should be 'auto', 'rdp' or 'pld'"):
         _config(privacy={"accountant": "moments"})
     with pytest.raises(ValueError, match=r"privacy\.target: unknown key"):
         _config(privacy={"target": 1.0})
@@ -434,6 +436,7 @@ def test_real_algorithm_resumes_bit_identically(tmp_path, name):
             "dataset": {"name": "synthetic"},
             "partition": {"scheme": "iid", "num_clients": 12},
             "algorithm": {"name": name, **REAL_PARAMS[name]},
+            "privacy": {"accountant": "rdp"},  # fast; "auto" resumes in tests/fl/test_privacy_auto.py
         }
     )
     # Execute
@@ -485,8 +488,9 @@ def test_real_no_amplification_accounting_composes_the_plain_gaussian(tmp_path):
             "noise_multiplier": z,
         },
     }
+    data["privacy"] = {"accountant": "rdp"}  # the independent ε below is RDP's
     amplified = run_experiment(parse_config(data), tmp_path / "a", progress=False, plots=False)
-    data["privacy"] = {"accounting": "no-amplification"}
+    data["privacy"] = {"accountant": "rdp", "accounting": "no-amplification"}
     plain = run_experiment(parse_config(data), tmp_path / "b", progress=False, plots=False)
     # Assert: same training, independently composed Gaussian ε, and amplification is worth something.
     expected = RDPAccountant().compose(GaussianEvent(noise_multiplier=z), rounds).get_epsilon(1e-5)

@@ -28,7 +28,10 @@ SUBSAMPLED_PLD = "subsampled-split-pld"
 
 
 def add_accountant(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--accountant", choices=("rdp", "pld"), default=None, help=ACCOUNTANT_HELP)
+    # auto (the default): pld where it applies, else rdp; the report names the resolved one (issue 11)
+    p.add_argument(
+        "--accountant", choices=("auto", "rdp", "pld"), default=None, help=f"{ACCOUNTANT_HELP} (auto)"
+    )
 
 
 def wants_pld(args: argparse.Namespace) -> bool:
@@ -52,7 +55,7 @@ def _resolve(args: argparse.Namespace, blockers: list[str]) -> bool:
         blockers.append("--orders (an RDP setting)")
     if args.accountant == "pld" and blockers:
         raise ValueError(f"--accountant pld does not apply with {'; '.join(blockers)}: use --accountant rdp.")
-    if args.accountant is None:
+    if args.accountant in (None, "auto"):  # the tightest sound one that applies
         args.accountant = "rdp" if blockers else "pld"
     return bool(args.accountant == "pld")
 

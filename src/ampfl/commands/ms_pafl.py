@@ -74,9 +74,9 @@ def register(registry: Registry) -> None:
     )
     parser.add_argument(
         "--accountant",
-        choices=("pld", "rdp"),
+        choices=("auto", "pld", "rdp"),
         default="pld",
-        help="accountant of the sound analysis (default pld)",
+        help="accountant of the sound analysis (default pld; auto: pld, the tightest sound one)",
     )
 
 
@@ -106,7 +106,7 @@ def _account(args: argparse.Namespace) -> dict[str, Any]:
             delta_tilde=args.delta_tilde,
             delta=args.delta,
             clip=args.clip,
-            accountant=args.accountant,
+            accountant="pld" if args.accountant == "auto" else args.accountant,
         )
     analyses = {
         name: analysis_entry(epsilon=a.epsilon, delta=a.delta, sound=a.sound, note=a.note)

@@ -158,9 +158,9 @@ def _poisson_args(p: argparse.ArgumentParser) -> None:
     _steps(p)
     p.add_argument(
         "--accountant",
-        choices=("rdp", "pld"),
+        choices=("auto", "rdp", "pld"),
         default=None,
-        help="accountant (default: pld, the tightest sound one; rdp when --orders is given)",
+        help="accountant (default auto: pld, the tightest sound one; rdp when --orders is given)",
     )
 
 
@@ -384,7 +384,7 @@ def _poisson_setup(args: argparse.Namespace) -> tuple[float, float, int, dict[st
     delta = check_delta("--delta", args.delta)
     rate = check_probability("--rate", args.rate)
     steps = check_int("--steps", args.steps, minimum=1)
-    if args.accountant is None:  # issue 11: the tightest sound accountant by default
+    if args.accountant in (None, "auto"):  # issue 11: the tightest sound accountant by default
         args.accountant = "rdp" if args.orders is not None else "pld"
     if args.accountant == "pld":
         if args.orders is not None:

@@ -2,7 +2,8 @@
 
 Flags: ``--p`` participation probability, ``--q`` local record sampling probability, ``--d`` records of the
 client besides x′, ``--noise-multiplier`` z = σ/C (the paper's σ in units of the clip norm), ``--clip`` C
-(optional: only adds ``noise_std`` = z·C to the report), ``--iterations`` T, ``--accountant rdp|pld``.
+(optional: only adds ``noise_std`` = z·C to the report), ``--iterations`` T, ``--accountant auto|rdp|pld``
+(``auto``, the default: the PLD accountant with ``--iterations``, else the closed forms).
 
 Both commands print the common report (:func:`ampfl.commands._report.privacy_report`). The top level is the
 recommended analysis, ``wcs`` (004 Thm 5.2); ``analyses`` holds all four (``paper`` = Thm 4.1 and ``cs`` =
@@ -43,9 +44,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--accountant",
-        choices=("rdp", "pld"),
+        choices=("auto", "rdp", "pld"),
         default=None,
-        help="accountant for wcs/ols/cs (default: pld with --iterations, else the closed forms)",
+        help="accountant for wcs/ols/cs (default auto: pld with --iterations, else the closed forms)",
     )
 
 
@@ -59,6 +60,12 @@ def _mechanism(args: argparse.Namespace) -> dict[str, Any]:
         "sampling_rate": check_probability("sampling_rate", args.q),
         "local_dataset_size": check_int("local_dataset_size", args.d, minimum=0),
     }
+
+
+def _auto(args: argparse.Namespace) -> None:
+    """``--accountant auto`` is the default (None below): pld with ``--iterations``, else the closed forms."""
+    if args.accountant == "auto":
+        args.accountant = None
 
 
 def _epsilon(
@@ -121,6 +128,7 @@ def _account(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.commands._report import privacy_report
 
     mech = _mechanism(args)
+    _auto(args)
     z = check_positive("noise_multiplier", args.noise_multiplier)
     if args.iterations is None:
         if args.epsilon is None:
@@ -164,6 +172,7 @@ def _calibrate(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.commands._report import privacy_report
 
     mech = _mechanism(args)
+    _auto(args)
     z = rc.calibrate_noise_multiplier(
         analysis=rc.RECOMMENDED_ANALYSIS,
         **mech,

@@ -97,8 +97,11 @@ class PrivacyConfig(_Section):
     """``[privacy]``: the run's accountant (``ampfl.fl.privacy``), the δ of every reported ε, and a budget.
 
     Attributes:
-        accountant: ``"rdp"`` or ``"pld"`` (:func:`ampfl.accounting.accountants.make_accountant`); it composes
-            every round's events once and also calibrates any ``target_epsilon`` of the algorithm.
+        accountant: ``"auto"`` (default: the tightest sound one, ``"pld"`` when the PLD accountant accounts
+            every event of the algorithm's first round, else ``"rdp"``;
+            :func:`ampfl.accounting.accountants.resolve_accountant`), ``"rdp"`` or ``"pld"``
+            (:func:`ampfl.accounting.accountants.make_accountant`); it composes every round's events once and
+            also calibrates any ``target_epsilon`` of the algorithm. ``summary.json`` names the resolved one.
         delta: δ of the reported ε (``metrics.jsonl``, ``summary.json``) and of noise calibrations.
         max_epsilon: stop before a round whose events would push ε(δ) above this (``stopped = "budget"``);
             ``None``: run all rounds.
@@ -108,7 +111,7 @@ class PrivacyConfig(_Section):
             against). Also applies to calibrating a ``target_epsilon``.
     """
 
-    accountant: Literal["rdp", "pld"] = "rdp"
+    accountant: Literal["auto", "rdp", "pld"] = "auto"
     accounting: Literal["amplified", "no-amplification"] = "amplified"
     delta: float = Field(1e-5, gt=0, lt=1)
     max_epsilon: float | None = Field(None, gt=0)

@@ -19,15 +19,31 @@ A non-private algorithm (``privacy_unit`` None: FedAvg, or zero noise) has no ac
 :func:`calibrate_noise` is the one way the simulator turns a target ε into a noise multiplier: it hands the
 algorithm's own per-round event to :func:`ampfl.accounting.calibrate.calibrate` with the run's accountant,
 δ and relation, so the calibrated run composes exactly the event that was calibrated.
+
+Which accountant (issue 11): ``[privacy] accountant = "auto"`` (the default) resolves to ``"pld"`` when the
+PLD accountant accounts every event of the algorithm's first round (each group's, for per-group algorithms),
+else ``"rdp"`` (:func:`ampfl.accounting.accountants.accountant_for`); :attr:`RunAccountant.kind` is the
+resolved one (``summary.json``'s ``accountant``). :func:`calibrate_noise` and :func:`planned_epsilon` resolve
+``"auto"`` the same way on the event they are given; :func:`algorithm_and_ledger` builds the algorithm again
+with the ledger's accountant named in the rare case a calibration resolved to another one, so a run never
+calibrates with one accountant and reports with another.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from ampfl.accounting.accountants import Accountant, NeighboringRelation, make_accountant
+from ampfl.accounting.accountants import (
+    AUTO,
+    Accountant,
+    NeighboringRelation,
+    accountant_for,
+    make_accountant,
+)
 from ampfl.accounting.accountants.base import UnsupportedEventError, relation_name
 from ampfl.accounting.events import ComposedEvent, GroupRoundEvent, PrivacyEvent, SelfComposedEvent
 from ampfl.accounting.unamplified import without_amplification
@@ -36,13 +52,29 @@ if TYPE_CHECKING:
     from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.config import PrivacyConfig
 
-__all__ = ["RunAccountant", "accounted", "as_one_event", "calibrate_noise", "planned_epsilon"]
+__all__ = [
+    "RunAccountant",
+    "accounted",
+    "algorithm_and_ledger",
+    "as_one_event",
+    "calibrate_noise",
+    "planned_epsilon",
+]
 
 Events = Sequence[tuple[PrivacyEvent, int]]
 
 #: Relative slack of a per-group budget check (a calibration composed at once vs. round by round can differ
 #: in the last bits of the floating-point sum).
 GROUP_BUDGET_RTOL = 1e-9
+
+#: The noise multiplier of the event :func:`calibrate_noise` checks support on (and resolves ``"auto"`` on):
+#: support does not depend on z, and the PLD of a z = 10 event is about ten times smaller than at z = 1
+#: (dp-accounting's grid spans about 1/z² + 20/z), so the check costs little next to the calibration.
+PROBE_NOISE_MULTIPLIER = 10.0
+
+#: The accountants that ``"auto"`` calibrations resolved to while an algorithm is built (see
+#: :func:`algorithm_and_ledger`); None outside of it.
+_CALIBRATED_WITH: ContextVar[list[str] | None] = ContextVar("ampfl_calibrated_with", default=None)
 
 
 def as_one_event(events: Events) -> tuple[PrivacyEvent, int] | None:
@@ -95,6 +127,9 @@ class RunAccountant:
         self.unit = algorithm.privacy_unit
         self.relation: NeighboringRelation = algorithm.neighboring_relation
         self.rounds_composed = 0
+        #: the requested accountant ("auto", "rdp" or "pld") and the resolved one (None: no ledger)
+        self.requested = privacy.accountant
+        self.kind: str | None = None
         self._kinds: list[str] = []
         self.accountant: Accountant | None = None
         self.groups: dict[int, Accountant] = {}
@@ -105,12 +140,14 @@ class RunAccountant:
                     "remove max_epsilon."
                 )
             return
-        self.accountant = make_accountant(privacy.accountant, neighboring_relation=self.relation)
         try:
             first = accounted(algorithm.round_events(0), privacy)
         except ValueError as exc:
             raise ValueError(f"privacy.{exc}") from None
-        _check_supported(self.accountant, privacy.accountant, algorithm.name, first)
+        events = [event for event, _ in first]
+        self.accountant = accountant_for(privacy.accountant, events, neighboring_relation=self.relation)
+        self.kind = self.accountant.name
+        _check_supported(self.accountant, self.kind, algorithm.name, first)
         self._kinds = sorted({event.kind for event, _ in first})
 
     @property
@@ -124,7 +161,7 @@ class RunAccountant:
 
     def _group(self, g: int) -> Accountant:
         if g not in self.groups:
-            self.groups[g] = make_accountant(self.privacy.accountant, neighboring_relation=self.relation)
+            self.groups[g] = make_accountant(str(self.kind), neighboring_relation=self.relation)
         return self.groups[g]
 
     def _split(
@@ -200,10 +237,10 @@ class RunAccountant:
             return "none (no privacy guarantee)"
         kinds = ", ".join(self._kinds) or "no"
         if self.groups:
-            kinds += f" (one {self.privacy.accountant} accountant per group; ε = max over groups)"
+            kinds += f" (one {self.kind} accountant per group; ε = max over groups)"
         unamplified = ", no amplification" if self.privacy.accounting == "no-amplification" else ""
         return (
-            f"{self.privacy.accountant} accountant over {kinds} events "
+            f"{self.kind} accountant over {kinds} events "
             f"({relation_name(self.relation)}, one {self.unit}{unamplified})"
         )
 
@@ -222,6 +259,12 @@ class RunAccountant:
             if (saved is None) != (self.accountant is None):
                 raise ValueError("--resume: the checkpoint's privacy accountant does not match this run.")
         else:
+            kind = saved.get("accountant") if isinstance(saved, dict) else None
+            if kind != self.kind:
+                raise ValueError(
+                    f"--resume: the checkpoint's privacy accountant ({kind}) does not match this run's "
+                    f"({self.kind}); set [privacy] accountant = {kind!r}."
+                )
             self.accountant.load_state_dict(saved)
             self.groups = {}
             for g, group_state in state.get("groups", {}).items():
@@ -243,7 +286,8 @@ def calibrate_noise(
 
     The event is accounted as the run would (``privacy.accounting``: as reported or without amplification).
     Uses :func:`ampfl.accounting.calibrate.calibrate` with the run's accountant and ``relation``, at δ =
-    ``target_delta`` (default: the run's ``privacy.delta``).
+    ``target_delta`` (default: the run's ``privacy.delta``); ``"auto"`` resolves on the probe event
+    ``make_event(PROBE_NOISE_MULTIPLIER)``.
 
     Raises:
         ValueError: one line naming ``privacy.accountant`` when it cannot account the event.
@@ -255,13 +299,15 @@ def calibrate_noise(
         event = make_event(z)
         return event if privacy.accounting == "amplified" else without_amplification(event)
 
-    probe = make_accountant(privacy.accountant, neighboring_relation=relation)
-    _check_supported(probe, privacy.accountant, who, [(accounted_event(1.0), 1)])
+    probe_event = accounted_event(PROBE_NOISE_MULTIPLIER)
+    probe = _resolved(privacy, [probe_event], relation)
+    kind = probe.name
+    _check_supported(probe, kind, who, [(probe_event, 1)])
     return calibrate(
         accounted_event,
         target_epsilon=target_epsilon,
         target_delta=privacy.delta if target_delta is None else target_delta,
-        accountant=privacy.accountant,
+        accountant=kind,
         count=rounds,
         accountant_kwargs={"neighboring_relation": relation},
     )
@@ -277,9 +323,57 @@ def planned_epsilon(
 
     Data-independent: an algorithm may compare the ε of alternative event descriptions of its mechanism
     before training (e.g. with or without a split credit) and report the smaller one; it never composes
-    what actually ran (that is :class:`RunAccountant`'s job).
+    what actually ran (that is :class:`RunAccountant`'s job). ``"auto"`` resolves on ``events``.
     """
-    acc = make_accountant(privacy.accountant, neighboring_relation=relation)
-    for event, count in accounted(events, privacy):
+    schedule = accounted(events, privacy)
+    acc = _resolved(privacy, [event for event, _ in schedule], relation)
+    for event, count in schedule:
         acc.compose(event, count)
     return float(acc.get_epsilon(privacy.delta))
+
+
+def _resolved(
+    privacy: PrivacyConfig, events: Sequence[PrivacyEvent], relation: NeighboringRelation
+) -> Accountant:
+    """A fresh accountant of ``privacy.accountant`` resolved on (accounted) ``events`` ("auto": pld or rdp).
+
+    While :func:`algorithm_and_ledger` builds an algorithm, an ``"auto"`` resolution is recorded so that the
+    run can check its ledger uses the same accountant.
+    """
+    acc = accountant_for(privacy.accountant, events, neighboring_relation=relation)
+    used = _CALIBRATED_WITH.get()
+    if used is not None and privacy.accountant == AUTO:
+        used.append(acc.name)
+    return acc
+
+
+@contextmanager
+def _recording() -> Iterator[list[str]]:
+    used: list[str] = []
+    token = _CALIBRATED_WITH.set(used)
+    try:
+        yield used
+    finally:
+        _CALIBRATED_WITH.reset(token)
+
+
+def algorithm_and_ledger(
+    build: Callable[[PrivacyConfig], Algorithm], privacy: PrivacyConfig
+) -> tuple[Algorithm, RunAccountant]:
+    """The run's algorithm (``build(privacy)``) and its :class:`RunAccountant`, calibrated and reported alike.
+
+    Under ``"auto"``, a calibration inside ``build`` (:func:`calibrate_noise`, :func:`planned_epsilon`)
+    resolves on its own event and the ledger on the first round's events; when any calibration resolved to
+    another accountant than the ledger (rare: e.g. a calibrated noise so small that its PLD cannot be
+    built), the algorithm is built again with the ledger's accountant named, and the ledger with it (its
+    :attr:`RunAccountant.requested` stays ``"auto"``).
+    """
+    with _recording() as used:
+        algorithm = build(privacy)
+    ledger = RunAccountant(privacy, algorithm)
+    if ledger.kind is not None and any(kind != ledger.kind for kind in used):
+        named = privacy.model_copy(update={"accountant": ledger.kind})
+        algorithm = build(named)
+        ledger = RunAccountant(named, algorithm)
+        ledger.requested = privacy.accountant
+    return algorithm, ledger

@@ -149,10 +149,13 @@ def _run_experiment(
     # Data, algorithm and accountant first: a config that cannot start leaves no run folder behind.
     if task is None:
         task = build_task(config)
-    algorithm = build_algorithm(config, task, algorithms=algorithms)
-    from ampfl.fl.privacy import RunAccountant
+    from ampfl.fl.privacy import algorithm_and_ledger
 
-    ledger = RunAccountant(config.privacy, algorithm)
+    def build(privacy: Any) -> Algorithm:  # "auto" resolved once: the ledger's accountant calibrates too
+        return build_algorithm(config.model_copy(update={"privacy": privacy}), on, algorithms=algorithms)
+
+    on = task
+    algorithm, ledger = algorithm_and_ledger(build, config.privacy)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / CONFIG_JSON, resolved)
     atomic_write_text(out / CONFIG_TOML, to_toml(resolved))
@@ -247,7 +250,8 @@ def _run_experiment(
         "delta": ledger.delta,
         "max_epsilon": config.privacy.max_epsilon,
         "privacy_unit": algorithm.privacy_unit,
-        "accountant": config.privacy.accountant if ledger.private else None,
+        "accountant": ledger.kind,  # the resolved one ("pld" or "rdp"; None without a guarantee)
+        "accountant_requested": config.privacy.accountant if ledger.private else None,
         "accounting": config.privacy.accounting if ledger.private else "none",
         "analysis": ledger.analysis(),
         "wall_seconds": wall(),

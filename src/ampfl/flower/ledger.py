@@ -17,6 +17,7 @@ the clients whose next round stays within budget; the others are no longer asked
 
 from __future__ import annotations
 
+import copy
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -60,7 +61,8 @@ class PrivacyLedger:
         self.connection.execute("PRAGMA journal_mode=WAL")
         self.connection.execute("PRAGMA synchronous=FULL")
         self.connection.executescript(_SCHEMA)
-        self.accountants = {int(c): RunAccountant(privacy, algorithm) for c in clients}
+        fresh = RunAccountant(privacy, algorithm)  # built once (e.g. its PLD of the round), then copied
+        self.accountants = {int(c): copy.deepcopy(fresh) for c in clients}
 
     def eligible(self, events: Events) -> list[int]:
         """The clients whose ε stays within ``max_epsilon`` after ``events`` (all without a budget)."""

@@ -274,7 +274,7 @@ def main(grid: Grid, context: Context) -> None:
         "delta": run_accountant.delta,
         "max_epsilon": config.privacy.max_epsilon,
         "privacy_unit": algorithm.privacy_unit,
-        "accountant": config.privacy.accountant if run_accountant.private else None,
+        "accountant": run_accountant.kind,  # resolved ("auto" never appears)
         "analysis": run_accountant.analysis(),
         "wall_seconds": time.perf_counter() - started,
         "discovery_seconds": bring_up,
