@@ -311,9 +311,13 @@ def _repair(
     random slot (s, b) of another row holding neither label (the first of ``4N + 100`` tries that qualifies).
     The tries' coins ``rng.integers(N)``, ``rng.integers(per_client)`` are drawn ahead in blocks
     (:class:`_PairDraws`), with the same values and the generator left where the one-by-one calls leave it;
-    the sequential walk itself runs on Python lists. None when rows still repeat a label after the passes."""
+    the sequential walk itself runs on a Python list. A swap never creates a repeat (both values are new to
+    their rows), so a pass in which every repeat found its swap leaves no bad row: the next pass would find
+    none and draw nothing, and is skipped. None when rows still repeat a label after the passes."""
     tries = 4 * num_clients + 100
+    p = per_client
     draws = _PairDraws(rng, num_clients, per_client)
+    pairs = draws.stream
     try:
         for _ in range(_REPAIR_PASSES):
             ordered_rows = np.sort(grid, axis=1)
@@ -321,22 +325,26 @@ def _repair(
             if bad.size == 0:
                 return grid
             cells: list[int] = grid.reshape(-1).tolist()  # row r: cells[r * p : (r + 1) * p]
-            p = per_client
+            failed = False
             for r in bad.tolist():
-                row = cells[r * p : r * p + p]
-                dup_cols = [a for a, v in enumerate(row) if v in row[:a]]  # not a first occurrence
-                for a in dup_cols:
-                    value = cells[r * p + a]
+                lo = r * p
+                row = cells[lo : lo + p]
+                for a in range(1, p):
+                    value = row[a]
+                    if value not in row[:a]:  # a first occurrence
+                        continue
                     for _ in range(tries):
-                        s, b = draws.next()
-                        if (
-                            s != r
-                            and value not in cells[s * p : s * p + p]
-                            and cells[s * p + b] not in cells[r * p : r * p + p]
-                        ):
-                            cells[r * p + a], cells[s * p + b] = cells[s * p + b], value
-                            break
+                        s, b = next(pairs)
+                        if s != r:
+                            other = cells[s * p : s * p + p]
+                            if value not in other and other[b] not in cells[lo : lo + p]:
+                                cells[lo + a], cells[s * p + b] = other[b], value
+                                break
+                    else:
+                        failed = True
             grid = np.array(cells, dtype=grid.dtype).reshape(num_clients, per_client)
+            if not failed:
+                return grid
         return None
     finally:
         draws.close()
@@ -351,20 +359,24 @@ class _PairDraws:
         self.rng, self.n, self.p = rng, n, p
         self.block = supports(rng)
         self.start: Any = rng.bit_generator.state if self.block else None
-        self.pairs: list[list[int]] = []
-        self.taken = self.drawn = self.first = 0
+        self.taken = self.drawn = 0
+        #: the pairs, one after the other (counted in ``taken``)
+        self.stream: Iterator[tuple[int, int]] = self._pairs()
 
     def next(self) -> tuple[int, int]:
+        return next(self.stream)
+
+    def _pairs(self) -> Iterator[tuple[int, int]]:
         if not self.block:
-            return int(self.rng.integers(self.n)), int(self.rng.integers(self.p))
-        if self.taken == self.drawn:  # the next block (twice the pairs drawn so far)
+            while True:
+                yield int(self.rng.integers(self.n)), int(self.rng.integers(self.p))
+        while True:  # the next block (twice the pairs drawn so far)
             size = max(1024, self.drawn)
-            self.pairs = lemire_values(self.rng, self._bounds(size)).reshape(size, 2).tolist()
-            self.first = self.drawn
+            values = lemire_values(self.rng, self._bounds(size)).reshape(size, 2)
             self.drawn += size
-        pair = self.pairs[self.taken - self.first]
-        self.taken += 1
-        return pair[0], pair[1]
+            for pair in zip(values[:, 0].tolist(), values[:, 1].tolist(), strict=True):
+                self.taken += 1
+                yield pair
 
     def _bounds(self, pairs: int) -> np.ndarray:
         return np.tile(np.array([self.n - 1, self.p - 1], dtype=np.uint64), pairs)
