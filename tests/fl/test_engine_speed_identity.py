@@ -132,3 +132,17 @@ def test_runs_are_bit_identical_to_per_client_draws(tmp_path: Path, algorithm: d
     assert len(want[0]) == 2 and want[0][-1]["accuracy"] > 0.1
     assert _digest(tmp_path / "block") == want and _digest(resumed) == want
     assert np.isfinite(want[0][-1]["train_loss"])
+
+
+def test_full_fixed_cohort_skips_the_draw_and_gives_the_drawn_cohort() -> None:
+    from ampfl.fl.algorithms.base import ROLE_SAMPLING
+    from ampfl.fl.run import build_algorithm, build_task
+
+    config = _config({"name": "fedavg"})
+    algorithm = build_algorithm(config, build_task(config))  # type: ignore[arg-type]
+    sampler = algorithm.sampler  # type: ignore[attr-defined]
+    assert sampler.cohort_size == sampler.num_clients == 30
+    for r in range(3):
+        drawn = sampler.sample(r, algorithm.rng(r, ROLE_SAMPLING))
+        got = algorithm.participants(sampler, r)  # type: ignore[attr-defined]
+        assert got.dtype == drawn.dtype and np.array_equal(got, drawn)
