@@ -21,7 +21,7 @@ the wall time of a small model mostly measures the wait for a core). Results and
 docs/performance.md.
 
 Usage: ``.venv/bin/python bench/compare.py [--models logreg,cnn] [--ks 10,100] [--rounds 10] [--repeats 3]
-[--steady 3] [--clock wall|cpu] [--no-dp]``.
+[--steady 3] [--clock wall|cpu] [--no-dp] [--no-loop]``.
 """
 
 from __future__ import annotations
@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steady", type=int, default=3, help="S: also time S·R rounds (1: skip)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     parser.add_argument("--no-dp", action="store_true", help="only the runs without DP")
+    parser.add_argument("--no-loop", action="store_true", help="skip the per-client loop (slow for the CNN)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     flower = flower_available() and not args.no_flower
@@ -187,14 +188,17 @@ def main(argv: list[str] | None = None) -> None:
             for k in (int(v) for v in args.ks.split(",")):
                 for dp in (False,) if args.no_dp else (False, True):
                     fns = workload(model, k, args.rounds, dp, Path(tmp) / "run", flower, args.steady)
+                    if args.no_loop:
+                        del fns["loop"]
                     t = timed_interleaved(fns, args.repeats, clock)
+                    lp = f"{t['loop'] / t['ampfl']:.1f}×" if "loop" in t else "—"
                     fl = f"{t['flower'] / t['ampfl']:.1f}×" if "flower" in t else "—"
                     st = "—"
                     if "ampfl+" in t:
                         st = f"{(t['ampfl+'] - t['ampfl']) / (t['central+'] - t['central']):.2f}×"
                     print(
                         f"| {model} | {k} | {'yes' if dp else 'no'} | {t['ampfl']:.3f} | "
-                        f"{t['loop'] / t['ampfl']:.1f}× | {t['ampfl'] / t['central']:.2f}× | {st} | {fl} |",
+                        f"{lp} | {t['ampfl'] / t['central']:.2f}× | {st} | {fl} |",
                         flush=True,
                     )
                     print(f"  load average {os.getloadavg()[0]:.2f}", flush=True)

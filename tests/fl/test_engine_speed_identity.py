@@ -1,6 +1,7 @@
 """Issue 17 speed-ups change no bit: the logistic regression's stacked forward equals the ``vmap`` path
-exactly, and whole runs (FedAvg, DP-FedAvg, resumed) write the same metrics and parameters with the block
-draw of the participants' mini-batches as with numpy's per-client draws."""
+exactly, its autograd-free gradients equal autograd's, and whole runs (FedAvg, DP-FedAvg, resumed) write the
+same metrics and parameters with the block draw of the participants' mini-batches and the autograd-free
+gradients as with numpy's per-client draws and autograd."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ampfl.fl import sampling
 from ampfl.fl.config import parse_config
 from ampfl.fl.engine import Engine, EngineOptions, FunctionalModel, _rows
 from ampfl.fl.models import build_model
+from ampfl.fl.models.linear import LogisticRegression
 from ampfl.fl.run import run_experiment
 
 
@@ -49,6 +51,30 @@ def test_logreg_stacked_forward_is_bitwise_the_vmap_path(classes: int, opts: dic
         for fast in (True, False)
     ]
     assert torch.equal(runs[0].params, runs[1].params) and torch.equal(runs[0].loss, runs[1].loss)
+
+
+@pytest.mark.parametrize("classes", [2, 4])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize(("k", "b"), [(1, 1), (100, 1), (37, 7), (100, 10)])
+def test_logreg_gradients_without_autograd_are_bitwise_autograd(
+    classes: int, bias: bool, k: int, b: int
+) -> None:
+    fm = FunctionalModel(build_model("logreg", input_shape=(13,), num_classes=classes, bias=bias), (13,))
+    gen = torch.Generator().manual_seed(k * b + classes)
+    q = 2
+    xb = torch.randn((k, q, b, 13), generator=gen) * 4
+    yb = torch.randint(0, classes, (k, q, b), generator=gen)
+    wb = torch.rand((k, q, b), generator=gen)
+    views = list(fm.spec.unflatten(torch.randn((k, fm.dim), generator=gen)).values())
+    analytic = fm.module.stacked_loss_and_grads
+    for r in range(q):  # strided slices of [k, Q, b] as the engine passes them
+        args = (fm.spec.names, views, fm.stacked_example_losses, xb[:, r], yb[:, r], wb[:, r])
+        want_grads, want_loss = Engine._batched_grads(*args)
+        got_grads, got_loss = Engine._batched_grads(*args, analytic)
+        assert torch.equal(got_loss, want_loss)
+        assert all(torch.equal(g, h) for g, h in zip(got_grads, want_grads, strict=True))
+    penalised = build_model("logreg", input_shape=(13,), num_classes=classes, gamma=0.1)
+    assert penalised.stacked_loss_and_grads({}, xb[:, 0], yb[:, 0], wb[:, 0]) is None
 
 
 def test_rows_is_advanced_indexing() -> None:
@@ -90,9 +116,13 @@ def _digest(folder: Path) -> tuple[list[dict], list[bytes]]:
 )
 def test_runs_are_bit_identical_to_per_client_draws(tmp_path: Path, algorithm: dict) -> None:
     """30 clients of ~40 digits, Q·b = 10: the block draw and Floyd's choice are used (cohort >= 24); with
-    the block draw disabled numpy draws client by client, as before issue 17. A resumed run matches too."""
+    the block draw and the autograd-free gradients disabled numpy draws client by client and autograd
+    differentiates, as before issue 17. A resumed run matches too."""
     config = _config(algorithm)
-    with mock.patch.object(sampling, "_BLOCK_FROM", 10**9):
+    with (
+        mock.patch.object(sampling, "_BLOCK_FROM", 10**9),
+        mock.patch.object(LogisticRegression, "stacked_loss_and_grads", lambda *_: None),
+    ):
         run_experiment(config, tmp_path / "loop", progress=False, plots=False)  # type: ignore[arg-type]
     run_experiment(config, tmp_path / "block", progress=False, plots=False)  # type: ignore[arg-type]
     resumed = tmp_path / "resumed"
@@ -102,3 +132,17 @@ def test_runs_are_bit_identical_to_per_client_draws(tmp_path: Path, algorithm: d
     assert len(want[0]) == 2 and want[0][-1]["accuracy"] > 0.1
     assert _digest(tmp_path / "block") == want and _digest(resumed) == want
     assert np.isfinite(want[0][-1]["train_loss"])
+
+
+def test_full_fixed_cohort_skips_the_draw_and_gives_the_drawn_cohort() -> None:
+    from ampfl.fl.algorithms.base import ROLE_SAMPLING
+    from ampfl.fl.run import build_algorithm, build_task
+
+    config = _config({"name": "fedavg"})
+    algorithm = build_algorithm(config, build_task(config))  # type: ignore[arg-type]
+    sampler = algorithm.sampler  # type: ignore[attr-defined]
+    assert sampler.cohort_size == sampler.num_clients == 30
+    for r in range(3):
+        drawn = sampler.sample(r, algorithm.rng(r, ROLE_SAMPLING))
+        got = algorithm.participants(sampler, r)  # type: ignore[attr-defined]
+        assert got.dtype == drawn.dtype and np.array_equal(got, drawn)

@@ -316,8 +316,11 @@ def test_pair_draws_across_blocks_leave_the_stream_as_one_by_one_calls():
     ref, rng = np.random.default_rng(11), np.random.default_rng(11)
     ref.integers(0, 3), rng.integers(0, 3)  # half a 64-bit word waits in numpy's buffer
     draws = _PairDraws(rng, 1000003, 3)
-    got = [draws.next() for _ in range(2900)]  # three blocks: 1024, 1024, 2048 pairs
-    draws.close()
+    for taken in (0, 1024, 2048):  # three blocks: 1024, 1024, 2048 pairs
+        rows, cols = draws.more(taken)
+    assert len(rows) == len(cols) == 4096
+    got = list(zip(rows[:2900], cols[:2900], strict=True))
+    draws.close(2900)
     assert got == [(int(ref.integers(1000003)), int(ref.integers(3))) for _ in range(2900)]
     assert rng.integers(0, 2**31) == ref.integers(0, 2**31) and rng.random() == ref.random()
 

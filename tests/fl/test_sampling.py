@@ -241,6 +241,24 @@ def test_local_batches_matches_the_per_client_loop(sizes, seed, steps, batch, sc
         assert rng.random() == ref.random()
 
 
+@pytest.mark.parametrize("buffered", [False, True])
+def test_local_batches_runs_of_short_clients_match_the_per_client_loop(buffered: bool) -> None:
+    """Clients holding fewer than Q·b examples cycle through permutations: runs of equal sizes share one
+    ``rng.permuted`` call, between clients drawn in a block (Floyd) and a lone short client."""
+    sizes = [5] * 30 + [4] * 20 + [60] * 30 + [7] + [80] * 25 + [1] * 5 + [3] * 40
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    parts = [np.arange(offsets[i], offsets[i + 1], dtype=np.int64) for i in range(len(sizes))]
+    clients = np.arange(len(sizes), dtype=np.int64)
+    for scheme in ("wor", "wr"):
+        ref, rng = _rng(21), _rng(21)
+        if buffered:
+            ref.integers(0, 5), rng.integers(0, 5)
+        kw = {"num_steps": 4, "batch_size": 6, "scheme": scheme}
+        want = _reference_local_batches(parts, clients, rng=ref, **kw)
+        assert torch.equal(local_batches(ClientPartition.from_arrays(parts), clients, rng=rng, **kw), want)
+        assert rng.integers(0, 2**31) == ref.integers(0, 2**31) and rng.random() == ref.random()
+
+
 def test_local_batches_rejection_and_empty_client() -> None:
     """Bounds near 2³² make numpy reject many words: still the same draws; an empty client is named."""
     from ampfl.fl.stream_draws import lemire_values

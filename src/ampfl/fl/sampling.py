@@ -19,6 +19,7 @@ clients' mini-batches as index tensors for the engine.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -272,8 +273,9 @@ def _local_draws(sizes: np.ndarray, need: int, scheme: str, rng: np.random.Gener
     """``[k, need]`` positions into each client's array, drawn as numpy draws them client after client.
 
     Clients whose draws are reproduced in one block (:mod:`ampfl.fl.stream_draws`): uniform integers, or
-    Floyd's choice (need <= n, and not numpy's whole-range shuffle of n > 10000); the others (need > n: whole
-    permutations) and cohorts under ``_BLOCK_FROM`` call numpy one client at a time, in the same order.
+    Floyd's choice (need <= n, and not numpy's whole-range shuffle of n > 10000); the others and cohorts
+    under ``_BLOCK_FROM`` call numpy in the same order (:func:`_draws_in_order`: whole permutations for
+    need > n, one ``rng.permuted`` call per run of clients of equal size).
     """
     k = sizes.size
     local = np.empty((k, need), dtype=np.int64)
@@ -284,14 +286,35 @@ def _local_draws(sizes: np.ndarray, need: int, scheme: str, rng: np.random.Gener
     for lo, hi in zip([0, *cuts], [*cuts, k], strict=True):
         n = sizes[lo:hi]
         if not fast[lo]:
-            for row in range(lo, hi):
-                local[row] = _client_draws(int(sizes[row]), need, scheme, rng)
+            _draws_in_order(local, sizes, lo, hi, need, scheme, rng)
         elif scheme == "wr":
             local[lo:hi] = lemire_values(rng, np.repeat(n - 1, need)).reshape(hi - lo, need)
         else:
             values = lemire_values(rng, floyd_bounds(n, need).reshape(-1)).reshape(hi - lo, -1)
             local[lo:hi] = floyd_choice(n, need, values)
     return local
+
+
+def _draws_in_order(
+    local: np.ndarray, sizes: np.ndarray, lo: int, hi: int, need: int, scheme: str, rng: np.random.Generator
+) -> None:
+    """Rows ``lo .. hi − 1`` of ``local`` as numpy draws them client after client. Consecutive clients that
+    cycle through permutations of the same size n < need (WOR) share one ``rng.permuted`` call on a
+    ``[clients · ⌈need/n⌉, n]`` array: it shuffles row after row with the same draws as that many
+    ``rng.permutation(n)`` calls one after the other (numpy's shuffle of each row; tested in
+    ``tests/fl/test_sampling.py``), so one call per run of equal sizes instead of per client and cycle."""
+    part = sizes[lo:hi]
+    cycling = (part < need) if scheme == "wor" else np.zeros(hi - lo, dtype=bool)
+    key = np.where(cycling, part, -1 - np.arange(hi - lo))  # the other clients: one run each
+    starts = [lo, *(lo + np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(), hi]
+    for start, end in itertools.pairwise(starts):
+        n = int(sizes[start])
+        if not cycling[start - lo]:
+            local[start] = _client_draws(n, need, scheme, rng)
+            continue
+        copies = -(-need // n)
+        rows = np.tile(np.arange(n, dtype=np.int64), ((end - start) * copies, 1))
+        local[start:end] = rng.permuted(rows, axis=1).reshape(end - start, copies * n)[:, :need]
 
 
 def _client_draws(n: int, need: int, scheme: str, rng: np.random.Generator) -> np.ndarray:

@@ -108,7 +108,11 @@ class FederatedAlgorithm(Algorithm):
         return PoissonSampler(n, p.sampling_rate)
 
     def participants(self, sampler: Sampler, round_index: int) -> np.ndarray:
-        """Sorted ids of round ``round_index``'s participants (seeded by the sampling role)."""
+        """Sorted ids of round ``round_index``'s participants (seeded by the sampling role). A fixed-size
+        cohort of all N clients is every client whatever the draws: its generator (used for nothing else)
+        is not built."""
+        if isinstance(sampler, FixedSizeSampler) and sampler.cohort_size == sampler.num_clients:
+            return np.arange(sampler.num_clients, dtype=np.int64)
         return sampler.sample(round_index, self.rng(round_index, ROLE_SAMPLING))
 
     def batches(self, clients: np.ndarray, round_index: int, p: LocalTrainingParams) -> torch.Tensor:

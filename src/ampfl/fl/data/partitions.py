@@ -236,10 +236,11 @@ def _label_skew(
     m = np.array([a.size for a in members], dtype=np.int64)
     start_of = np.concatenate([[0], np.cumsum(m)[:-1]])
     labels = grid.reshape(-1).astype(np.int64)
-    order = np.argsort(labels, kind="stable")
-    first = np.searchsorted(labels[order], labels[order], side="left")
+    # rank of each slot among the slots of its label, in grid order (a stable sort of small integers: radix)
+    order = np.argsort(labels.astype(np.min_scalar_type(classes.size)), kind="stable")
+    first = np.concatenate([[0], np.cumsum(np.bincount(labels, minlength=classes.size))[:-1]])
     rank = np.empty_like(order)
-    rank[order] = np.arange(order.size) - first
+    rank[order] = np.arange(order.size) - first[labels[order]]
     s, size = slots[labels], m[labels]
     piece = s - 1 - rank
     base, extra = size // s, size % s
@@ -311,69 +312,118 @@ def _repair(
     random slot (s, b) of another row holding neither label (the first of ``4N + 100`` tries that qualifies).
     The tries' coins ``rng.integers(N)``, ``rng.integers(per_client)`` are drawn ahead in blocks
     (:class:`_PairDraws`), with the same values and the generator left where the one-by-one calls leave it;
-    the sequential walk itself runs on Python lists. None when rows still repeat a label after the passes."""
+    the sequential walk itself runs on Python lists. A swap never creates a repeat (both values are new to
+    their rows), so a pass in which every repeat found its swap leaves no bad row: the next pass would find
+    none and draw nothing, and is skipped. None when rows still repeat a label after the passes."""
     tries = 4 * num_clients + 100
+    p = per_client
     draws = _PairDraws(rng, num_clients, per_client)
+    rows_s: list[int] = []
+    cols_b: list[int] = []
+    t = 0  # pairs taken
     try:
         for _ in range(_REPAIR_PASSES):
-            ordered_rows = np.sort(grid, axis=1)
-            bad = np.flatnonzero((ordered_rows[:, 1:] == ordered_rows[:, :-1]).any(axis=1))
+            bad = np.flatnonzero(_repeats(grid))
             if bad.size == 0:
                 return grid
             cells: list[int] = grid.reshape(-1).tolist()  # row r: cells[r * p : (r + 1) * p]
-            p = per_client
-            for r in bad.tolist():
-                row = cells[r * p : r * p + p]
-                dup_cols = [a for a, v in enumerate(row) if v in row[:a]]  # not a first occurrence
-                for a in dup_cols:
-                    value = cells[r * p + a]
+            failed = False
+            if p == 2:  # the same walk, unrolled: row r = [v, v]; (s, b) qualifies iff s != r and v not in s
+                for r in bad.tolist():
+                    v = cells[2 * r]
+                    if cells[2 * r + 1] != v:  # repaired earlier in this pass, as another row's partner
+                        continue
                     for _ in range(tries):
-                        s, b = draws.next()
-                        if (
-                            s != r
-                            and value not in cells[s * p : s * p + p]
-                            and cells[s * p + b] not in cells[r * p : r * p + p]
-                        ):
-                            cells[r * p + a], cells[s * p + b] = cells[s * p + b], value
+                        try:
+                            s = rows_s[t]
+                        except IndexError:
+                            rows_s, cols_b = draws.more(t, hint=2 * bad.size)
+                            s = rows_s[t]
+                        t += 1
+                        if s != r and cells[2 * s] != v and cells[2 * s + 1] != v:
+                            j = 2 * s + cols_b[t - 1]
+                            cells[2 * r + 1], cells[j] = cells[j], v
                             break
-            grid = np.array(cells, dtype=grid.dtype).reshape(num_clients, per_client)
+                    else:
+                        failed = True
+                bad = bad[:0]
+            for r in bad.tolist():
+                lo = r * p
+                row = cells[lo : lo + p]
+                for a in range(1, p):
+                    value = row[a]
+                    if value not in row[:a]:  # a first occurrence
+                        continue
+                    for _ in range(tries):
+                        if t == len(rows_s):
+                            rows_s, cols_b = draws.more(t)
+                        s, b = rows_s[t], cols_b[t]
+                        t += 1
+                        if s != r:
+                            other = cells[s * p : s * p + p]
+                            if value not in other and other[b] not in cells[lo : lo + p]:
+                                cells[lo + a], cells[s * p + b] = other[b], value
+                                break
+                    else:
+                        failed = True
+            grid = np.fromiter(cells, dtype=grid.dtype, count=len(cells)).reshape(num_clients, per_client)
+            if not failed:
+                return grid
         return None
     finally:
-        draws.close()
+        draws.close(t)
+
+
+def _repeats(grid: np.ndarray) -> np.ndarray:
+    """Whether each row of ``grid`` holds some value twice (pairwise comparisons of the columns)."""
+    p = grid.shape[1]
+    if p > 8:
+        ordered = np.sort(grid, axis=1)
+        return np.asarray((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
+    out = np.zeros(grid.shape[0], dtype=bool)
+    for a in range(1, p):
+        for c in range(a):
+            out |= grid[:, a] == grid[:, c]
+    return out
 
 
 class _PairDraws:
-    """``(rng.integers(n), rng.integers(p))`` pairs drawn ahead in blocks; :meth:`close` leaves ``rng`` where
-    as many one-by-one calls as pairs taken would have left it (any bit generator other than PCG64: the
-    one-by-one calls themselves)."""
+    """``(rng.integers(n), rng.integers(p))`` pairs drawn ahead in blocks (:meth:`more`); :meth:`close` leaves
+    ``rng`` where as many one-by-one calls as pairs taken would have left it (any bit generator other than
+    PCG64: the one-by-one calls themselves, one pair per :meth:`more`)."""
 
     def __init__(self, rng: np.random.Generator, n: int, p: int) -> None:
         self.rng, self.n, self.p = rng, n, p
         self.block = supports(rng)
         self.start: Any = rng.bit_generator.state if self.block else None
-        self.pairs: list[list[int]] = []
-        self.taken = self.drawn = self.first = 0
+        self.drawn = 0
+        self.rows: list[int] = []
+        self.cols: list[int] = []
 
-    def next(self) -> tuple[int, int]:
+    def more(self, taken: int, hint: int = 0) -> tuple[list[int], list[int]]:
+        """The pairs drawn so far, extended (by at least ``hint``); ``taken`` must equal their number."""
+        assert taken == self.drawn
         if not self.block:
-            return int(self.rng.integers(self.n)), int(self.rng.integers(self.p))
-        if self.taken == self.drawn:  # the next block (twice the pairs drawn so far)
-            size = max(1024, self.drawn)
-            self.pairs = lemire_values(self.rng, self._bounds(size)).reshape(size, 2).tolist()
-            self.first = self.drawn
-            self.drawn += size
-        pair = self.pairs[self.taken - self.first]
-        self.taken += 1
-        return pair[0], pair[1]
+            self.rows.append(int(self.rng.integers(self.n)))
+            self.cols.append(int(self.rng.integers(self.p)))
+            self.drawn += 1
+            return self.rows, self.cols
+        size = max(1024, self.drawn, hint)  # at least twice the pairs drawn so far
+        values = lemire_values(self.rng, self._bounds(size)).reshape(size, 2)
+        self.rows += values[:, 0].tolist()
+        self.cols += values[:, 1].tolist()
+        self.drawn += size
+        return self.rows, self.cols
 
     def _bounds(self, pairs: int) -> np.ndarray:
         return np.tile(np.array([self.n - 1, self.p - 1], dtype=np.uint64), pairs)
 
-    def close(self) -> None:
+    def close(self, taken: int) -> None:
+        """Leave the generator after the first ``taken`` pairs."""
         if self.block and self.drawn:
             self.rng.bit_generator.state = self.start
-            lemire_values(self.rng, self._bounds(self.taken))
-            self.drawn = self.taken
+            lemire_values(self.rng, self._bounds(taken))
+            self.drawn = taken
 
 
 def _finish(parts: list[np.ndarray]) -> ClientPartition:

@@ -76,6 +76,44 @@ class LogisticRegression(FLModel):
         w = params["linear.weight"]
         return w.new_zeros(w.shape[0]) if self.gamma == 0.0 else None
 
+    def stacked_loss_and_grads(
+        self, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor] | None:
+        """For γ = 0: the per-client gradients (by parameter name, ``[k, *shape]``) and losses ``[k]`` of
+        Σ_j w_ij ℓ(w_i; x_ij, y_ij) without autograd (issue 17): the forward pass of :meth:`forward_stacked`
+        and :meth:`per_sample_loss`, then the backward kernels autograd runs, on tensors of the same values
+        and layouts (layouts decide vectorised vs scalar loops), so bit for bit the engine's autograd result
+        (``tests/fl/test_engine_speed_identity.py``). None for γ > 0 (autograd then runs)."""
+        if self.gamma != 0.0:
+            return None
+        weight = params["linear.weight"]
+        k, b = x.shape[0], x.shape[1]
+        inputs = x.flatten(start_dim=2)
+        out = torch.bmm(inputs, weight.transpose(1, 2))
+        bias = params.get("linear.bias")
+        if bias is not None:
+            out = bias[:, None, :] + out
+        targets = y.reshape(k * b)
+        # d(Σ_i per_client_i)/d(losses) as autograd forms it: ones expanded to [k, b], times w
+        grad_losses = (weight.new_ones(()).expand(k).unsqueeze(1).expand(k, b) * w).reshape(k * b)
+        if self.binary:
+            sign = 2.0 * targets.to(out.dtype) - 1.0
+            margin = -sign * out.reshape(k * b)
+            losses = F.softplus(margin)
+            grad_margin = torch.ops.aten.softplus_backward(grad_losses, margin, 1.0, 20.0)
+            grad_out = (grad_margin * -sign).reshape(k, b).unsqueeze(-1)
+        else:  # F.cross_entropy = log_softmax, then nll_loss (reduction "none", ignore_index -100)
+            log_p = torch.log_softmax(out.reshape(k * b, -1), 1)
+            losses, total = torch.ops.aten.nll_loss_forward(log_p, targets, None, 0, -100)
+            grad_log_p = torch.ops.aten.nll_loss_backward(grad_losses, log_p, targets, None, 0, -100, total)
+            grad_out = torch.ops.aten._log_softmax_backward_data(grad_log_p, log_p, 1, log_p.dtype)
+            grad_out = grad_out.reshape(out.shape)
+        per_client = ((losses.reshape(k, b) + weight.new_zeros(k).reshape(k, 1)) * w).sum(1)
+        grads = {"linear.weight": torch.bmm(inputs.transpose(1, 2), grad_out).transpose(1, 2)}
+        if bias is not None:
+            grads["linear.bias"] = grad_out.sum_to_size(k, 1, out.shape[2]).reshape(bias.shape)
+        return grads, per_client
+
     def per_sample_loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         if self.binary:
             sign = 2.0 * targets.to(outputs.dtype) - 1.0  # {0, 1} -> {-1, +1}
