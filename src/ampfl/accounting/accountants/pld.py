@@ -31,7 +31,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from ampfl.accounting._checks import NumericalError, check_delta, check_nonnegative, check_positive
 from ampfl.accounting.accountants import pld_fast
 from ampfl.accounting.accountants.base import Accountant, NeighboringRelation, UnsupportedEventError
-from ampfl.accounting.accountants.pld_cache import GridState, Runs, add_run
+from ampfl.accounting.accountants.pld_cache import Calls, GridState
 from ampfl.accounting.events import (
     BalancedIterationSubsamplingEvent,
     ComposedEvent,
@@ -158,9 +158,9 @@ def _allocation_pld(event: BalancedIterationSubsamplingEvent, h: float) -> pld_l
 class PLDAccountant(Accountant):
     """Composes pessimistic PLDs; answers ε(δ), δ(ε) from the composed distribution (add/remove-one).
 
-    Incremental (issue 17): the history is run-length encoded and each grid's composed PLD is extended, not
-    rebuilt, when rounds are added (:mod:`~ampfl.accounting.accountants.pld_cache`); an answer on an unchanged
-    history is cached, on the reporting grid and on every finer grid of ``refine`` alike.
+    Incremental (issue 17): each grid's composed PLD is extended by one convolution per call, not rebuilt
+    (:mod:`~ampfl.accounting.accountants.pld_cache`); an answer on an unchanged history is cached, on the
+    reporting grid and on every finer grid of ``refine`` alike.
     """
 
     name = "pld"
@@ -180,7 +180,7 @@ class PLDAccountant(Accountant):
         self._reset()
 
     def _reset(self) -> None:
-        self._runs: Runs = []
+        self._calls_seen: Calls = []
         self._version = 0
         self._grids: dict[float, GridState | None] = {self._interval: GridState(self._one)}
 
@@ -192,7 +192,7 @@ class PLDAccountant(Accountant):
         grid = self._grids[self._interval]
         assert grid is not None
         with dp_accounting_guard("PLD composition"):
-            return grid.composed(self._runs, self._version)
+            return grid.composed(self._calls_seen)
 
     def _at(self, interval: float) -> GridState | None:
         """The state on a finer grid (``None`` if dp-accounting cannot build it there), kept across rounds."""
@@ -231,14 +231,14 @@ class PLDAccountant(Accountant):
         from ampfl.accounting.subsampling import dp_accounting_guard
 
         h = self._interval
-        steps = sum(count for _, count in self._runs)
+        steps = sum(count for _, count in self._calls_seen)
         while self._refine and 0.0 < small < PLD_REFINE_BELOW * steps * h and h / 4.0 >= PLD_MIN_INTERVAL:
             grid = self._at(h / 4.0)
             if grid is None:
                 break
             try:
                 with dp_accounting_guard("PLD composition"):
-                    fine = grid.composed(self._runs, self._version)
+                    fine = grid.composed(self._calls_seen)
             except NumericalError:
                 self._grids[h / 4.0] = None  # this grid cannot hold the history: it will not hold more
                 break
@@ -268,7 +268,7 @@ class PLDAccountant(Accountant):
         if count == 0:
             return
         self._one(event)
-        add_run(self._runs, event, count)
+        self._calls_seen.append((event, count))
         self._version += 1
 
     def get_epsilon(self, target_delta: float) -> float:
@@ -300,5 +300,5 @@ class PLDAccountant(Accountant):
         if float(state["value_discretization_interval"]) != self._interval:
             raise ValueError("state was written with another value_discretization_interval.")
         self._reset()
-        for event, count in self.events():  # replay: the same run-length history, the same PLD bit for bit
+        for event, count in self.events():  # replay, in the same order: the same PLD bit for bit
             self._add(event, count)

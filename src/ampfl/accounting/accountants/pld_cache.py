@@ -1,14 +1,16 @@
 """Incremental composition for the PLD accountant (issue 17: a run reads ε after every round).
 
-The history is kept run-length encoded, ``[(event, count), …]`` with consecutive equal events merged, and its
-PLD is *defined* as the left-to-right composition of ``self_compose(PLD(event), count)`` over the runs. That
-makes the composed PLD a function of the history alone — not of when ε was asked — so a resumed accountant
+The composed PLD of a history of calls ``[(event, count), …]`` is *defined* as the left-to-right composition
+``self_compose(PLD(event), count)`` over the calls, one convolution per call — as before this module, so every
+documented number stands. It is a function of the history alone, not of when ε was asked: a resumed accountant
 (which replays the history) answers bit for bit as one that never stopped, whatever the evaluation schedule.
 
-:class:`GridState` holds one grid's share of the work: the PLD of all runs but the last (extended once per
-finished run, never recomputed), the last run's power (one FFT power when its count grows: a run of T equal
-rounds costs one self-composition at each evaluation, not T convolutions), and the answers already given.
-The accountant keeps one per grid (the reporting grid and, for small ε, the finer ones of ``refine``).
+:class:`GridState` holds one grid's share of the work: the PLD of the calls composed so far, extended by the
+calls added since (each composed in once, never recomputed), and the answers already given for this history.
+The accountant keeps one per grid: the reporting grid and, for small ε, the finer ones of ``refine``, which
+therefore cost one convolution per round too instead of a replay of the whole history at every evaluation.
+(A lazier form — merging equal consecutive calls into one FFT power — makes a run that reads ε once cheaper
+but one that reads it every round dearer: the power is redone at each reading, with its Chernoff bounds.)
 """
 
 from __future__ import annotations
@@ -20,24 +22,13 @@ from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution 
 from ampfl.accounting.accountants import pld_fast
 from ampfl.accounting.events import PrivacyEvent
 
-__all__ = ["GridState", "Runs", "add_run"]
+__all__ = ["Calls", "GridState"]
 
-
-Runs = list[tuple[PrivacyEvent, int]]
-
-
-def add_run(runs: Runs, event: PrivacyEvent, count: int) -> None:
-    """Append ``count`` × ``event`` to the run-length history (merged into the last run when equal)."""
-    if count <= 0:
-        return
-    if runs and runs[-1][0] == event:
-        runs[-1] = (event, runs[-1][1] + count)
-    else:
-        runs.append((event, count))
+Calls = list[tuple[PrivacyEvent, int]]
 
 
 class GridState:
-    """The composed PLD of a run-length history on one grid, kept incrementally (see the module docstring).
+    """The composed PLD of a history of calls on one grid, kept incrementally (see the module docstring).
 
     Args:
         one: the PLD of one application of an event on this grid (cached by the caller).
@@ -45,35 +36,19 @@ class GridState:
 
     def __init__(self, one: Callable[[PrivacyEvent], PLD]) -> None:
         self._one = one
-        self._prefix: PLD | None = None  # runs[:_done] composed
+        self._pld: PLD | None = None  # calls[:_done] composed
         self._done = 0
-        self._power: tuple[PrivacyEvent, int, PLD] | None = None  # the last run's self-composition
-        self._full: tuple[int, PLD | None] | None = None  # (version, composed PLD)
         self._answers: dict[tuple[str, float], float] = {}
         self._version = -1
 
-    def composed(self, runs: Runs, version: int) -> PLD | None:
-        """The PLD of ``runs`` (``version`` changes whenever ``runs`` does; ``None`` for an empty history)."""
-        if self._full is not None and self._full[0] == version:
-            return self._full[1]
-        if not runs:
-            out = None
-        else:
-            while self._done < len(runs) - 1:  # runs before the last are final: compose each in once
-                step = self._run(*runs[self._done])
-                self._prefix = step if self._prefix is None else pld_fast.compose(self._prefix, step)
-                self._done += 1
-            last = self._run(*runs[-1])
-            out = last if self._prefix is None else pld_fast.compose(self._prefix, last)
-        self._full = (version, out)
-        return out
-
-    def _run(self, event: PrivacyEvent, count: int) -> PLD:
-        if self._power is not None and self._power[0] == event and self._power[1] == count:
-            return self._power[2]
-        out = pld_fast.self_compose(self._one(event), count)
-        self._power = (event, count, out)
-        return out
+    def composed(self, calls: Calls) -> PLD | None:
+        """The PLD of ``calls`` (which only ever grow at the end; ``None`` for an empty history)."""
+        while self._done < len(calls):
+            event, count = calls[self._done]
+            step = pld_fast.self_compose(self._one(event), count)
+            self._pld = step if self._pld is None else pld_fast.compose(self._pld, step)
+            self._done += 1
+        return self._pld
 
     def answer(self, kind: str, arg: float, version: int, compute: Callable[[], float]) -> float:
         """``compute()`` once per (``kind``, ``arg``) and history ``version``."""
