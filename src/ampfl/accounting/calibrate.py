@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ampfl.accounting._checks import NumericalError, check_delta, check_int, check_positive
@@ -56,7 +57,6 @@ def calibrate(
             names the smallest ε the accountant certifies in the range (``.smallest_epsilon``).
     """
     from ampfl.accounting.accountants import make_accountant
-    from ampfl.accounting.accountants.pld import PLD_DISCRETIZATION
 
     eps = check_positive("target_epsilon", target_epsilon)
     dlt = check_delta("target_delta", target_delta)
@@ -72,18 +72,41 @@ def calibrate(
             memo[z] = float(acc.get_epsilon(dlt))
         return memo[z]
 
-    floor = loss(upper)
-    if not floor <= eps:
+    if not step > 1.0:
+        raise ValueError(f"step must be > 1. Found {step}.")
+    try:
+        return _search(loss, make_event, accountant, kwargs, n, eps, dlt, lower, upper, initial, rtol, step)
+    except UnreachableTarget:
+        floor = loss(upper)  # only on failure: at the largest noise the PLD refines to its finest grid
+        if floor <= eps:  # pragma: no cover - the searches only give up where upper misses the target
+            raise
         raise UnreachableTarget(
             f"target epsilon {eps:g} at delta {dlt:g} is unreachable: the smallest epsilon the {accountant} "
             f"accountant certifies (noise multiplier up to {upper:g}) is {floor:.6g}.",
             smallest_epsilon=floor,
-        )
-    if not step > 1.0:
-        raise ValueError(f"step must be > 1. Found {step}.")
+        ) from None
+
+
+def _search(
+    loss: Callable[[float], float],
+    make_event: Callable[[float], Any],
+    accountant: str,
+    kwargs: dict[str, Any],
+    n: int,
+    eps: float,
+    dlt: float,
+    lower: float,
+    upper: float,
+    initial: float,
+    rtol: float,
+    step: float,
+) -> float:
+    from ampfl.accounting.accountants import make_accountant
+    from ampfl.accounting.accountants.pld import PLD_DISCRETIZATION
+
     if accountant == "pld" and "value_discretization_interval" not in kwargs:
         # Coarse to fine: a 10× coarser (still pessimistic) PLD finds the noise to 2%; the fine − coarse gap
-        # there shifts the coarse curve onto the fine one (_offset_guess, 3 fine probes), else the fine
+        # shifts the coarse curve onto the fine one (_offset_guess: 3–5 fine probes), else the fine
         # accountant brackets it within 5% and bisects; the answer is the fine accountant's (sound, within
         # rtol).
         coarse = {**kwargs, "value_discretization_interval": 10 * PLD_DISCRETIZATION, "refine": False}
@@ -123,30 +146,43 @@ def _offset_guess(
     lower: float,
     upper: float,
     rtol: float,
+    tries: int = 3,
 ) -> float | None:
-    """Three fine probes instead of a fine search: the fine − coarse gap at ``z_coarse`` shifts the (cheap)
-    coarse curve onto the fine one, whose root is then bracketed by two fine probes ``rtol`` apart.
+    """A few fine probes instead of a fine search: the fine − coarse gap at ``z_coarse`` shifts the (cheap)
+    coarse curve onto the fine one, whose root is then bracketed by two fine probes ``rtol`` apart. The gap
+    drifts with z (the grids' pessimism does), so a missed bracket re-measures it at the probe nearest the
+    target and predicts again (up to ``tries`` times; 3 fine probes when the first prediction holds).
 
     Returns z with loss(z) ≤ eps < loss(z / (1 + rtol)) (the guarantee of :func:`calibrate_decreasing`), or
-    ``None`` when the prediction misses (the caller then searches as before, reusing the probes).
+    ``None`` when the predictions miss (the caller then searches as before, reusing the probes).
     """
-    offset = coarse_loss(z_coarse) - loss(z_coarse)
-    try:
-        pred = calibrate_decreasing(
-            lambda z: coarse_loss(z) - offset,
-            eps,
-            initial=z_coarse,
-            lower_limit=lower,
-            upper_limit=upper,
-            rtol=rtol / 4.0,
-            step=1.02,
-        )
-    except NumericalError:
-        return None
-    hi = min(upper, pred * (1.0 + rtol / 2.0))
-    if loss(hi) <= eps and loss(hi / (1.0 + rtol)) > eps:
-        return hi
+    z = z_coarse
+    for _ in range(tries):
+        offset = coarse_loss(z) - loss(z)
+        try:
+            pred = calibrate_decreasing(
+                partial(_shifted, coarse_loss, offset),
+                eps,
+                initial=z,
+                lower_limit=lower,
+                upper_limit=upper,
+                rtol=rtol / 4.0,
+                step=1.02,
+            )
+        except NumericalError:
+            return None
+        hi = min(upper, pred * (1.0 + rtol / 2.0))
+        if loss(hi) > eps:
+            z = hi
+        elif loss(hi / (1.0 + rtol)) > eps:
+            return hi
+        else:
+            z = hi / (1.0 + rtol)
     return None
+
+
+def _shifted(f: Callable[[float], float], offset: float, x: float) -> float:
+    return f(x) - offset
 
 
 def calibrate_decreasing(
