@@ -7,11 +7,15 @@ dominate a calibration and every evaluation of a run. The functions here run the
 - :func:`gaussian_pld`: ``from_gaussian_mechanism(..., use_connect_dots=True)`` (pessimistic connect-the-dots,
   both adjacencies): the same grid, the inverse privacy loss in closed form over all grid points at once;
 - :func:`compose` and :func:`self_compose`: ``compose`` / ``self_compose`` with the tail truncation (prefix
-  sums) and the Chernoff truncation bounds (one log-sum-exp over all orders) vectorised;
+  sums) and the Chernoff truncation bounds (powers of one base, no log-sum-exp per order) vectorised; the
+  T-fold power of the spectrum by repeated squaring of a real FFT (half the spectrum, ~2 log2 T products
+  instead of a complex ``**``), on dp-accounting's FFT length (the same wrap-around of the truncated tails);
 - :func:`epsilon_for_delta`: ``get_epsilon_for_delta`` by prefix sums from the largest loss down.
 
 Each is the dp-accounting algorithm (pessimistic rounding, tail mass to infinity); results agree with
-dp-accounting's to rounding (tests/accounting/test_pld_fast.py compares PMFs and ε at 1e-9 relative).
+dp-accounting's to rounding (tests/accounting/test_pld_accountant_fast.py: PMFs to 1e-12, ε to 1e-9 relative,
+1e-6 after a self-composition, whose FFT rounding — in dp-accounting's too — moves ε at δ ≤ 1e-11 by ~1e-5
+relative; a direct term-by-term convolution agrees to 1e-14 per point).
 """
 
 from __future__ import annotations
@@ -172,6 +176,20 @@ def _bounds(probs: np.ndarray, times: int, tail: float) -> tuple[int, int]:
     return lower, upper
 
 
+def _power(spectrum: np.ndarray, times: int) -> np.ndarray:
+    """``spectrum ** times`` by repeated squaring, in place (|values| ≤ 1: a characteristic function)."""
+    out: np.ndarray | None = None
+    base = spectrum.copy()
+    while times:
+        if times & 1:
+            out = base.copy() if out is None else np.multiply(out, base, out=out)
+        times >>= 1
+        if times:
+            np.multiply(base, base, out=base)
+    assert out is not None
+    return out
+
+
 def _self_compose_pmf(pmf: Any, times: int, tail: float) -> pld_pmf.PLDPmf:
     if (
         isinstance(pmf, pld_pmf.SparsePLDPmf) and pmf.size**times <= _SPARSE
@@ -181,8 +199,8 @@ def _self_compose_pmf(pmf: Any, times: int, tail: float) -> pld_pmf.PLDPmf:
     probs = np.asarray(dense._probs, dtype=np.float64)
     lower, upper = _bounds(probs, times, tail)
     size = upper - lower + 1
-    fast = fft.next_fast_len(max(size, len(probs)))
-    out = np.roll(np.real(fft.ifft(fft.fft(probs, fast) ** times)), -lower)[:size]
+    fast = fft.next_fast_len(max(size, len(probs)))  # dp-accounting's length: the same wrap-around
+    out = np.roll(fft.irfft(_power(fft.rfft(probs, fast), times), fast), -lower)[:size]
     inf = tail - math.expm1(times * math.log1p(-dense._infinity_mass))
     return pld_pmf.DensePLDPmf(
         dense._discretization, dense._lower_loss * times + lower, np.array(out), inf, True
