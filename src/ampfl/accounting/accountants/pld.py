@@ -1,8 +1,9 @@
 """The PLD accountant: privacy-loss distributions (dp-accounting, pessimistic discretisation), composed by
 convolution; tighter than RDP. It supports:
 
-- Gaussian and Laplace mechanisms, Poisson-sampled or not (dp-accounting's ``from_gaussian_mechanism`` /
-  ``from_laplace_mechanism``, both directions of add/remove-one);
+- Gaussian and Laplace mechanisms, Poisson-sampled or not (dp-accounting's ``from_gaussian_mechanism``, in
+  :func:`~ampfl.accounting.accountants.pld_fast.gaussian_pld`'s vectorised form, / ``from_laplace_mechanism``,
+  both directions of add/remove-one);
 - :class:`~ampfl.accounting.events.PublicParticipationEvent`: the mixture p·PLD + (1 − p)·identity
   (dp-accounting's ``compute_mixture``); composed T times it equals Σ_m Bin(m; T, p)·PLD^{*m}, so
   δ(ε) = Σ_m Bin(m; T, p) δ_m(ε) exactly (δ is linear in the PMF);
@@ -17,6 +18,11 @@ convolution; tighter than RDP. It supports:
 Error: pessimistic rounding makes every reported ε and δ an upper bound; the discretisation interval
 (default 1e-4) bounds how loose (docs/accounting.md); small ε (below 2 × compositions × interval) are
 recomputed on 4× finer grids until two agree to 0.5% (``refine``, issue 11).
+
+Speed (issues 11, 17): the Gaussian PLD, compositions and ε(δ) go through the vectorised kernels of
+:mod:`~ampfl.accounting.accountants.pld_fast` (dp-accounting's algorithms without its per-point loops), and
+the accountant is incremental (:mod:`~ampfl.accounting.accountants.pld_cache`): one convolution per composed
+call on each grid in use, answers cached until the history changes.
 """
 
 from __future__ import annotations
