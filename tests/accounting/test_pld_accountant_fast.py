@@ -155,3 +155,32 @@ def test_offset_guess_re_measures_a_drifting_gap():
     z = _offset_guess(fine, coarse, 0.5, 1.7, 1e-3, 1e4, 0.004)
     assert z is not None and fine(z) <= 0.5 < fine(z / 1.004)
     assert len(set(probes)) <= 6
+
+
+def test_spectral_run_equals_the_self_composition():
+    """Round by round (one spectrum product per call, the FFT length doubling as the window grows) gives the
+    T-fold self-composition of the event's PLD, to rounding."""
+    from ampfl.accounting.accountants.pld_cache import GridState
+
+    event = poisson(0.2, 1.2)
+    one = pld_fast.gaussian_pld(1.2, 0.2, 1e-3)
+    grid = GridState(lambda e: one)
+    calls = []
+    for times in range(1, 41):
+        calls.append((event, 1))
+        ours = grid.composed(calls)
+        if times in (1, 7, 40):
+            ref = pld_fast.self_compose(one, times) if times > 1 else one
+            for a, b in zip(pmfs(ours), pmfs(ref), strict=True):
+                lo = max(a._lower_loss, b._lower_loss)
+                hi = min(a._lower_loss + a.size, b._lower_loss + b.size)
+                np.testing.assert_allclose(
+                    a._probs[lo - a._lower_loss : hi - a._lower_loss],
+                    b._probs[lo - b._lower_loss : hi - b._lower_loss],
+                    rtol=0,
+                    atol=1e-12,
+                )
+            for delta in (1e-3, 1e-6, 1e-9):
+                assert pld_fast.epsilon_for_delta(ours, delta) == pytest.approx(
+                    pld_fast.epsilon_for_delta(ref, delta), rel=1e-6
+                )

@@ -15,9 +15,13 @@ but one that reads it every round dearer: the power is redone at each reading, w
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
+import numpy as np
+from dp_accounting.pld import pld_pmf
 from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution as PLD
+from scipy import fft
 
 from ampfl.accounting.accountants import pld_fast
 from ampfl.accounting.events import PrivacyEvent
@@ -25,6 +29,75 @@ from ampfl.accounting.events import PrivacyEvent
 __all__ = ["Calls", "GridState"]
 
 Calls = list[tuple[PrivacyEvent, int]]
+_TAIL = 1e-15  # the truncated tail mass of a self-composition, moved to infinity (dp-accounting's default)
+
+
+class _Spectrum:
+    """``times``-fold self-composition of one PMF kept as a spectrum: the real FFT of the PMF on a
+    power-of-two length that holds the Chernoff window of the composition, raised to ``times`` by one
+    product per call (``add``); the PMF is only rebuilt (one inverse FFT) when read. The length grows (and
+    the power is recomputed) only when the window outgrows it, which depends on ``times`` alone."""
+
+    def __init__(self, pmf: pld_pmf.PLDPmf) -> None:
+        dense = pmf.to_dense_pmf()
+        self._probs = np.asarray(dense._probs, dtype=np.float64)
+        self._h, self._lower, self._inf = (
+            dense._discretization,
+            int(dense._lower_loss),
+            float(dense._infinity_mass),
+        )
+        self._mgfs = pld_fast.log_mgfs(self._probs)
+        self.times, self._length = 0, 0
+        self._base = self._power = np.ones(1, dtype=np.complex128)
+        self._read: tuple[int, pld_pmf.DensePLDPmf] | None = None
+
+    def _window(self, times: int) -> tuple[int, int, int]:
+        lower, upper = pld_fast.chernoff_window(self._mgfs, len(self._probs), times, _TAIL)
+        size = upper - lower + 1
+        return lower, size, max(2, 1 << (max(size, len(self._probs)) - 1).bit_length())
+
+    def add(self, count: int) -> None:
+        times = self.times + count
+        length = self._window(times)[2]
+        if length == self._length:  # the usual round: one product of two spectra
+            step = self._base if count == 1 else pld_fast._power(self._base, count)
+            np.multiply(self._power, step, out=self._power)
+        else:
+            self._length = length
+            self._base = fft.rfft(self._probs, length)
+            self._power = pld_fast._power(self._base, times)
+        self.times = times
+
+    def read(self) -> pld_pmf.DensePLDPmf:
+        if self._read is None or self._read[0] != self.times:
+            lower, size, length = self._window(self.times)
+            full = fft.irfft(self._power, length)
+            # the window, wrapped around the FFT length as dp-accounting's np.roll (a slice when it fits)
+            out = full[lower : lower + size] if 0 <= lower <= length - size else np.roll(full, -lower)[:size]
+            inf = _TAIL - math.expm1(self.times * math.log1p(-self._inf))
+            pmf = pld_pmf.DensePLDPmf(self._h, self._lower * self.times + lower, np.array(out), inf, True)
+            self._read = (self.times, pmf)
+        return self._read[1]
+
+
+class _Run:
+    """A run of calls of one event (both adjacencies)."""
+
+    def __init__(self, event: PrivacyEvent, pld: PLD) -> None:
+        self.event = event
+        self._symmetric = bool(pld._symmetric)
+        self._remove = _Spectrum(pld._pmf_remove)
+        self._add = None if self._symmetric else _Spectrum(pld._pmf_add)
+
+    def add(self, count: int) -> None:
+        self._remove.add(count)
+        if self._add is not None:
+            self._add.add(count)
+
+    def pld(self) -> PLD:
+        if self._add is None:
+            return PLD(self._remove.read())
+        return PLD(self._remove.read(), self._add.read())
 
 
 class GridState:
@@ -36,7 +109,8 @@ class GridState:
 
     def __init__(self, one: Callable[[PrivacyEvent], PLD]) -> None:
         self._one = one
-        self._pld: PLD | None = None  # calls[:_done] composed
+        self._prefix: PLD | None = None  # the finished runs, composed
+        self._run: _Run | None = None  # the last run of equal events
         self._done = 0
         self._answers: dict[tuple[str, float], float] = {}
         self._version = -1
@@ -45,10 +119,17 @@ class GridState:
         """The PLD of ``calls`` (which only ever grow at the end; ``None`` for an empty history)."""
         while self._done < len(calls):
             event, count = calls[self._done]
-            step = pld_fast.self_compose(self._one(event), count)
-            self._pld = step if self._pld is None else pld_fast.compose(self._pld, step)
+            if self._run is None or self._run.event != event:
+                if self._run is not None:  # a finished run joins the prefix (one convolution)
+                    done = self._run.pld()
+                    self._prefix = done if self._prefix is None else pld_fast.compose(self._prefix, done)
+                self._run = _Run(event, self._one(event))
+            self._run.add(count)
             self._done += 1
-        return self._pld
+        if self._run is None:
+            return None
+        last = self._run.pld()
+        return last if self._prefix is None else pld_fast.compose(self._prefix, last)
 
     def answer(self, kind: str, arg: float, version: int, compute: Callable[[], float]) -> float:
         """``compute()`` once per (``kind``, ``arg``) and history ``version``."""

@@ -149,31 +149,42 @@ def compose(a: PLD, b: PLD, tail: float = _TAIL) -> PLD:
     return PLD(remove, _compose_pmf(a._pmf_add, b._pmf_add, tail))
 
 
-def _bounds(probs: np.ndarray, times: int, tail: float) -> tuple[int, int]:
-    """``common.compute_self_convolve_bounds``: Chernoff bounds at the orders m / n, m = ±1..±20.
+def log_mgfs(probs: np.ndarray) -> list[tuple[float, float]]:
+    """``(order, log Σ_k p_k e^{order·k})`` at the orders m / n, m = ±1..±20, of dp-accounting's bounds.
 
-    The moment generating function Σ_k p_k e^{m k / n} is a dot product with powers of one base (two
-    exponentials per point, not forty log-sum-exps); every term is scaled into [e^-20, 1] first, so none
-    over- or underflows."""
+    A dot product with powers of one base (two exponentials per point, not forty log-sum-exps); every term is
+    scaled into [e^-20, 1] first, so none over- or underflows."""
     n = len(probs)
-    upper, lower = (n - 1) * times, 0
     k = np.arange(n, dtype=np.float64)
-    log_2_over_tail = math.log(2 / tail)
+    out = []
     for sign, base, shift in ((1, np.exp((k - (n - 1)) / n), (n - 1) / n), (-1, np.exp(-k / n), 0.0)):
         power = np.ones(n)
         for m in range(1, 21):
             power = power * base
             total = float(power @ probs)
-            log_mgf = m * shift + math.log(total) if total > 0 else -math.inf
-            order = sign * m / n
-            bound = (times * log_mgf + log_2_over_tail) / order
-            if not math.isfinite(bound):
-                continue
-            if order > 0:
-                upper = min(upper, math.ceil(bound))
-            else:
-                lower = max(lower, math.floor(bound))
+            out.append((sign * m / n, m * shift + math.log(total) if total > 0 else -math.inf))
+    return out
+
+
+def chernoff_window(mgfs: list[tuple[float, float]], n: int, times: int, tail: float) -> tuple[int, int]:
+    """``common.compute_self_convolve_bounds`` from :func:`log_mgfs`: the index window of the ``times``-fold
+    convolution outside which at most ``tail`` of the mass lies."""
+    upper, lower = (n - 1) * times, 0
+    log_2_over_tail = math.log(2 / tail)
+    for order, log_mgf in mgfs:
+        bound = (times * log_mgf + log_2_over_tail) / order
+        if not math.isfinite(bound):
+            continue
+        if order > 0:
+            upper = min(upper, math.ceil(bound))
+        else:
+            lower = max(lower, math.floor(bound))
     return lower, upper
+
+
+def _bounds(probs: np.ndarray, times: int, tail: float) -> tuple[int, int]:
+    """``common.compute_self_convolve_bounds``: Chernoff bounds at the orders m / n, m = ±1..±20."""
+    return chernoff_window(log_mgfs(probs), len(probs), times, tail)
 
 
 def _power(spectrum: np.ndarray, times: int) -> np.ndarray:
