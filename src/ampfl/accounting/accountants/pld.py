@@ -21,8 +21,8 @@ recomputed on 4× finer grids until two agree to 0.5% (``refine``, issue 11).
 
 Speed (issues 11, 17): the Gaussian PLD, compositions and ε(δ) go through the vectorised kernels of
 :mod:`~ampfl.accounting.accountants.pld_fast` (dp-accounting's algorithms without its per-point loops), and
-the accountant is incremental (:mod:`~ampfl.accounting.accountants.pld_cache`): one convolution per composed
-call on each grid in use, answers cached until the history changes.
+the accountant is incremental (:mod:`~ampfl.accounting.accountants.pld_cache`): one spectrum product per
+composed round on each grid in use, one inverse FFT per reading, answers cached until the history changes.
 """
 
 from __future__ import annotations
@@ -164,8 +164,9 @@ def _allocation_pld(event: BalancedIterationSubsamplingEvent, h: float) -> pld_l
 class PLDAccountant(Accountant):
     """Composes pessimistic PLDs; answers ε(δ), δ(ε) from the composed distribution (add/remove-one).
 
-    Incremental (issue 17): each grid's composed PLD is extended by one convolution per call, not rebuilt
-    (:mod:`~ampfl.accounting.accountants.pld_cache`); an answer on an unchanged history is cached, on the
+    Incremental (issue 17): each grid's composed PLD is extended, not rebuilt — a repeated event by one
+    spectrum product per call, a change of event by one convolution — and rebuilt from the spectrum only when
+    read (:mod:`~ampfl.accounting.accountants.pld_cache`); an answer on an unchanged history is cached, on the
     reporting grid and on every finer grid of ``refine`` alike.
     """
 

@@ -1,16 +1,19 @@
-"""Incremental composition for the PLD accountant (issue 17: a run reads ε after every round).
+"""Incremental composition for the PLD accountant (issue 17: a run composes every round, reads ε at some).
 
-The composed PLD of a history of calls ``[(event, count), …]`` is *defined* as the left-to-right composition
-``self_compose(PLD(event), count)`` over the calls, one convolution per call — as before this module, so every
-documented number stands. It is a function of the history alone, not of when ε was asked: a resumed accountant
-(which replays the history) answers bit for bit as one that never stopped, whatever the evaluation schedule.
+The history of calls ``[(event, count), …]`` is split into runs of equal consecutive events. A run's PLD is
+its event's PLD self-composed ``Σ count`` times in the Fourier domain (:class:`_Spectrum`: the real FFT of
+each adjacency's PMF on a power-of-two length holding the Chernoff window of the composition, multiplied in
+once per call; one inverse FFT when ε is read); finished runs are composed into a prefix by one convolution
+each. So a run of T equal rounds costs T spectrum products plus one inverse FFT per reading — proportional
+to what is asked, not one convolution of the growing PLD per round (~10 s for 200 rounds of the demo's event
+at load 4, now ~0.5 s read once) — and the composed PLD is a function of the history alone, not of when ε
+was asked: a resumed accountant (which replays the history) answers bit for bit as one that never stopped.
 
-:class:`GridState` holds one grid's share of the work: the PLD of the calls composed so far, extended by the
-calls added since (each composed in once, never recomputed), and the answers already given for this history.
-The accountant keeps one per grid: the reporting grid and, for small ε, the finer ones of ``refine``, which
-therefore cost one convolution per round too instead of a replay of the whole history at every evaluation.
-(A lazier form — merging equal consecutive calls into one FFT power — makes a run that reads ε once cheaper
-but one that reads it every round dearer: the power is redone at each reading, with its Chernoff bounds.)
+:class:`GridState` holds one grid's share: the prefix, the last run and the answers already given for this
+history. The accountant keeps one per grid: the reporting grid and, for small ε, the finer ones of
+``refine``, extended the same way instead of replayed from the whole history at every reading. The
+self-composition is dp-accounting's (Chernoff window, truncated tails to infinity), in the form of
+:func:`~ampfl.accounting.accountants.pld_fast.self_compose` up to the FFT length (tests compare them).
 """
 
 from __future__ import annotations
