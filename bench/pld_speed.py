@@ -2,7 +2,8 @@
 d = 1000 (< 5 s), next to dp-accounting's own calibration calls.
 
 ampfl: :func:`ampfl.accounting.calibrate.calibrate` on the PLD accountant (coarse-to-fine: a 10× coarser
-pessimistic grid brackets the noise, the default 1e-4 grid finishes and verifies it), and
+pessimistic grid brackets the noise, the default 1e-4 grid finishes and verifies it; the PLDs through the
+vectorised kernels of ``ampfl.accounting.accountants.pld_fast``), and
 ``random_checkin.calibrate_noise_multiplier(analysis="wcs", iterations=1000)`` for random check-in.
 dp-accounting: ``mechanism_calibration.calibrate_dp_mechanism`` with its ``PLDAccountant`` (default 1e-4
 grid), given the bracket [z/2, 2z] around ampfl's answer (an advantage: ampfl searches from z = 1). For the

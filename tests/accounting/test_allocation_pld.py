@@ -124,9 +124,11 @@ def test_d2_agrees_with_the_exact_rotation_pld(z: float) -> None:
 def test_d1_is_the_gaussian_and_d2_delegates_to_the_exact_form() -> None:
     one = model_split_pld_any(num_submodels=1, noise_multiplier=1.3)
     gauss = PLDAccountant().compose(GaussianEvent(noise_multiplier=1.3)).get_epsilon(1e-6)
-    assert one.get_epsilon_for_delta(1e-6) == pytest.approx(gauss, rel=1e-12)
+    # 1e-9: the accountant reads ε with ampfl's vectorised walk (exact grid losses k·h; dp-accounting's loop
+    # accumulates them by repeated subtraction), the same algorithm up to rounding
+    assert one.get_epsilon_for_delta(1e-6) == pytest.approx(gauss, rel=1e-9)
     mix = orthogonal_mixture_pld(num_components=1, shift=1 / 1.3)
-    assert mix.get_epsilon_for_delta(1e-6) == pytest.approx(gauss, rel=1e-12)
+    assert mix.get_epsilon_for_delta(1e-6) == pytest.approx(gauss, rel=1e-9)
     two = model_split_pld_any(num_submodels=2, noise_multiplier=1.3, nonsplit_noise_multiplier=2.0)
     ref = model_split_pld(num_submodels=2, noise_multiplier=1.3, nonsplit_noise_multiplier=2.0)
     assert two.get_epsilon_for_delta(1e-6) == ref.get_epsilon_for_delta(1e-6)
@@ -158,16 +160,18 @@ def test_bis_event_is_random_allocation() -> None:
         iterations=5, noise_multiplier=2.0, value_discretization_interval=HC
     ).self_compose(2)
     acc = PLDAccountant(value_discretization_interval=HC)
-    assert acc.compose(event, 2).get_epsilon(1e-6) == direct.get_epsilon_for_delta(1e-6)
+    assert acc.compose(event, 2).get_epsilon(1e-6) == pytest.approx(
+        direct.get_epsilon_for_delta(1e-6), rel=1e-9
+    )
     split = PLDAccountant(value_discretization_interval=HC).compose(
         ModelSplitEvent(num_submodels=5, noise_multiplier=2.0), 2
     )
-    assert split.get_epsilon(1e-6) == direct.get_epsilon_for_delta(1e-6)
+    assert split.get_epsilon(1e-6) == pytest.approx(direct.get_epsilon_for_delta(1e-6), rel=1e-9)
     nonsplit = PLDAccountant().compose(
         ModelSplitEvent(num_submodels=3, noise_multiplier=math.inf, nonsplit_noise_multiplier=2.0)
     )
     gauss = PLDAccountant().compose(GaussianEvent(noise_multiplier=2.0))
-    assert nonsplit.get_epsilon(1e-6) == pytest.approx(gauss.get_epsilon(1e-6), rel=1e-12)
+    assert nonsplit.get_epsilon(1e-6) == pytest.approx(gauss.get_epsilon(1e-6), rel=1e-9)
 
 
 def test_calibration_round_trip_beats_rdp() -> None:

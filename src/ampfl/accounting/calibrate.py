@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ampfl.accounting._checks import NumericalError, check_delta, check_int, check_positive
@@ -63,40 +64,60 @@ def calibrate(
     n = check_int("count", count, minimum=1)
     kwargs = dict(accountant_kwargs or {})
 
-    memo: dict[float, float] = {}
+    def probe(settings: dict[str, Any]) -> Callable[[float], float]:
+        memo: dict[float, float] = {}
 
-    def loss(z: float) -> float:
-        if z not in memo:
-            acc = make_accountant(accountant, **kwargs)
-            acc.compose(make_event(z), n)
-            memo[z] = float(acc.get_epsilon(dlt))
-        return memo[z]
+        def value(z: float) -> float:
+            if z not in memo:
+                acc = make_accountant(accountant, **settings)
+                acc.compose(make_event(z), n)
+                memo[z] = float(acc.get_epsilon(dlt))
+            return memo[z]
 
-    floor = loss(upper)
-    if not floor <= eps:
-        raise UnreachableTarget(
+        return value
+
+    loss = probe(kwargs)
+    coarse_loss: Callable[[float], float] | None = None
+    if accountant == "pld" and "value_discretization_interval" not in kwargs:
+        # Coarse to fine: a 10× coarser (still pessimistic) PLD finds the noise to 2%; the fine − coarse gap
+        # shifts the coarse curve onto the fine one (_offset_guess: 3–5 fine probes), else the fine
+        # accountant brackets it within 5% and bisects; the answer is the fine accountant's (sound, within
+        # rtol).
+        coarse_loss = probe(
+            {**kwargs, "value_discretization_interval": 10 * PLD_DISCRETIZATION, "refine": False}
+        )
+
+    def unreachable() -> UnreachableTarget:
+        floor = loss(upper)
+        return UnreachableTarget(
             f"target epsilon {eps:g} at delta {dlt:g} is unreachable: the smallest epsilon the {accountant} "
             f"accountant certifies (noise multiplier up to {upper:g}) is {floor:.6g}.",
             smallest_epsilon=floor,
         )
+
+    # The floor first, unless the coarse grid already meets the target there (the fine one at the largest
+    # noise refines down to its finest grid: 0.1 s for nothing in the usual case).
+    if not (coarse_loss is not None and coarse_loss(upper) <= eps) and not loss(upper) <= eps:
+        raise unreachable()
     if not step > 1.0:
         raise ValueError(f"step must be > 1. Found {step}.")
-    if accountant == "pld" and "value_discretization_interval" not in kwargs:
-        # Coarse to fine: a 10× coarser (still pessimistic) PLD finds the noise to 2%; the fine − coarse gap
-        # there shifts the coarse curve onto the fine one (_offset_guess, 3 fine probes), else the fine
-        # accountant brackets it within 5% and bisects; the answer is the fine accountant's (sound, within
-        # rtol).
-        coarse = {**kwargs, "value_discretization_interval": 10 * PLD_DISCRETIZATION, "refine": False}
+    try:
+        return _search(loss, coarse_loss, eps, lower, upper, initial, rtol, step)
+    except UnreachableTarget:  # the fine accountant misses where the coarse one met the target
+        raise unreachable() from None
 
-        coarse_memo: dict[float, float] = {}
 
-        def coarse_loss(z: float) -> float:
-            if z not in coarse_memo:
-                acc = make_accountant(accountant, **coarse)
-                acc.compose(make_event(z), n)
-                coarse_memo[z] = float(acc.get_epsilon(dlt))
-            return coarse_memo[z]
-
+def _search(
+    loss: Callable[[float], float],
+    coarse_loss: Callable[[float], float] | None,
+    eps: float,
+    lower: float,
+    upper: float,
+    initial: float,
+    rtol: float,
+    step: float,
+) -> float:
+    if coarse_loss is not None:
         try:
             initial = calibrate_decreasing(
                 coarse_loss, eps, initial=initial, lower_limit=lower, upper_limit=upper, rtol=0.02
@@ -123,30 +144,43 @@ def _offset_guess(
     lower: float,
     upper: float,
     rtol: float,
+    tries: int = 3,
 ) -> float | None:
-    """Three fine probes instead of a fine search: the fine − coarse gap at ``z_coarse`` shifts the (cheap)
-    coarse curve onto the fine one, whose root is then bracketed by two fine probes ``rtol`` apart.
+    """A few fine probes instead of a fine search: the fine − coarse gap at ``z_coarse`` shifts the (cheap)
+    coarse curve onto the fine one, whose root is then bracketed by two fine probes ``rtol`` apart. The gap
+    drifts with z (the grids' pessimism does), so a missed bracket re-measures it at the probe nearest the
+    target and predicts again (up to ``tries`` times; 3 fine probes when the first prediction holds).
 
     Returns z with loss(z) ≤ eps < loss(z / (1 + rtol)) (the guarantee of :func:`calibrate_decreasing`), or
-    ``None`` when the prediction misses (the caller then searches as before, reusing the probes).
+    ``None`` when the predictions miss (the caller then searches as before, reusing the probes).
     """
-    offset = coarse_loss(z_coarse) - loss(z_coarse)
-    try:
-        pred = calibrate_decreasing(
-            lambda z: coarse_loss(z) - offset,
-            eps,
-            initial=z_coarse,
-            lower_limit=lower,
-            upper_limit=upper,
-            rtol=rtol / 4.0,
-            step=1.02,
-        )
-    except NumericalError:
-        return None
-    hi = min(upper, pred * (1.0 + rtol / 2.0))
-    if loss(hi) <= eps and loss(hi / (1.0 + rtol)) > eps:
-        return hi
+    z = z_coarse
+    for _ in range(tries):
+        offset = coarse_loss(z) - loss(z)
+        try:
+            pred = calibrate_decreasing(
+                partial(_shifted, coarse_loss, offset),
+                eps,
+                initial=z,
+                lower_limit=lower,
+                upper_limit=upper,
+                rtol=rtol / 4.0,
+                step=1.02,
+            )
+        except NumericalError:
+            return None
+        hi = min(upper, pred * (1.0 + rtol / 2.0))
+        if loss(hi) > eps:
+            z = hi
+        elif loss(hi / (1.0 + rtol)) > eps:
+            return hi
+        else:
+            z = hi / (1.0 + rtol)
     return None
+
+
+def _shifted(f: Callable[[float], float], offset: float, x: float) -> float:
+    return f(x) - offset
 
 
 def calibrate_decreasing(

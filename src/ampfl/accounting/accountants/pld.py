@@ -1,8 +1,9 @@
 """The PLD accountant: privacy-loss distributions (dp-accounting, pessimistic discretisation), composed by
 convolution; tighter than RDP. It supports:
 
-- Gaussian and Laplace mechanisms, Poisson-sampled or not (dp-accounting's ``from_gaussian_mechanism`` /
-  ``from_laplace_mechanism``, both directions of add/remove-one);
+- Gaussian and Laplace mechanisms, Poisson-sampled or not (dp-accounting's ``from_gaussian_mechanism``, in
+  :func:`~ampfl.accounting.accountants.pld_fast.gaussian_pld`'s vectorised form, / ``from_laplace_mechanism``,
+  both directions of add/remove-one);
 - :class:`~ampfl.accounting.events.PublicParticipationEvent`: the mixture p·PLD + (1 − p)·identity
   (dp-accounting's ``compute_mixture``); composed T times it equals Σ_m Bin(m; T, p)·PLD^{*m}, so
   δ(ε) = Σ_m Bin(m; T, p) δ_m(ε) exactly (δ is linear in the PMF);
@@ -17,18 +18,26 @@ convolution; tighter than RDP. It supports:
 Error: pessimistic rounding makes every reported ε and δ an upper bound; the discretisation interval
 (default 1e-4) bounds how loose (docs/accounting.md); small ε (below 2 × compositions × interval) are
 recomputed on 4× finer grids until two agree to 0.5% (``refine``, issue 11).
+
+Speed (issues 11, 17): the Gaussian PLD, compositions and ε(δ) go through the vectorised kernels of
+:mod:`~ampfl.accounting.accountants.pld_fast` (dp-accounting's algorithms without its per-point loops), and
+the accountant is incremental (:mod:`~ampfl.accounting.accountants.pld_cache`): one spectrum product per
+composed round on each grid in use, one inverse FFT per reading, answers cached until the history changes.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from ampfl.accounting._checks import NumericalError, check_delta, check_nonnegative, check_positive
+from ampfl.accounting.accountants import pld_fast
 from ampfl.accounting.accountants.base import Accountant, NeighboringRelation, UnsupportedEventError
+from ampfl.accounting.accountants.pld_cache import Calls, GridState
 from ampfl.accounting.events import (
     BalancedIterationSubsamplingEvent,
     ComposedEvent,
@@ -73,12 +82,12 @@ def event_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> pld_
         if event.count == 0:
             return pld_lib.identity(h)
         with dp_accounting_guard("PLD self-composition"):
-            return event_pld(event.event, h).self_compose(event.count)
+            return pld_fast.self_compose(event_pld(event.event, h), event.count)
     if isinstance(event, ComposedEvent):
         out = pld_lib.identity(h)
         for e in event.events:
             with dp_accounting_guard("PLD composition"):
-                out = out.compose(event_pld(e, h))
+                out = pld_fast.compose(out, event_pld(e, h))
         return out
     if isinstance(event, PublicParticipationEvent):
         p = event.participation
@@ -107,13 +116,7 @@ def event_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> pld_
             return pld_lib.identity(h)
         check_pld_size(base.noise_multiplier, h)
         with dp_accounting_guard("Gaussian PLD"):
-            return pld_lib.from_gaussian_mechanism(
-                standard_deviation=base.noise_multiplier,
-                sensitivity=1.0,
-                sampling_prob=rate,
-                pessimistic_estimate=True,
-                value_discretization_interval=h,
-            )
+            return pld_fast.gaussian_pld(base.noise_multiplier, rate, h)  # connect-the-dots, vectorised
     if isinstance(base, LaplaceEvent):
         if math.isinf(base.noise_multiplier):
             return pld_lib.identity(h)
@@ -157,7 +160,13 @@ def _allocation_pld(event: BalancedIterationSubsamplingEvent, h: float) -> pld_l
 
 
 class PLDAccountant(Accountant):
-    """Composes pessimistic PLDs; answers ε(δ), δ(ε) from the composed distribution (add/remove-one)."""
+    """Composes pessimistic PLDs; answers ε(δ), δ(ε) from the composed distribution (add/remove-one).
+
+    Incremental (issue 17): each grid's composed PLD is extended, not rebuilt — a repeated event by one
+    spectrum product per call, a change of event by one convolution — and rebuilt from the spectrum only when
+    read (:mod:`~ampfl.accounting.accountants.pld_cache`); an answer on an unchanged history is cached, on the
+    reporting grid and on every finer grid of ``refine`` alike.
+    """
 
     name = "pld"
 
@@ -172,34 +181,74 @@ class PLDAccountant(Accountant):
             "value_discretization_interval", value_discretization_interval, upper=1.0 + 1e-12
         )
         self._refine = bool(refine)
-        self._pld: pld_lib.PrivacyLossDistribution | None = None
         self._cache: dict[PrivacyEvent, pld_lib.PrivacyLossDistribution] = {}
-        self._finer: dict[float, pld_lib.PrivacyLossDistribution | None] = {}
+        self._reset()
 
-    def _at(self, interval: float) -> pld_lib.PrivacyLossDistribution | None:
-        """The composed PLD on a finer grid (``None`` if dp-accounting cannot build it), cached."""
-        if interval not in self._finer:
-            fine = PLDAccountant(interval, self.neighboring_relation, refine=False)
-            try:
-                for event, count in self.events():
-                    fine._add(event, count)
-                self._finer[interval] = fine._pld
-            except NumericalError:
-                self._finer[interval] = None
-        return self._finer[interval]
+    def _reset(self) -> None:
+        self._calls_seen: Calls = []
+        self._version = 0
+        self._grids: dict[float, GridState | None] = {self._interval: GridState(self._one)}
+
+    @property
+    def _pld(self) -> pld_lib.PrivacyLossDistribution | None:
+        """The composed PLD on the reporting grid (``None`` before any event)."""
+        from ampfl.accounting.subsampling import dp_accounting_guard
+
+        grid = self._grids[self._interval]
+        assert grid is not None
+        with dp_accounting_guard("PLD composition"):
+            return grid.composed(self._calls_seen)
+
+    def _at(self, interval: float) -> GridState | None:
+        """The state on a finer grid (``None`` if dp-accounting cannot build it there), kept across rounds."""
+        if interval not in self._grids:
+            cache: dict[PrivacyEvent, pld_lib.PrivacyLossDistribution] = {}
+
+            def one(event: PrivacyEvent) -> pld_lib.PrivacyLossDistribution:
+                if event not in cache:
+                    cache[event] = event_pld(event, interval)
+                return cache[event]
+
+            self._grids[interval] = GridState(one)
+        return self._grids[interval]
+
+    def _answer(
+        self, kind: str, arg: float, value: Callable[[pld_lib.PrivacyLossDistribution], float]
+    ) -> float | None:
+        """``value`` of the composed PLD on the reporting grid (cached per history); ``None`` when empty."""
+        grid = self._grids[self._interval]
+        assert grid is not None
+        pld = self._pld
+        if pld is None:
+            return None
+        return grid.answer(kind, arg, self._version, lambda: value(pld))
 
     def _refined(
-        self, value: Callable[[pld_lib.PrivacyLossDistribution], float], out: float, small: float
+        self,
+        kind: str,
+        arg: float,
+        value: Callable[[pld_lib.PrivacyLossDistribution], float],
+        out: float,
+        small: float,
     ) -> float:
         """``out`` = ``value(composed PLD)``, refined while ``small`` < PLD_REFINE_BELOW × compositions × grid
         (4× finer grids until two agree to PLD_REFINE_RTOL; the smaller of two upper bounds is kept)."""
+        from ampfl.accounting.subsampling import dp_accounting_guard
+
         h = self._interval
-        steps = sum(count for _, count in self.events())
+        steps = sum(count for _, count in self._calls_seen)
         while self._refine and 0.0 < small < PLD_REFINE_BELOW * steps * h and h / 4.0 >= PLD_MIN_INTERVAL:
-            fine = self._at(h / 4.0)
-            if fine is None:
+            grid = self._at(h / 4.0)
+            if grid is None:
                 break
-            finer, h = value(fine), h / 4.0
+            try:
+                with dp_accounting_guard("PLD composition"):
+                    fine = grid.composed(self._calls_seen)
+            except NumericalError:
+                self._grids[h / 4.0] = None  # this grid cannot hold the history: it will not hold more
+                break
+            assert fine is not None
+            finer, h = grid.answer(kind, arg, self._version, partial(value, fine)), h / 4.0
             done = abs(out - finer) <= PLD_REFINE_RTOL * abs(finer)
             out = min(out, finer)  # both are pessimistic (upper bounds): keep the tighter
             if done:
@@ -221,32 +270,33 @@ class PLDAccountant(Accountant):
         return None
 
     def _add(self, event: PrivacyEvent, count: int) -> None:
-        from ampfl.accounting.subsampling import dp_accounting_guard
-
         if count == 0:
             return
-        one = self._one(event)
-        with dp_accounting_guard("PLD composition"):
-            step = one if count == 1 else one.self_compose(count)
-            self._pld = step if self._pld is None else self._pld.compose(step)
-        self._finer = {}
+        self._one(event)
+        self._calls_seen.append((event, count))
+        self._version += 1
 
     def get_epsilon(self, target_delta: float) -> float:
         dlt = check_delta("delta", target_delta)
-        if self._pld is None:
+
+        def value(pld: pld_lib.PrivacyLossDistribution) -> float:
+            return float(pld_fast.epsilon_for_delta(pld, dlt))
+
+        eps = self._answer("epsilon", dlt, value)
+        if eps is None:
             return 0.0
-        eps = float(self._pld.get_epsilon_for_delta(dlt))
-        return max(0.0, self._refined(lambda pld: float(pld.get_epsilon_for_delta(dlt)), eps, eps))
+        return max(0.0, self._refined("epsilon", dlt, value, eps, eps))
 
     def get_delta(self, target_epsilon: float) -> float:
         eps = check_nonnegative("epsilon", target_epsilon)
-        if self._pld is None:
-            return 0.0
 
         def value(pld: pld_lib.PrivacyLossDistribution) -> float:
             return float(pld.get_delta_for_epsilon(eps))
 
-        return min(1.0, max(0.0, self._refined(value, value(self._pld), eps)))
+        dlt = self._answer("delta", eps, value)
+        if dlt is None:
+            return 0.0
+        return min(1.0, max(0.0, self._refined("delta", eps, value, dlt, eps)))
 
     def _state(self) -> dict[str, Any]:
         return {"value_discretization_interval": self._interval}
@@ -254,7 +304,6 @@ class PLDAccountant(Accountant):
     def _restore(self, state: dict[str, Any]) -> None:
         if float(state["value_discretization_interval"]) != self._interval:
             raise ValueError("state was written with another value_discretization_interval.")
-        self._pld = None
-        self._finer = {}
+        self._reset()
         for event, count in self.events():  # replay, in the same order: the same PLD bit for bit
             self._add(event, count)
