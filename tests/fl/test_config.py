@@ -173,7 +173,7 @@ def test_example_configs_are_valid(name):
     config = load_config(EXAMPLES / name)
     assert config.dataset.name == "digits"
     assert config.algorithm.name in {"ms_pafl", "dp_fedavg"}
-    assert config.privacy.accountant == "rdp" and config.privacy.delta == 1e-5
+    assert config.privacy.accountant == "auto" and config.privacy.delta == 1e-5
 
 
 def test_engine_section_accepts_every_engine_option():

@@ -122,7 +122,7 @@ def base_config(
             "model": {"name": "logreg"},
             "algorithm": {"name": name, **ALGORITHM_PARAMS[name], **(params or {})},
             "privacy": {
-                "accountant": "rdp",  # not "auto" (PLD: ~8% less noise, 1.6x the demo's time; issue 11)
+                "accountant": "rdp",  # not "auto" (PLD: ~8% less noise, 1.3-1.7x the demo's time; issue 11)
                 "delta": TARGET_DELTA,
                 "accounting": "amplified" if accounting == "none" else accounting,
             },
