@@ -51,6 +51,7 @@ __all__ = [
     "conditional_components",
     "count_split_pld",
     "count_splits",
+    "directional_deltas",
     "mixture_delta",
     "mixture_pld",
 ]
@@ -66,24 +67,18 @@ _LOGIT_SPAN = 30.0  # posterior logits beyond prior ± this share a level (the l
 _BINOM_KEEP = 1e-18  # counts m with smaller probability: "reveal B" (any choice is sound)
 
 
-def _log1mexp(x: FloatArray) -> FloatArray:
-    """log(1 − e^x) for x < 0."""
-    return np.where(x > -0.693, np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
-
-
 def _masses(edges: FloatArray, mean: float, std: float) -> FloatArray:
     """N(mean, std²) mass of each cell [edges_i, edges_{i+1}] (edges increasing, ±∞ allowed), both tails
-    accurate."""
+    accurate (upper-tail differences right of the mean)."""
     t = (edges - mean) / std
-    lo, hi = t[:-1], t[1:]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        right = np.asarray(special.ndtr(-lo) - special.ndtr(-hi))
-        left = np.asarray(special.ndtr(hi) - special.ndtr(lo))
-    return np.asarray(np.maximum(np.where(lo > 0.0, right, left), 0.0), dtype=np.float64)
+    cdf, sf = special.ndtr(t), special.ndtr(-t)
+    right = sf[:-1] - sf[1:]
+    left = cdf[1:] - cdf[:-1]
+    return np.asarray(np.maximum(np.where(t[:-1] > 0.0, right, left), 0.0), dtype=np.float64)
 
 
 def _two_point(mass_p: FloatArray, mass_q: FloatArray, k_lo: int, h: float) -> FloatArray:
-    """Probabilities on the levels k_lo.. of cells whose losses lie in ((k − 1)h, kh] (cell i ↔ level k_lo + i).
+    """Probabilities on the levels k_lo.. of cells with losses in ((k − 1)h, kh] (cell i ↔ level k_lo + i).
 
     Interior cell (P-mass a + b, Q-mass m_Q): a at (k − 1)h and b at kh with a·e^{−(k−1)h} + b·e^{−kh} = m_Q.
     The cell merged into one outcome is a garbling of this two-point pair, and ℓ ↦ (1 − e^{ε−ℓ})₊ is convex
@@ -110,7 +105,7 @@ def _loss_pmf(rate: float, std: float, h: float, add: bool) -> tuple[int, FloatA
     losses rounded up (pessimistic). remove: X ~ (1 − r)N(0) + rN(1), L = log(1 − r + r e^{(X − ½)/σ²});
     add: X ~ N(0), L = −log(1 − r + r e^{(X − ½)/σ²})."""
     s2 = std * std
-    span = 10.0 * std  # beyond it < 1e-23 of mass: it lands in an end level (below: rounded up; above: +∞)
+    span = 10.0 * std  # the unbounded loss sides: beyond ±10σ < 1e-23 of mass (rounded up or sent to +∞)
     x_lo, x_hi = -span, 1.0 + span
 
     def loss(x: FloatArray) -> FloatArray:
@@ -121,6 +116,12 @@ def _loss_pmf(rate: float, std: float, h: float, add: bool) -> tuple[int, FloatA
     ends = loss(np.array([x_lo, x_hi]))
     k_lo = math.floor(min(ends) / h)
     k_hi = math.ceil(max(ends) / h)
+    if rate < 1.0:  # the bounded side (remove: L > log(1 − r); add: L < −log(1 − r)): one unreachable
+        bound = math.log1p(-rate)  # level beyond the bound, so that the end cell is a whole grid cell
+        if add:
+            k_hi = math.ceil(-bound / h) + 1
+        else:
+            k_lo = math.floor(bound / h)
     ks = np.arange(k_lo, k_hi + 1, dtype=np.float64)
     # x-threshold of each loss level k·h: L(x) = k h  <=>  r e^{g} = e^{±kh} − (1 − r)
     target = -ks * h if add else ks * h
@@ -129,7 +130,6 @@ def _loss_pmf(rate: float, std: float, h: float, add: bool) -> tuple[int, FloatA
             rate < 1.0, np.exp(target) - (1.0 - rate), np.exp(target)
         )  # > 0 where the level is reachable
         xs = np.where(inner > 0.0, s2 * (np.log(np.maximum(inner, 1e-300)) - math.log(rate)) + 0.5, -np.inf)
-    xs = np.clip(xs, x_lo, x_hi)
     if add:  # L decreasing in x: level k collects x in [x_k, x_{k−1})
         edges = np.concatenate([[-np.inf], xs[::-1][1:], [np.inf]])  # increasing
         m0 = _masses(edges, 0.0, std)[::-1]  # reversed: cell i ↔ level k_lo + i
@@ -226,11 +226,16 @@ def _hockey(rate: FloatArray, std: FloatArray, eps: float) -> tuple[FloatArray, 
     return np.where(ok, np.maximum(rem, 0.0), 0.0), np.where(ok, np.maximum(add, 0.0), 0.0)
 
 
-def mixture_delta(components: Sequence[Component], eps: float) -> float:
-    """One-round δ(ε) of the public mixture (max of the two directions), without discretisation."""
+def directional_deltas(components: Sequence[Component], eps: float) -> FloatArray:
+    """One-round (remove, add) δ(ε) of the public mixture, without discretisation."""
     w = np.array([c[0] for c in components])
     rem, add = _hockey(np.array([c[1] for c in components]), np.array([c[2] for c in components]), eps)
-    return float(max(np.dot(w, rem), np.dot(w, add)))
+    return np.array([np.dot(w, rem), np.dot(w, add)])
+
+
+def mixture_delta(components: Sequence[Component], eps: float) -> float:
+    """One-round δ(ε) of the public mixture (max of the two directions), without discretisation."""
+    return float(directional_deltas(components, eps).max())
 
 
 def count_splits(p: float, q: float, d: int, z: float, reference_epsilon: float) -> dict[int, float]:
@@ -270,17 +275,31 @@ def _merge_upwards(comps: list[Component], limit: int) -> list[Component]:
 
 
 def count_split_components(
-    p: float, q: float, d: int, z: float, splits: Mapping[int, float], max_components: int = 48
+    p: float, q: float, d: int, z: float, splits: Mapping[int, float], max_components: int = 32
 ) -> list[Component]:
-    """The pair's (weight, rate, std) components, Σ_m Bin(m; d, q)·E_m(s_m), merged upwards."""
+    """The pair's (weight, rate, std) components (module docstring), merged upwards per std.
+
+    The selector keeps the revealing counts (s_m = 0) with B = 0 together with M = 0: given that group,
+    S = 0 and x′ is included with probability r₀ = p·Bin(0; d, q)·q / (its weight), an r₀-subsampled Gaussian
+    with std z (with s_m = 0 for every m this is exactly the empty-sample refinement)."""
     ms = np.arange(d + 1)
     w = stats.binom.pmf(ms, d, q)
+    w0 = float(w[0])
+    idle = 0.0  # P(M ≥ 1 revealing, B = 0)
     comps: list[Component] = []
-    for m, wm in zip(ms, w, strict=True):
+    for m, wm in zip(ms[1:], w[1:], strict=True):
+        s = splits.get(int(m), 0.0)
         if wm <= 0.0:
             continue
-        for cw, r, std in conditional_components(p, q, int(m), z, splits.get(int(m), 0.0)):
+        if s <= 0.0 or p >= 1.0:
+            comps.append((float(wm) * p, q, z))
+            idle += float(wm) * (1.0 - p)
+            continue
+        for cw, r, std in conditional_components(p, q, int(m), z, s):
             comps.append((float(wm) * cw, r, std))
+    group = w0 + idle
+    if group > 0.0:
+        comps.append((group, min(q, p * w0 * q / group), z))
     return _merge_upwards(comps, max_components)
 
 

@@ -42,7 +42,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from ampfl.accounting._checks import check_int, check_positive, check_probability
 from ampfl.accounting.events import RandomCheckInEvent
 
-__all__ = ["random_checkin_pld", "refined_pld", "refined_weights"]
+__all__ = ["best_hidden_epsilon", "hidden_components", "random_checkin_pld", "refined_pld", "refined_weights"]
 
 
 def refined_weights(
@@ -93,10 +93,78 @@ def refined_pld(
     return _subsampled(z, q, h).compute_mixture(_subsampled(z, r, h), 1.0 - pi0)
 
 
+def _epsilon_at(components: list[tuple[float, float, float]], delta: float) -> float:
+    """One-round ε(δ) of a public mixture of subsampled Gaussians (closed forms, bisection; no grid)."""
+    from ampfl.accounting.random_checkin.count_split import mixture_delta
+
+    lo, hi = 0.0, 64.0
+    if mixture_delta(components, 0.0) <= delta:
+        return 0.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if mixture_delta(components, mid) <= delta else (mid, hi)
+    return hi
+
+
+def hidden_components(
+    participation: float, sampling_rate: float, local_dataset_size: int, noise_multiplier: float
+) -> list[tuple[float, float, float]]:
+    """(weight, rate, std) of the event's pair for hidden participation: the empty-sample refinement.
+
+    The per-count noise split (:mod:`ampfl.accounting.random_checkin.count_split`) is tighter in some
+    settings but not at every ε (so not as the event's one pair): :func:`best_hidden_epsilon` composes
+    both."""
+    pi0, r = refined_weights(participation, sampling_rate, local_dataset_size)
+    z = noise_multiplier
+    return [(w, rate, z) for w, rate in ((1.0 - pi0, sampling_rate), (pi0, r)) if w > 0.0]
+
+
+def best_hidden_epsilon(
+    *,
+    participation: float,
+    sampling_rate: float,
+    local_dataset_size: int,
+    noise_multiplier: float,
+    iterations: int,
+    delta: float,
+    value_discretization_interval: float = 1e-4,
+) -> tuple[float, str]:
+    """The smallest ε(δ) over candidate pairs for hidden participation, each composed ``iterations`` times
+    (each is an upper bound, so their minimum is one): the refinement (the event's pair) and the per-count
+    noise split chosen at two reference ε (the refinement's one-round ε(δ) and ε_T(δ)/T). Returns (ε, name).
+    """
+    from ampfl.accounting.random_checkin.count_split import count_split_components, count_splits, mixture_pld
+
+    p = check_probability("participation", participation)
+    q = check_probability("sampling_rate", sampling_rate)
+    d = check_int("local_dataset_size", local_dataset_size, minimum=0)
+    z = check_positive("noise_multiplier", noise_multiplier)
+    t = check_int("iterations", iterations, minimum=1)
+    h = check_positive("value_discretization_interval", value_discretization_interval)
+
+    def composed(comps: list[tuple[float, float, float]]) -> float:
+        one = mixture_pld(comps, h)
+        return max(0.0, float((one if t == 1 else one.self_compose(t)).get_epsilon_for_delta(delta)))
+
+    refined = hidden_components(p, q, d, z)
+    best, name = composed(refined), "refined"
+    if d == 0 or p >= 1.0 or q >= 1.0:
+        return best, name
+    for ref in sorted({_epsilon_at(refined, delta), best / t}):
+        splits = count_splits(p, q, d, z, max(ref, 1e-6))
+        if any(s > 0.0 for s in splits.values()):
+            eps = composed(count_split_components(p, q, d, z, splits))
+            if eps < best:
+                best, name = eps, f"count-split (reference epsilon {ref:.3g})"
+    return best, name
+
+
 def random_checkin_pld(event: RandomCheckInEvent, h: float) -> pld_lib.PrivacyLossDistribution:
     """The PLD accountant's pair for one round of ``event`` (module docstring): Thm 5.2's pair when
-    participation is revealed, else the empty-sample refinement (never looser)."""
+    participation is revealed, else the empty-sample refinement (:func:`hidden_components`; never looser),
+    built by :func:`~ampfl.accounting.random_checkin.count_split.mixture_pld`."""
     from ampfl.accounting.accountants.pld import event_pld
+    from ampfl.accounting.random_checkin.count_split import mixture_pld
     from ampfl.accounting.subsampling import check_pld_size, dp_accounting_guard
 
     if not event.participation_hidden:
@@ -105,11 +173,6 @@ def random_checkin_pld(event: RandomCheckInEvent, h: float) -> pld_lib.PrivacyLo
     if math.isinf(z):
         return pld_lib.identity(h)
     check_pld_size(z, h)
+    comps = hidden_components(event.participation, event.sampling_rate, event.local_dataset_size, z)
     with dp_accounting_guard("random check-in PLD"):
-        return refined_pld(
-            participation=event.participation,
-            sampling_rate=event.sampling_rate,
-            local_dataset_size=event.local_dataset_size,
-            noise_multiplier=z,
-            value_discretization_interval=h,
-        )
+        return mixture_pld(comps, h)
