@@ -36,6 +36,19 @@ def test_mixture_pmf_is_pessimistic_and_close(rate, z, eps):
     assert exact <= got <= exact + (math.exp(H) - 1.0) * 2.0 + 1e-12
 
 
+@pytest.mark.parametrize(("rate", "z"), [(3e-7, 3.0), (0.01, 1.0), (0.1, 3.0)])
+def test_composed_mixture_pmf_matches_dp_accounting(rate, z):
+    # Independent computation: dp-accounting's pessimistic (connect-the-dots) PLD, composed; tiny rates put
+    # all the loss inside one grid cell (a regression: the end cells must not be rounded up whole).
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    theirs = pld_lib.from_gaussian_mechanism(
+        standard_deviation=z, sensitivity=1.0, sampling_prob=rate, value_discretization_interval=H
+    )
+    ours = cs.mixture_pld([(1.0, rate, z)], H).self_compose(40).get_epsilon_for_delta(1e-6)
+    assert ours == pytest.approx(theirs.self_compose(40).get_epsilon_for_delta(1e-6), rel=1e-3, abs=1e-6)
+
+
 def test_mixture_of_identity_and_gaussian_matches_closed_form():
     comps = [(0.3, 0.0, 2.0), (0.7, 0.2, 2.0)]
     pld = cs.mixture_pld(comps, 1e-4)

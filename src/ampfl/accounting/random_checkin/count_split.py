@@ -114,8 +114,9 @@ def _loss_pmf(rate: float, std: float, h: float, add: bool) -> tuple[int, FloatA
         return np.asarray(-val if add else val, dtype=np.float64)
 
     ends = loss(np.array([x_lo, x_hi]))
-    k_lo = math.floor(min(ends) / h)
-    k_hi = math.ceil(max(ends) / h)
+    # one level beyond each end, so that each end cell lies beyond ±10σ (negligible mass, rounded up whole)
+    k_lo = math.floor(min(ends) / h) - 1
+    k_hi = math.ceil(max(ends) / h) + 1
     if rate < 1.0:  # the bounded side (remove: L > log(1 − r); add: L < −log(1 − r)): one unreachable
         bound = math.log1p(-rate)  # level beyond the bound, so that the end cell is a whole grid cell
         if add:
