@@ -154,6 +154,10 @@ def test_participation_hidden_field():
     )
     assert event_from_dict(off.to_dict()) == off
     assert event_from_dict({k: v for k, v in off.to_dict().items() if k != "participation_hidden"}) == e
+    # d unknown (the default None): Thm 5.2's pair, like revealed participation; d given: the refinement
+    kw = {"participation": 0.1, "sampling_rate": 0.1, "noise_multiplier": 1.0}
+    assert e.local_dataset_size is None and _eps(e, 3, 1e-5) == _eps(off, 3, 1e-5)
+    assert _eps(RandomCheckInEvent(**kw, local_dataset_size=10), 3, 1e-5) < _eps(e, 3, 1e-5)
     with pytest.raises(ValueError, match="participation_hidden"):
         RandomCheckInEvent(participation=0.1, sampling_rate=0.1, noise_multiplier=1.0, participation_hidden=1)
 

@@ -204,7 +204,8 @@ class RandomCheckInEvent(PrivacyEvent):
     includes each of its records with probability ``sampling_rate`` (q); clipped per-record gradients are
     summed and Gaussian noise with multiplier ``noise_multiplier`` (σ/C) is added to the sum. Relation:
     add/remove one record x′ at a client holding at most ``local_dataset_size`` (d) other records (any upper
-    bound is sound: missing records are records with gradient 0). The observer sees the noisy sum only
+    bound is sound: missing records are records with gradient 0; ``None``, the default: unknown, any number,
+    so the PLD accountant uses Thm 5.2's pair, the d → ∞ limit). The observer sees the noisy sum only
     (``participation_hidden``, the default: 004 §3.1, trusted server, secure channels; a participant whose
     local sample is empty sends 0, like a non-participant). ``participation_hidden=False``: the observer also
     learns who joined.
@@ -219,14 +220,15 @@ class RandomCheckInEvent(PrivacyEvent):
     participation: float
     sampling_rate: float
     noise_multiplier: float
-    local_dataset_size: int = 0
+    local_dataset_size: int | None = None
     participation_hidden: bool = True
 
     def __post_init__(self) -> None:
         check_probability("participation", self.participation)
         check_probability("sampling_rate", self.sampling_rate)
         _check_noise("noise_multiplier", self.noise_multiplier)
-        check_int("local_dataset_size", self.local_dataset_size, minimum=0)
+        if self.local_dataset_size is not None:
+            check_int("local_dataset_size", self.local_dataset_size, minimum=0)
         if not isinstance(self.participation_hidden, bool):
             raise ValueError(f"participation_hidden must be a bool. Found {self.participation_hidden!r}.")
 

@@ -161,13 +161,14 @@ def best_hidden_epsilon(
 
 def random_checkin_pld(event: RandomCheckInEvent, h: float) -> pld_lib.PrivacyLossDistribution:
     """The PLD accountant's pair for one round of ``event`` (module docstring): Thm 5.2's pair when
-    participation is revealed, else the empty-sample refinement (:func:`hidden_components`; never looser),
-    built by :func:`~ampfl.accounting.random_checkin.count_split.mixture_pld`."""
+    participation is revealed or d is unknown (``None``), else the empty-sample refinement
+    (:func:`hidden_components`; never looser), built by
+    :func:`~ampfl.accounting.random_checkin.count_split.mixture_pld`."""
     from ampfl.accounting.accountants.pld import event_pld
     from ampfl.accounting.random_checkin.count_split import mixture_pld
     from ampfl.accounting.subsampling import check_pld_size, dp_accounting_guard
 
-    if not event.participation_hidden:
+    if not event.participation_hidden or event.local_dataset_size is None:  # revealed, or d unknown (d → ∞)
         return event_pld(event.dominating(), h)
     z = event.noise_multiplier
     if math.isinf(z):
