@@ -12,6 +12,11 @@ For each setting (p, q, d, z, T, δ) it prints ε(δ) of
   family (other records at full norm C, at an angle θ from x′);
 and the ratios (≥ 1 always: the sound bounds are never below an explicit dataset).
 
+- ``--hidden-only`` (this column pair alone, per row): ``event``, T × ``RandomCheckInEvent`` with hidden
+  participation (the default) on the PLD accountant, i.e. the empty-sample refinement; ``best``: the smallest
+  composed ε over the sound candidates (:func:`ampfl.accounting.random_checkin.pld_pairs.
+  best_hidden_epsilon`: the refinement and the per-count noise split, issue 11-f), and which one won.
+
     PYTHONPATH=src python bench/random_checkin_ratio.py [--quick] [--composed-only | --single-only]
 """
 
@@ -25,6 +30,7 @@ import time
 from ampfl.accounting.accountants.pld import PLDAccountant
 from ampfl.accounting.audit.random_checkin_pld import ExplicitSearch, explicit_epsilon, refined_pld, split_pld
 from ampfl.accounting.events import RandomCheckInEvent
+from ampfl.accounting.random_checkin.pld_pairs import best_hidden_epsilon
 
 A_SINGLE = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 A_COMPOSED = (0.0, 0.5, 1.0)
@@ -47,7 +53,9 @@ def composed_settings(quick: bool) -> list[tuple[float, float, int, float, int, 
 
 
 def row(p: float, q: float, d: int, z: float, t: int, delta: float) -> tuple[float, float, ExplicitSearch]:
-    wcs_event = RandomCheckInEvent(participation=p, sampling_rate=q, noise_multiplier=z, local_dataset_size=d)
+    wcs_event = RandomCheckInEvent(
+        participation=p, sampling_rate=q, noise_multiplier=z, local_dataset_size=d, participation_hidden=False
+    )
     wcs = PLDAccountant().compose(wcs_event, t).get_epsilon(delta)
     one = refined_pld(participation=p, sampling_rate=q, local_dataset_size=d, noise_multiplier=z)
     refined = float((one if t == 1 else one.self_compose(t)).get_epsilon_for_delta(delta))
@@ -75,6 +83,16 @@ def split_epsilon(p: float, q: float, d: int, z: float, t: int, delta: float) ->
     return max(0.0, best)
 
 
+def hidden_columns(p: float, q: float, d: int, z: float, t: int, delta: float) -> tuple[float, float, str]:
+    """(event ε, best candidate ε, its name) for hidden participation."""
+    event = RandomCheckInEvent(participation=p, sampling_rate=q, noise_multiplier=z, local_dataset_size=d)
+    eps = PLDAccountant().compose(event, t).get_epsilon(delta)
+    best, name = best_hidden_epsilon(
+        participation=p, sampling_rate=q, local_dataset_size=d, noise_multiplier=z, iterations=t, delta=delta
+    )
+    return eps, best, name
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few settings")
@@ -82,6 +100,7 @@ def main() -> None:
     only.add_argument("--single-only", action="store_true")
     only.add_argument("--composed-only", action="store_true")
     parser.add_argument("--split-only", action="store_true", help="only the noise-split column, per row")
+    parser.add_argument("--hidden-only", action="store_true", help="only the hidden-participation columns")
     parser.add_argument("--min-noise", type=float, default=0.0, help="only rows with z at least this")
     args = parser.parse_args()
     settings = []
@@ -91,6 +110,18 @@ def main() -> None:
         settings += composed_settings(args.quick)
     settings = [row for row in settings if row[3] >= args.min_noise]
     print(f"load average {os.getloadavg()[0]:.1f}")
+    if args.hidden_only:
+        print("| p | q | d | z | T | δ | ε event (hidden) | ε best | best pair | s |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+        for p, q, d, z, t, delta in settings:
+            t0 = time.perf_counter()
+            eps, best, name = hidden_columns(p, q, d, z, t, delta)
+            print(
+                f"| {p:g} | {q:g} | {d} | {z:g} | {t} | {delta:g} | {eps:.4g} | {best:.4g} | {name} | "
+                f"{time.perf_counter() - t0:.0f} |",
+                flush=True,
+            )
+        return
     if args.split_only:
         print("| p | q | d | z | T | δ | ε split |")
         print("|---:|---:|---:|---:|---:|---:|---:|")

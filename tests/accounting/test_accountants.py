@@ -233,12 +233,13 @@ class TestPLDAccountant(AccountantContract):
         assert acc.get_epsilon(1e-5) == pytest.approx(4.24, abs=0.01)
 
     def test_random_checkin_is_its_dominating_pair(self):
-        e = RandomCheckInEvent(
-            participation=0.1, sampling_rate=0.01, noise_multiplier=1.0, local_dataset_size=100
-        )
+        # participation revealed: Thm 5.2's pair; hidden (the default): a tighter pair (issue 11-f)
+        kw = {"participation": 0.1, "sampling_rate": 0.01, "noise_multiplier": 1.0, "local_dataset_size": 100}
+        e = RandomCheckInEvent(**kw, participation_hidden=False)
         a = PLDAccountant().compose(e, 30).get_epsilon(1e-6)
         b = PLDAccountant().compose(e.dominating(), 30).get_epsilon(1e-6)
         assert a == b
+        assert PLDAccountant().compose(RandomCheckInEvent(**kw), 30).get_epsilon(1e-6) < a
 
     def test_bis_with_k_above_one_is_supported(self):
         bis = BalancedIterationSubsamplingEvent(iterations=4, participations=2, noise_multiplier=1.0)

@@ -336,7 +336,10 @@ def test_composition_is_the_core_accountant_on_the_events(accountant, cls):
     # Poisson-sampled Gaussians at rate q and pq (issue 10, the spine).
     p, q, z, t = 0.2, 0.1, 2.0, 20
     kw = {**mech(p, q, 10, z), "iterations": t, "delta": 1e-5, "accountant": accountant}
-    wcs = cls().compose(RandomCheckInEvent(participation=p, sampling_rate=q, noise_multiplier=z), t)
+    revealed = {"local_dataset_size": 10, "participation_hidden": False}  # Thm 5.2 as named
+    wcs = cls().compose(
+        RandomCheckInEvent(participation=p, sampling_rate=q, noise_multiplier=z, **revealed), t
+    )
     ols = cls().compose(PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(noise_multiplier=z)), t)
     cs = cls().compose(PoissonSampledEvent(sampling_rate=p * q, event=GaussianEvent(noise_multiplier=z)), t)
     assert rc.epsilon_composed(analysis="wcs", **kw) == wcs.get_epsilon(1e-5)

@@ -54,7 +54,14 @@ def test_account_composed_is_the_accountant_on_random_checkin_events(accountant,
     out = cli_json([*ACCOUNT, "--iterations", "5", "--delta", "1e-5", "--accountant", accountant])
     _check_shape(out)
     assert out["accountant"] == accountant and out["iterations"] == 5 and out["delta"] == 1e-5
-    acc = cls().compose(RandomCheckInEvent(participation=0.1, sampling_rate=0.1, noise_multiplier=1.0), 5)
+    event = RandomCheckInEvent(
+        participation=0.1,
+        sampling_rate=0.1,
+        noise_multiplier=1.0,
+        local_dataset_size=10,
+        participation_hidden=False,
+    )
+    acc = cls().compose(event, 5)
     assert out["epsilon"] == acc.get_epsilon(1e-5)
     rows = {**out["analyses"], "wcs": {"epsilon": out["epsilon"], "delta": out["delta"]}}
     for name in rc.ANALYSES:

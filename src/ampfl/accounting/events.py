@@ -203,25 +203,37 @@ class RandomCheckInEvent(PrivacyEvent):
     Each client joins with probability ``participation`` (p), hidden from the observer; a joining client
     includes each of its records with probability ``sampling_rate`` (q); clipped per-record gradients are
     summed and Gaussian noise with multiplier ``noise_multiplier`` (σ/C) is added to the sum. Relation:
-    add/remove one record at a client holding ``local_dataset_size`` (d) other records. Accounted by the
-    worst-case-sampling reduction (004 Thm 5.2): :class:`PublicParticipationEvent` of a Poisson-sampled
-    Gaussian, sound for every d (docs/accounting.md); Thm 4.1's d-dependent bound is not (docs/audit.md).
+    add/remove one record x′ at a client holding at most ``local_dataset_size`` (d) other records (any upper
+    bound is sound: missing records are records with gradient 0; ``None``, the default: unknown, any number,
+    so the PLD accountant uses Thm 5.2's pair, the d → ∞ limit). The observer sees the noisy sum only
+    (``participation_hidden``, the default: 004 §3.1, trusted server, secure channels; a participant whose
+    local sample is empty sends 0, like a non-participant). ``participation_hidden=False``: the observer also
+    learns who joined.
+
+    Accounting: :meth:`dominating` is the worst-case-sampling pair (004 Thm 5.2), sound in both cases, used by
+    the RDP accountant. The PLD accountant uses :func:`ampfl.accounting.random_checkin.pld_pairs.
+    random_checkin_pld`: with hidden participation a tighter pair that depends on d (docs/pld.md, issue 11).
+    Thm 4.1's d-dependent bound is not sound (docs/audit.md).
     """
 
     kind: ClassVar[str] = "random_checkin"
     participation: float
     sampling_rate: float
     noise_multiplier: float
-    local_dataset_size: int = 0
+    local_dataset_size: int | None = None
+    participation_hidden: bool = True
 
     def __post_init__(self) -> None:
         check_probability("participation", self.participation)
         check_probability("sampling_rate", self.sampling_rate)
         _check_noise("noise_multiplier", self.noise_multiplier)
-        check_int("local_dataset_size", self.local_dataset_size, minimum=0)
+        if self.local_dataset_size is not None:
+            check_int("local_dataset_size", self.local_dataset_size, minimum=0)
+        if not isinstance(self.participation_hidden, bool):
+            raise ValueError(f"participation_hidden must be a bool. Found {self.participation_hidden!r}.")
 
     def dominating(self) -> PrivacyEvent:
-        """The event the accountants bound it by (004 Thm 5.2, worst-case sampling)."""
+        """Worst-case sampling (004 Thm 5.2): participation revealed; sound whether or not it is hidden."""
         inner = PoissonSampledEvent(
             sampling_rate=self.sampling_rate, event=GaussianEvent(noise_multiplier=self.noise_multiplier)
         )

@@ -149,7 +149,7 @@ class RandomCheckInSampler(Sampler):
         return np.flatnonzero(rng.random(self.num_clients) < self._p).astype(np.int64)
 
     def event(
-        self, *, sampling_rate: float, noise_multiplier: float, local_dataset_size: int = 0
+        self, *, sampling_rate: float, noise_multiplier: float, local_dataset_size: int | None = None
     ) -> PrivacyEvent:
         """One round of 004 Algorithm 1 at record level: :class:`~ampfl.accounting.events.RandomCheckInEvent`
         (participation hidden, local Poisson sampling at ``sampling_rate``, noise multiplier σ/C)."""

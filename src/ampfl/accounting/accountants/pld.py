@@ -76,7 +76,11 @@ def event_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> pld_
     from ampfl.accounting.subsampling import check_pld_size, dp_accounting_guard
 
     h = check_positive("value_discretization_interval", interval)
-    if isinstance(event, RandomCheckInEvent | MSPAFLRoundEvent | GroupRoundEvent):
+    if isinstance(event, RandomCheckInEvent):  # 004: hidden participation gets a tighter pair (issue 11-f)
+        from ampfl.accounting.random_checkin.pld_pairs import random_checkin_pld
+
+        return random_checkin_pld(event, h)
+    if isinstance(event, MSPAFLRoundEvent | GroupRoundEvent):
         return event_pld(event.dominating(), h)
     if isinstance(event, SelfComposedEvent):
         if event.count == 0:

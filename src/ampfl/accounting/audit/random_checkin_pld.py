@@ -12,7 +12,9 @@ processing inequality) and optimistic rounding only lowers every δ, so every ε
 or not, is a lower bound on the mechanism's true value for that dataset, and therefore on the worst case.
 Composing T copies is the T-round mechanism on a fixed dataset (participation and sampling fresh each round).
 
-**Empty-sample refinement (upper bound).** :func:`refined_pld`. Publish, each round, W = 1[client 1
+**Empty-sample refinement (upper bound).** :func:`refined_pld` (now in
+:mod:`ampfl.accounting.random_checkin.pld_pairs`, the PLD accountant's pair for hidden participation).
+Publish, each round, W = 1[client 1
 participates and at least one of its d other records is sampled] and the sum S of those records' gradients
 when W = 1. (W, S) has the same law with or without x′, so the released output is a post-processing of a
 public-selector mixture: given W = 1, x′ is included with probability q (a q-subsampled Gaussian, the WCS
@@ -44,6 +46,7 @@ from scipy import special, stats
 
 from ampfl.accounting._checks import check_int, check_positive, check_probability, check_range
 from ampfl.accounting.audit._mixture_integral import FloatArray
+from ampfl.accounting.random_checkin.pld_pairs import refined_pld, refined_weights
 
 __all__ = [
     "ExplicitSearch",
@@ -256,51 +259,6 @@ def explicit_epsilon(
     best = max(cache, key=lambda key: cache[key])
     line = max((key for key in cache if key[1] == 0.0), key=lambda key: cache[key])
     return ExplicitSearch(cache[best], best[0], best[1], cache[line], line[0], len(cache))
-
-
-def refined_weights(
-    participation: float, sampling_rate: float, local_dataset_size: int
-) -> tuple[float, float]:
-    """(π₀, r): P(W = 0) and the inclusion probability of x′ given W = 0 (module docstring)."""
-    p = check_probability("participation", participation)
-    q = check_probability("sampling_rate", sampling_rate)
-    d = check_int("local_dataset_size", local_dataset_size, minimum=0)
-    empty = math.exp(d * math.log1p(-q)) if q < 1.0 else (1.0 if d == 0 else 0.0)
-    pi0 = (1.0 - p) + p * empty
-    r = p * empty * q / pi0 if pi0 > 0.0 else 0.0
-    return pi0, min(1.0, r)
-
-
-def refined_pld(
-    *,
-    participation: float,
-    sampling_rate: float,
-    local_dataset_size: int,
-    noise_multiplier: float,
-    value_discretization_interval: float = 1e-4,
-) -> pld_lib.PrivacyLossDistribution:
-    """Pessimistic PLD of one round under the empty-sample refinement of WCS (sound; module docstring)."""
-    q = check_probability("sampling_rate", sampling_rate)
-    z = check_positive("noise_multiplier", noise_multiplier)
-    h = check_positive("value_discretization_interval", value_discretization_interval)
-    pi0, r = refined_weights(participation, q, local_dataset_size)
-
-    def sub(rate: float) -> pld_lib.PrivacyLossDistribution:
-        if rate <= 0.0:
-            return pld_lib.identity(h)
-        return pld_lib.from_gaussian_mechanism(
-            standard_deviation=z,
-            sensitivity=1.0,
-            sampling_prob=rate,
-            pessimistic_estimate=True,
-            value_discretization_interval=h,
-        )
-
-    if pi0 >= 1.0:
-        return sub(r)
-    if pi0 <= 0.0:
-        return sub(q)
-    return sub(q).compute_mixture(sub(r), 1.0 - pi0)
 
 
 def split_components(

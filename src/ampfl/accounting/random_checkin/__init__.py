@@ -26,8 +26,15 @@ The four analyses (:data:`ANALYSES`; :data:`SOUND` says which are upper bounds, 
 * ``cs`` — Cor. 5.3: a pq-subsampled Gaussian. It describes central sampling, another mechanism; here it is
   the exact δ of the dataset a = 0, a LOWER bound for random check-in (``sound: false``).
 
+Hidden participation (issue 11-f): ``RandomCheckInEvent.participation_hidden`` (default True: the observer
+sees the released sums only, 004 §3.1) lets the PLD accountant compose the empty-sample refinement of the
+``wcs`` pair (:mod:`.pld_pairs`, never looser); :func:`.pld_pairs.best_hidden_epsilon` also tries the
+per-count noise split (:mod:`.count_split`) and keeps the smallest composed ε. The ``wcs`` analysis keeps
+Thm 5.2's meaning (its event sets ``participation_hidden=False``).
+
 Modules: :mod:`.analyses` (catalogue, events), :mod:`.theorem41`, :mod:`.per_iteration` (closed forms),
-:mod:`.composition` (T iterations), :mod:`.calibration`.
+:mod:`.composition` (T iterations), :mod:`.calibration`, :mod:`.pld_pairs` and :mod:`.count_split` (PLD
+pairs for hidden participation).
 """
 
 from ampfl.accounting.events import RandomCheckInEvent

@@ -86,9 +86,11 @@ def analysis_event(
 ) -> PrivacyEvent:
     """The event one iteration of 004 Algorithm 1 is accounted as under ``analysis`` (wcs, ols or cs).
 
-    ``wcs``: :class:`~ampfl.accounting.events.RandomCheckInEvent` (its dominating pair is
-    PublicParticipation(p, PoissonSampled(q, Gaussian(z))), Thm 5.2); ``ols``: PoissonSampled(q, Gaussian(z))
-    (Thm 5.1); ``cs``: PoissonSampled(pq, Gaussian(z)) (Cor. 5.3, a lower bound here).
+    ``wcs``: :class:`~ampfl.accounting.events.RandomCheckInEvent` with ``participation_hidden=False`` (its
+    pair is PublicParticipation(p, PoissonSampled(q, Gaussian(z))), Thm 5.2, on both accountants; a run's
+    events keep the default ``True``, which the PLD accountant bounds by a tighter pair); ``ols``:
+    PoissonSampled(q, Gaussian(z)) (Thm 5.1); ``cs``: PoissonSampled(pq, Gaussian(z)) (Cor. 5.3, a lower
+    bound here).
 
     Raises:
         ValueError: for ``paper`` (Thm 4.1 is a closed form, not an event) or out-of-range parameters.
@@ -96,7 +98,13 @@ def analysis_event(
     name = check_choice("analysis", analysis, EVENT_ANALYSES)
     p, q, d = check_mechanism(participation, sampling_rate, local_dataset_size)
     z = check_positive("noise_multiplier", noise_multiplier)
-    if name == "wcs":
-        return RandomCheckInEvent(participation=p, sampling_rate=q, noise_multiplier=z, local_dataset_size=d)
+    if name == "wcs":  # Thm 5.2 as named: participation revealed (runs' events hide it: a tighter PLD pair)
+        return RandomCheckInEvent(
+            participation=p,
+            sampling_rate=q,
+            noise_multiplier=z,
+            local_dataset_size=d,
+            participation_hidden=False,
+        )
     rate = q if name == "ols" else p * q
     return PoissonSampledEvent(sampling_rate=rate, event=GaussianEvent(noise_multiplier=z))

@@ -1,0 +1,179 @@
+"""Random check-in (004): the dominating pair the PLD accountant composes for one round (issue 11).
+
+Mechanism (:class:`~ampfl.accounting.events.RandomCheckInEvent`, C = 1, std z): the released sum is
+X = B·(S + b′·x′) + N(0, z² I), B ~ Bern(p) the participation of client 1 (the holder of x′), S the sum of the
+gradients of its sampled other records (M ~ Bin(d, q) of them, each of norm ≤ 1), b′ ~ Bern(q) the sampling
+coin of x′; the other clients add a term independent of x′ (post-processing). Neighbouring: with or without
+x′.
+
+**Participation revealed** (``participation_hidden=False``): the worst-case-sampling pair of 004 Thm 5.2,
+p·PLD_q + (1 − p)·identity (``event.dominating()``), where PLD_r is the r-subsampled Gaussian with std z.
+
+**Participation hidden** (the default; the observer sees X only): the **empty-sample refinement**
+(:func:`refined_pld`). Publish each round W = 1[B = 1, M ≥ 1] and, when W = 1, S. (W, S) has the same law
+with and without x′ (it does not involve b′), so X is a post-processing of a public-selector mixture: given
+W = 1, x′ is included with probability q (PLD_q); given W = 0, S = 0 and x′ is included with probability
+r = P(B = 1 | W = 0)·q = p(1 − q)^d q / π₀, π₀ = P(W = 0) = 1 − p + p(1 − q)^d (PLD_r). The pair
+π₁·PLD_q + π₀·PLD_r (π₁ = 1 − π₀, mixed by dp-accounting's ``compute_mixture``, pessimistic) dominates a
+round in both directions; W being fresh and public each round, its T-fold composition dominates T adaptive
+rounds. It is a garbling of the Thm 5.2 pair (given W = 0, forget B ~ Bern(r/q) of the pair
+(r/q)·PLD_q + (1 − r/q)·identity; π₁ + π₀·r/q = p), so it is never looser, for any composition.
+d = 0 gives the pq-subsampled Gaussian (exact: then participation is visible only through x′); d → ∞ gives
+the Thm 5.2 pair. Any d at least the true number of other records is sound: a client with fewer records is
+the same mechanism as one with d records, the missing ones having gradient 0 (norm ≤ C), which the pair
+covers.
+
+**When participation is not hidden.** The refinement needs that an observer cannot tell a participant with
+an empty local sample from a non-participant. ampfl's DP-DSGD-RP releases the models w_t only; a joined
+client with an empty sample adds the zero vector to the sum, exactly like a client that did not join, and
+the update's scale 1/(p N q d) does not depend on who joined (004 §3.1's threat model: trusted server,
+secure channels). The accounted release does not cover the run's logged metrics (participant count, sample
+count, train loss: un-noised functions of the data) nor what the server sees (it sums the clear g_i).
+
+Provenance: [C] (our derivation; docs/pld.md, "Random check-in (004)").
+"""
+
+from __future__ import annotations
+
+import math
+
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+from ampfl.accounting._checks import check_int, check_positive, check_probability
+from ampfl.accounting.events import RandomCheckInEvent
+
+__all__ = ["best_hidden_epsilon", "hidden_components", "random_checkin_pld", "refined_pld", "refined_weights"]
+
+
+def refined_weights(
+    participation: float, sampling_rate: float, local_dataset_size: int
+) -> tuple[float, float]:
+    """(π₀, r): P(W = 0) and the inclusion probability of x′ given W = 0 (module docstring)."""
+    p = check_probability("participation", participation)
+    q = check_probability("sampling_rate", sampling_rate)
+    d = check_int("local_dataset_size", local_dataset_size, minimum=0)
+    empty = math.exp(d * math.log1p(-q)) if q < 1.0 else (1.0 if d == 0 else 0.0)
+    pi0 = (1.0 - p) + p * empty
+    r = p * empty * q / pi0 if pi0 > 0.0 else 0.0
+    return pi0, min(1.0, r)
+
+
+def _subsampled(z: float, rate: float, h: float) -> pld_lib.PrivacyLossDistribution:
+    """Pessimistic PLD of the ``rate``-subsampled Gaussian with std ``z`` (sensitivity 1)."""
+    if rate <= 0.0 or math.isinf(z):
+        return pld_lib.identity(h)
+    return pld_lib.from_gaussian_mechanism(
+        standard_deviation=z,
+        sensitivity=1.0,
+        sampling_prob=min(1.0, rate),
+        pessimistic_estimate=True,
+        value_discretization_interval=h,
+    )
+
+
+def refined_pld(
+    *,
+    participation: float,
+    sampling_rate: float,
+    local_dataset_size: int,
+    noise_multiplier: float,
+    value_discretization_interval: float = 1e-4,
+) -> pld_lib.PrivacyLossDistribution:
+    """Pessimistic PLD of one round under the empty-sample refinement of WCS (sound; module docstring)."""
+    q = check_probability("sampling_rate", sampling_rate)
+    z = float(noise_multiplier)
+    if not math.isinf(z):
+        z = check_positive("noise_multiplier", noise_multiplier)
+    h = check_positive("value_discretization_interval", value_discretization_interval)
+    pi0, r = refined_weights(participation, q, local_dataset_size)
+    if pi0 >= 1.0:
+        return _subsampled(z, r, h)
+    if pi0 <= 0.0:
+        return _subsampled(z, q, h)
+    return _subsampled(z, q, h).compute_mixture(_subsampled(z, r, h), 1.0 - pi0)
+
+
+def _epsilon_at(components: list[tuple[float, float, float]], delta: float) -> float:
+    """One-round ε(δ) of a public mixture of subsampled Gaussians (closed forms, bisection; no grid)."""
+    from ampfl.accounting.random_checkin.count_split import mixture_delta
+
+    lo, hi = 0.0, 64.0
+    if mixture_delta(components, 0.0) <= delta:
+        return 0.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if mixture_delta(components, mid) <= delta else (mid, hi)
+    return hi
+
+
+def hidden_components(
+    participation: float, sampling_rate: float, local_dataset_size: int, noise_multiplier: float
+) -> list[tuple[float, float, float]]:
+    """(weight, rate, std) of the event's pair for hidden participation: the empty-sample refinement.
+
+    The per-count noise split (:mod:`ampfl.accounting.random_checkin.count_split`) is tighter in some
+    settings but not at every ε (so not as the event's one pair): :func:`best_hidden_epsilon` composes
+    both."""
+    pi0, r = refined_weights(participation, sampling_rate, local_dataset_size)
+    z = noise_multiplier
+    return [(w, rate, z) for w, rate in ((1.0 - pi0, sampling_rate), (pi0, r)) if w > 0.0]
+
+
+def best_hidden_epsilon(
+    *,
+    participation: float,
+    sampling_rate: float,
+    local_dataset_size: int,
+    noise_multiplier: float,
+    iterations: int,
+    delta: float,
+    value_discretization_interval: float = 1e-4,
+) -> tuple[float, str]:
+    """The smallest ε(δ) over candidate pairs for hidden participation, each composed ``iterations`` times
+    (each is an upper bound, so their minimum is one): the refinement (the event's pair) and the per-count
+    noise split chosen at two reference ε (the refinement's one-round ε(δ) and ε_T(δ)/T). Returns (ε, name).
+    """
+    from ampfl.accounting.random_checkin.count_split import count_split_components, count_splits, mixture_pld
+
+    p = check_probability("participation", participation)
+    q = check_probability("sampling_rate", sampling_rate)
+    d = check_int("local_dataset_size", local_dataset_size, minimum=0)
+    z = check_positive("noise_multiplier", noise_multiplier)
+    t = check_int("iterations", iterations, minimum=1)
+    h = check_positive("value_discretization_interval", value_discretization_interval)
+
+    def composed(comps: list[tuple[float, float, float]]) -> float:
+        one = mixture_pld(comps, h)
+        return max(0.0, float((one if t == 1 else one.self_compose(t)).get_epsilon_for_delta(delta)))
+
+    refined = hidden_components(p, q, d, z)
+    best, name = composed(refined), "refined"
+    if d == 0 or p >= 1.0 or q >= 1.0:
+        return best, name
+    for ref in sorted({_epsilon_at(refined, delta), best / t}):
+        splits = count_splits(p, q, d, z, max(ref, 1e-6))
+        if any(s > 0.0 for s in splits.values()):
+            eps = composed(count_split_components(p, q, d, z, splits))
+            if eps < best:
+                best, name = eps, f"count-split (reference epsilon {ref:.3g})"
+    return best, name
+
+
+def random_checkin_pld(event: RandomCheckInEvent, h: float) -> pld_lib.PrivacyLossDistribution:
+    """The PLD accountant's pair for one round of ``event`` (module docstring): Thm 5.2's pair when
+    participation is revealed or d is unknown (``None``), else the empty-sample refinement
+    (:func:`hidden_components`; never looser), built by
+    :func:`~ampfl.accounting.random_checkin.count_split.mixture_pld`."""
+    from ampfl.accounting.accountants.pld import event_pld
+    from ampfl.accounting.random_checkin.count_split import mixture_pld
+    from ampfl.accounting.subsampling import check_pld_size, dp_accounting_guard
+
+    if not event.participation_hidden or event.local_dataset_size is None:  # revealed, or d unknown (d → ∞)
+        return event_pld(event.dominating(), h)
+    z = event.noise_multiplier
+    if math.isinf(z):
+        return pld_lib.identity(h)
+    check_pld_size(z, h)
+    comps = hidden_components(event.participation, event.sampling_rate, event.local_dataset_size, z)
+    with dp_accounting_guard("random check-in PLD"):
+        return mixture_pld(comps, h)
