@@ -341,12 +341,18 @@ def test_dp_dsgd_rp_clipping_noise_and_events() -> None:
     assert float(quiet.global_params.abs().max()) > 0.0
 
 
-def test_dp_dsgd_rp_unequal_clients_use_d_records() -> None:
+def test_dp_dsgd_rp_unequal_clients_use_all_records_and_d_bounds_them() -> None:
     ds = _dataset(10, 2)
     task = Task(ds, [np.arange(0, 4), np.arange(4, 20)], model="logreg")
     alg = _make("dp_dsgd_rp", task, noise_multiplier=1.0)
-    assert alg.d == 4 and [len(ix) for ix in alg.local_data] == [4, 4]
-    assert set(alg.local_data[1].tolist()) <= set(range(4, 20))
+    assert alg.d == 16 and [len(ix) for ix in alg.local_data] == [4, 16]
+    assert alg.round_events(0)[0][0].local_dataset_size == 16
+    public = _make("dp_dsgd_rp", task, noise_multiplier=1.0, local_dataset_size=20)
+    assert public.d == 20 and public.scale() == pytest.approx(alg.scale() * 16 / 20)
+    with pytest.raises(
+        ValueError, match=r"algorithm.local_dataset_size: must be >= the largest local dataset \(16\)"
+    ):
+        _make("dp_dsgd_rp", task, noise_multiplier=1.0, local_dataset_size=10)
 
 
 @pytest.mark.parametrize(

@@ -25,11 +25,15 @@ participation, :mod:`ampfl.accounting.random_checkin.pld_pairs`). Participation 
 released: the models w_t only; a joined client with an empty sample adds 0 to the sum, as a client that did
 not join, and the scale 1/(p N q d) is fixed (004 §3.1: trusted server, secure channels; the logged metrics
 — participants, examples, train loss — are un-noised diagnostics, not part of the release). d is an upper
-bound on the other records x′'s client uses: every client uses exactly d records.
+bound on the other records x′'s client uses: every client uses all its records and holds at most d.
 z = 0 gives no guarantee (``privacy_unit`` None, ε = ∞).
 
-All clients must hold d records (004's "N clients with d samples each"); with unequal local datasets every
-client uses a fixed random subset of d = min_i |D_i| records, chosen once from the run seed.
+004 has "N clients with d samples each". d is ``local_dataset_size`` when given (a public bound: a client
+holding more is an error), else the largest local dataset (local dataset sizes treated as public, as the
+scale 1/(p N q d) already does). Every client uses all its records. (Until issue 11 clients with more than
+d = min_i |D_i| records kept a random d-subset: that is not an add/remove-one mechanism — an added record
+displaces a used one, and adding to the smallest client changed d and every client's subset — so the
+accounted ε did not cover unequal datasets.)
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from ampfl.accounting.events import PrivacyEvent
 from ampfl.accounting.random_checkin import ANALYSES, RECOMMENDED_ANALYSIS
 from ampfl.fl.algorithms._common import FederatedAlgorithm
 from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_DATA, ROLE_NOISE
-from ampfl.fl.sampling import RandomCheckInSampler, fixed_size_subsets, poisson_local_batches
+from ampfl.fl.sampling import RandomCheckInSampler, poisson_local_batches
 
 if TYPE_CHECKING:
     from ampfl.fl.config import PrivacyConfig
@@ -69,6 +73,9 @@ class DPDSGDRPParams(BaseModel):
     learning_rate: float = Field(0.1, gt=0.0, description="η")
     momentum: float = Field(
         0.0, ge=0.0, lt=1.0, description="server heavy-ball momentum μ (004 App. B.2: 0.9)"
+    )
+    local_dataset_size: int | None = Field(
+        None, ge=1, description="d, a public bound on every local dataset; default: the largest one"
     )
 
     @field_validator("analysis")
@@ -97,11 +104,18 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
         super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
         self.p: DPDSGDRPParams = params  # type: ignore[assignment]
         n = task.num_clients
-        self.d = int(task.client_sizes().min())
-        if self.d < 1:
+        sizes = task.client_sizes()
+        if int(sizes.min()) < 1:
             raise ValueError("every client must hold at least one record.")
-        # Clients holding more than d keep a random d-subset (drawn in client order; none if all hold d).
-        self.local_data = fixed_size_subsets(self.client_indices, self.d, self.rng(-1, ROLE_DATA))
+        largest = int(sizes.max())
+        bound = self.p.local_dataset_size
+        if bound is not None and bound < largest:
+            raise ValueError(
+                "algorithm.local_dataset_size: must be >= the largest local dataset "
+                f"({largest}), got {bound}."
+            )
+        self.d = largest if bound is None else int(bound)
+        self.local_data = self.client_indices  # all records: an add/remove-one mechanism (module docstring)
         self.sampler = RandomCheckInSampler(n, self.p.participation)
         if self.p.noise_multiplier is not None:
             self.noise_multiplier = float(self.p.noise_multiplier)
