@@ -18,10 +18,11 @@ def _check_shape(out):
     keys = [key for key in out if key != "noise_std"]  # noise_std (with --clip) follows noise_multiplier
     assert keys[: len(TOP_KEYS)] == TOP_KEYS
     assert out["analysis"] == rc.RECOMMENDED_ANALYSIS == "wcs"
-    assert set(out["analyses"]) == set(rc.ANALYSES) - {"wcs"}  # the recommended one is the top level
+    # the recommended one is the top level; "hidden-participation" is what a run accounts (issue 11)
+    assert set(out["analyses"]) == set(rc.ANALYSES) - {"wcs"} | {command.HIDDEN}
     for name, entry in out["analyses"].items():
         assert set(entry) == {"epsilon", "delta", "sound", "note"}
-        assert entry["sound"] is rc.SOUND[name]
+        assert entry["sound"] is rc.SOUND.get(name, True)
     assert out["analyses"]["paper"]["sound"] is False and "refuted" in out["analyses"]["paper"]["note"]
     assert out["analyses"]["cs"]["sound"] is False and "lower bound" in out["analyses"]["cs"]["note"]
 
@@ -63,6 +64,9 @@ def test_account_composed_is_the_accountant_on_random_checkin_events(accountant,
     )
     acc = cls().compose(event, 5)
     assert out["epsilon"] == acc.get_epsilon(1e-5)
+    hidden = PLDAccountant().compose(RandomCheckInEvent(**MECH, noise_multiplier=1.0), 5).get_epsilon(1e-5)
+    assert out["analyses"][command.HIDDEN]["epsilon"] == hidden  # the run's pair: PLD, participation hidden
+    assert hidden <= PLDAccountant().compose(event, 5).get_epsilon(1e-5)  # never above wcs
     rows = {**out["analyses"], "wcs": {"epsilon": out["epsilon"], "delta": out["delta"]}}
     for name in rc.ANALYSES:
         expected = rc.epsilon_composed(

@@ -10,6 +10,11 @@ recommended analysis, ``wcs`` (004 Thm 5.2); ``analyses`` holds all four (``pape
 Cor. 5.3 with ``sound: false``). Per iteration (no ``--iterations``, no ``--accountant``) every analysis is
 the paper's closed form (``accountant: "closed-form"``); with ``--iterations`` wcs/ols/cs are events composed
 on the PLD accountant (default) or the RDP one, and ``paper`` by optimal composition.
+
+``analyses["hidden-participation"]`` (issue 11) is what an ampfl run accounts: the same event with
+participation hidden from the observer (004 §3.1: trusted server, secure channels; only the models are
+released) and ``--d`` an upper bound on the client's other records, on the PLD accountant — the empty-sample
+refinement of Thm 5.2's pair (:mod:`ampfl.accounting.random_checkin.pld_pairs`), never above ``wcs``.
 """
 
 from __future__ import annotations
@@ -104,6 +109,29 @@ def _entries(values: dict[str, tuple[float | None, float | None, str]]) -> dict[
     return out
 
 
+HIDDEN = "hidden-participation"
+_HIDDEN_NOTE = (
+    "Thm 5.2's pair refined for participation hidden from the observer (004 §3.1: trusted server, secure "
+    "channels; only the models released) with --d an upper bound on the client's other records; PLD "
+    "accountant; what ampfl runs account (docs/pld.md)"
+)
+
+
+def _hidden(
+    mech: dict[str, Any], z: float, *, delta: float | None, epsilon: float | None, t: int | None
+) -> dict[str, Any]:
+    """The ``hidden-participation`` entry: ε(δ) composed over ``t`` iterations, or one iteration's δ(ε)."""
+    from ampfl.accounting.accountants import make_accountant
+    from ampfl.accounting.events import RandomCheckInEvent
+
+    event = RandomCheckInEvent(**mech, noise_multiplier=z, participation_hidden=True)
+    acc = make_accountant("pld").compose(event, t or 1)
+    if epsilon is not None:
+        return {"epsilon": epsilon, "delta": acc.get_delta(epsilon), "sound": True, "note": _HIDDEN_NOTE}
+    assert delta is not None
+    return {"epsilon": acc.get_epsilon(delta), "delta": delta, "sound": True, "note": _HIDDEN_NOTE}
+
+
 def _each(fn: Any) -> dict[str, tuple[float | None, float | None, str]]:
     """``fn(name) -> (epsilon, delta)`` per analysis; failures of non-recommended ones become notes."""
     from ampfl.accounting import random_checkin as rc
@@ -141,6 +169,7 @@ def _account(args: argparse.Namespace) -> dict[str, Any]:
         kind = args.accountant
         values = _each(lambda name: (eps, _delta(name, mech, z, eps, kind)))
         t = 1
+        hidden = _hidden(mech, z, delta=None, epsilon=eps, t=1)
     else:
         if args.epsilon is not None:
             raise ValueError(
@@ -152,6 +181,7 @@ def _account(args: argparse.Namespace) -> dict[str, Any]:
         dlt = check_delta("delta", args.delta)
         kind = args.accountant or "pld"
         values = _each(lambda name: (_epsilon(name, mech, z, dlt, t, kind), dlt))
+        hidden = _hidden(mech, z, delta=dlt, epsilon=None, t=t)
     top_eps, top_delta, _ = values[rc.RECOMMENDED_ANALYSIS]
     assert top_eps is not None and top_delta is not None  # the recommended analysis raises instead
     return privacy_report(
@@ -161,7 +191,7 @@ def _account(args: argparse.Namespace) -> dict[str, Any]:
         accountant=kind or "closed-form",
         noise_multiplier=z,
         clip=args.clip,
-        analyses=_entries(values),
+        analyses={**_entries(values), HIDDEN: hidden},
         iterations=t,
     )
 
@@ -196,6 +226,11 @@ def _calibrate(args: argparse.Namespace) -> dict[str, Any]:
     for name, (eps, _, note) in values.items():
         if eps is None and not note:
             values[name] = (None, dlt, "unbounded without noise")
+    if z > 0.0:
+        hidden = _hidden(mech, z, delta=dlt, epsilon=None, t=t)
+    else:  # no noise: as wcs, (0, δ) iff δ ≥ P(the record is used at all)
+        wcs_eps = values[rc.RECOMMENDED_ANALYSIS][0]
+        hidden = {"epsilon": wcs_eps, "delta": dlt, "sound": True, "note": _HIDDEN_NOTE}
     top_eps = values[rc.RECOMMENDED_ANALYSIS][0]
     assert top_eps is not None  # calibrated: z > 0, or no noise needed (epsilon 0)
     return privacy_report(
@@ -205,7 +240,7 @@ def _calibrate(args: argparse.Namespace) -> dict[str, Any]:
         accountant=kind or "closed-form",
         noise_multiplier=z,
         clip=args.clip,
-        analyses=_entries(values),
+        analyses={**_entries(values), HIDDEN: hidden},
         target_epsilon=float(args.epsilon),
         target_delta=dlt,
         iterations=t or 1,
