@@ -25,7 +25,6 @@ from ampfl.fl.sampling import (
     FixedSizeSampler,
     PoissonSampler,
     RandomCheckInSampler,
-    fixed_size_subsets,
     local_batches,
     poisson_local_batches,
 )
@@ -172,27 +171,6 @@ def test_poisson_local_batches_matches_the_per_client_loop(sizes, seed, q, data)
         ref = _rng(seed)
         _reference_poisson_local_batches(parts, clients, sampling_rate=q, rng=ref, limit=limit)
         assert rng.random() == ref.random()
-
-
-@settings(max_examples=40, deadline=None)
-@given(sizes=st.lists(st.integers(3, 40), min_size=1, max_size=40), seed=st.integers(0, 2**32 - 1))
-def test_fixed_size_subsets_matches_the_per_client_loop(sizes, seed):
-    gen = np.random.default_rng(seed)
-    parts = [np.sort(gen.choice(1000, s, replace=False)).astype(np.int64) for s in sizes]
-    d = min(sizes)
-    pick = _rng(seed)  # the pre-issue-17 dp_dsgd_rp set-up
-    want = [ix if len(ix) == d else np.sort(pick.choice(ix, d, replace=False)) for ix in parts]
-    after = pick.random()
-    for block_from in (1, 24):  # 1: the block draw whatever the number of clients
-        rng = _rng(seed)
-        with mock.patch.object(sampling, "_BLOCK_FROM", block_from):
-            got = fixed_size_subsets(parts, d, rng)
-        assert len(got) == len(want)
-        for a, b in zip(got, want, strict=True):
-            np.testing.assert_array_equal(a, b)
-        assert rng.random() == after
-    with pytest.raises(ValueError, match="size must be"):
-        fixed_size_subsets(parts, d + 1, rng)
 
 
 def _reference_local_batches(client_indices, clients, *, num_steps, batch_size, scheme, rng):

@@ -368,29 +368,3 @@ def poisson_local_batches(
     ind[row, col] = flat[keep]
     mask[row, col] = 1.0
     return torch.from_numpy(ind[:, None, :]), torch.from_numpy(mask[:, None, :])
-
-
-def fixed_size_subsets(
-    client_indices: Sequence[np.ndarray], size: int, rng: np.random.Generator
-) -> ClientPartition:
-    """Every client's local dataset cut to ``size`` records: a client holding more keeps a uniform random
-    ``size``-subset (sorted), drawn in client order with ``rng.choice(ix, size, replace=False)``; a client
-    holding exactly ``size`` keeps its array and draws nothing. The draws of the clients holding more are
-    reproduced in one block (:func:`_local_draws`), with the same numbers.
-
-    Raises:
-        ValueError: a client holds fewer than ``size`` records.
-    """
-    part = ClientPartition.from_arrays(client_indices)
-    sizes = part.sizes
-    if sizes.size and int(sizes.min()) < size:
-        raise ValueError(f"size must be <= every client's dataset size ({int(sizes.min())}). Found {size}.")
-    bigger = np.flatnonzero(sizes != size)
-    if bigger.size == 0:
-        return part
-    out_sizes = np.full(len(part), size, dtype=np.int64)
-    out = part.gather(np.arange(len(part)), limit=size)[0].reshape(len(part), size)  # a fresh array
-    # rng.choice(ix, size, replace=False) = ix[rng.choice(len(ix), size, replace=False)], client by client
-    local = _local_draws(sizes[bigger], size, "wor", rng)
-    out[bigger] = np.sort(part.flat[part.offsets[bigger][:, None] + local], axis=1)
-    return ClientPartition(out.reshape(-1), np.concatenate([[0], np.cumsum(out_sizes)]))
