@@ -32,7 +32,6 @@ from ampfl.accounting.events import PrivacyEvent
 __all__ = ["Calls", "GridState"]
 
 Calls = list[tuple[PrivacyEvent, int]]
-_TAIL = 1e-15  # the truncated tail mass of a self-composition, moved to infinity (dp-accounting's default)
 
 
 class _Spectrum:
@@ -55,7 +54,7 @@ class _Spectrum:
         self._read: tuple[int, pld_pmf.DensePLDPmf] | None = None
 
     def _window(self, times: int) -> tuple[int, int, int]:
-        lower, upper = pld_fast.chernoff_window(self._mgfs, len(self._probs), times, _TAIL)
+        lower, upper = pld_fast.chernoff_window(self._mgfs, len(self._probs), times, pld_fast.TAIL_MASS)
         size = upper - lower + 1
         return lower, size, max(2, 1 << (max(size, len(self._probs)) - 1).bit_length())
 
@@ -63,12 +62,12 @@ class _Spectrum:
         times = self.times + count
         length = self._window(times)[2]
         if length == self._length:  # the usual round: one product of two spectra
-            step = self._base if count == 1 else pld_fast._power(self._base, count)
+            step = self._base if count == 1 else pld_fast.spectrum_power(self._base, count)
             np.multiply(self._power, step, out=self._power)
         else:
             self._length = length
             self._base = fft.rfft(self._probs, length)
-            self._power = pld_fast._power(self._base, times)
+            self._power = pld_fast.spectrum_power(self._base, times)
         self.times = times
 
     def read(self) -> pld_pmf.DensePLDPmf:
@@ -77,7 +76,7 @@ class _Spectrum:
             full = fft.irfft(self._power, length)
             # the window, wrapped around the FFT length as dp-accounting's np.roll (a slice when it fits)
             out = full[lower : lower + size] if 0 <= lower <= length - size else np.roll(full, -lower)[:size]
-            inf = _TAIL - math.expm1(self.times * math.log1p(-self._inf))
+            inf = pld_fast.TAIL_MASS - math.expm1(self.times * math.log1p(-self._inf))
             pmf = pld_pmf.DensePLDPmf(self._h, self._lower * self.times + lower, np.array(out), inf, True)
             self._read = (self.times, pmf)
         return self._read[1]

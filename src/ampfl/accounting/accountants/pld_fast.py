@@ -28,10 +28,10 @@ from dp_accounting.pld import pld_pmf, privacy_loss_mechanism
 from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution as PLD
 from scipy import fft
 
-__all__ = ["compose", "epsilon_for_delta", "gaussian_pld", "self_compose"]
+__all__ = ["TAIL_MASS", "compose", "epsilon_for_delta", "gaussian_pld", "self_compose", "spectrum_power"]
 
 
-_TAIL = 1e-15  # dp-accounting's default tail_mass_truncation of compose / self_compose
+TAIL_MASS = 1e-15  # dp-accounting's default tail_mass_truncation of compose / self_compose
 _SPARSE = 1000  # dp-accounting's _MAX_PMF_SPARSE_SIZE
 
 
@@ -141,7 +141,7 @@ def _compose_pmf(a: Any, b: Any, tail: float) -> pld_pmf.PLDPmf:
     )
 
 
-def compose(a: PLD, b: PLD, tail: float = _TAIL) -> PLD:
+def compose(a: PLD, b: PLD, tail: float = TAIL_MASS) -> PLD:
     """``a.compose(b)`` (pessimistic PLDs)."""
     remove = _compose_pmf(a._pmf_remove, b._pmf_remove, tail)
     if a._symmetric and b._symmetric:
@@ -187,7 +187,7 @@ def _bounds(probs: np.ndarray, times: int, tail: float) -> tuple[int, int]:
     return chernoff_window(log_mgfs(probs), len(probs), times, tail)
 
 
-def _power(spectrum: np.ndarray, times: int) -> np.ndarray:
+def spectrum_power(spectrum: np.ndarray, times: int) -> np.ndarray:
     """``spectrum ** times`` by repeated squaring, in place (|values| ≤ 1: a characteristic function)."""
     out: np.ndarray | None = None
     base = spectrum.copy()
@@ -211,14 +211,14 @@ def _self_compose_pmf(pmf: Any, times: int, tail: float) -> pld_pmf.PLDPmf:
     lower, upper = _bounds(probs, times, tail)
     size = upper - lower + 1
     fast = fft.next_fast_len(max(size, len(probs)))  # dp-accounting's length: the same wrap-around
-    out = np.roll(fft.irfft(_power(fft.rfft(probs, fast), times), fast), -lower)[:size]
+    out = np.roll(fft.irfft(spectrum_power(fft.rfft(probs, fast), times), fast), -lower)[:size]
     inf = tail - math.expm1(times * math.log1p(-dense._infinity_mass))
     return pld_pmf.DensePLDPmf(
         dense._discretization, dense._lower_loss * times + lower, np.array(out), inf, True
     )
 
 
-def self_compose(pld: PLD, times: int, tail: float = _TAIL) -> PLD:
+def self_compose(pld: PLD, times: int, tail: float = TAIL_MASS) -> PLD:
     """``pld.self_compose(times)`` (pessimistic PLDs)."""
     if times == 1:
         return pld
