@@ -15,7 +15,9 @@ A run folder holds:
 Privacy (``ampfl.fl.privacy``): the run owns one accountant (``[privacy] accountant``). Before round r it asks
 the algorithm for the round's events, stops if they would push ε above ``[privacy] max_epsilon``
 (``stopped = "budget"`` in the summary), runs the round and composes its events once; ε at every evaluation is
-read from the accountant, never recomputed from the history. A non-private run (FedAvg, zero noise) reports
+read from the accountant, never recomputed from the history. The ledger's operations run in order on a
+thread of their own (:mod:`ampfl.fl.ledger_thread`), so a reading overlaps the next round's training; the
+numbers are those of the sequential loop bit for bit. A non-private run (FedAvg, zero noise) reports
 ε = ∞ (``1e999`` in JSON) and ``privacy_unit = null``.
 
 Every file is written atomically (temporary file + ``os.replace``), so a run stopped at any point resumes from
@@ -27,35 +29,54 @@ Checkpoints are loaded with ``torch.load(..., weights_only=False)``: resume only
 
 from __future__ import annotations
 
-import io
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ampfl.fl.config import RunConfig, config_to_dict, to_toml
 from ampfl.fl.divergence import TrainingDiverged, diverged_message, numerical_failure
-from ampfl.fl.run_plots import ACCURACY_PNG, EPSILON_PNG, write_plots
-from ampfl.io import atomic_write_bytes, atomic_write_json, atomic_write_text, dumps_json
+from ampfl.fl.ledger_thread import LedgerThread
+from ampfl.fl.run_folder import (
+    CHECKPOINT,
+    CONFIG_JSON,
+    CONFIG_TOML,
+    METRICS,
+    RESUMABLE_CHANGES,
+    SUMMARY,
+    clear_run_folder,
+    load_checkpoint,
+    open_run_folder,
+    save_checkpoint,
+)
+from ampfl.fl.run_plots import write_plots
+from ampfl.io import atomic_write_json, atomic_write_text, dumps_json
+
+__all__ = [  # the run folder's names and checkpoint functions are re-exported from ampfl.fl.run_folder
+    "CHECKPOINT",
+    "CONFIG_JSON",
+    "CONFIG_TOML",
+    "METRICS",
+    "RESUMABLE_CHANGES",
+    "SUMMARY",
+    "build_algorithm",
+    "build_engine",
+    "build_task",
+    "clear_run_folder",
+    "load_checkpoint",
+    "run_experiment",
+    "run_or_reuse",
+    "save_checkpoint",
+]
 
 if TYPE_CHECKING:
     from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.engine import Engine
     from ampfl.fl.privacy import RunAccountant
     from ampfl.fl.task import Task
-
-CONFIG_JSON = "config.json"
-CONFIG_TOML = "config.toml"
-METRICS = "metrics.jsonl"
-CHECKPOINT = "checkpoint.pt"
-SUMMARY = "summary.json"
-
-#: Config keys that may change between an interrupted run and its resumption (they change no numbers).
-RESUMABLE_CHANGES = frozenset({"rounds", "eval_every", "checkpoint_every", "privacy.max_epsilon"})
-
-_CHECKPOINT_FORMAT = 2
 
 
 def build_task(config: RunConfig) -> Task:
@@ -145,7 +166,7 @@ def _run_experiment(
     out = Path(out_dir)
     resolved = config_to_dict(config)
     started = time.perf_counter()
-    checkpoint = _open_run_folder(out, resolved, resume=resume)
+    checkpoint = open_run_folder(out, resolved, resume=resume)
     # Data, algorithm and accountant first: a config that cannot start leaves no run folder behind.
     if task is None:
         task = build_task(config)
@@ -179,14 +200,32 @@ def _run_experiment(
     def wall() -> float:
         return wall_before + time.perf_counter() - started
 
-    def evaluate(done: int, round_metrics: Mapping[str, Any]) -> dict[str, Any]:
-        line = _evaluation_line(algorithm, done, round_metrics, wall(), ledger)
-        metrics.append(line)
-        handle.write(dumps_json(line) + "\n")
-        handle.flush()
-        return line
+    # Every operation on the ledger runs on its own thread, in order (ampfl.fl.ledger_thread): an evaluation
+    # line waits in ``pending`` for its ε and is written, in round order, once the reading is done.
+    books = LedgerThread(threaded=ledger.private)
+    pending: list[tuple[dict[str, Any], float, Future[dict[str, Any]]]] = []
+
+    def evaluate(done: int, round_metrics: Mapping[str, Any]) -> None:
+        line = _evaluation_line(algorithm, done, round_metrics)
+        pending.append((line, wall(), books.submit(_privacy_fields, ledger, algorithm.group_budgets())))
+
+    def write_done(*, wait: bool, quiet: bool = False) -> dict[str, Any] | None:
+        """Write the evaluation lines whose ε is known (all of them when ``wait``); the last one written.
+        ``quiet``: stop, without raising, at a line whose reading failed (the run is failing already)."""
+        last = None
+        while pending and (wait or pending[0][2].done()):
+            line, seconds, fields = pending[0]
+            if quiet and fields.exception() is not None:
+                break
+            pending.pop(0)
+            last = _with_privacy(line, seconds, fields.result())
+            metrics.append(last)
+            handle.write(dumps_json(last) + "\n")
+            handle.flush()
+        return last
 
     def checkpoint_now(done: int) -> None:
+        books.drain()
         save_checkpoint(
             out, algorithm, rounds_done=done, metrics=metrics, config=resolved, wall=wall(), privacy=ledger
         )
@@ -194,19 +233,24 @@ def _run_experiment(
     saved_at = rounds_done if checkpoint is not None else -1
     done, stopped = rounds_done, "rounds"
     with _progress_bar(progress, config.rounds, rounds_done, label or config.algorithm.name) as advance:
-        with open(out / METRICS, "a", encoding="utf-8") as handle:
+        with (
+            open(out / METRICS, "a", encoding="utf-8") as handle,
+            _ledger_thread(books, lambda: write_done(wait=True, quiet=True)),
+        ):
             for round_index in range(rounds_done, last):
                 events = algorithm.round_events(round_index)
-                over = ledger.groups_over_budget(events, algorithm.group_budgets())
-                if over:  # per-group budgets (paper 001): those groups stop being sampled
-                    algorithm.retire_groups(over)
-                    events = algorithm.round_events(round_index)
-                    if not events:
+                budgets = algorithm.group_budgets()
+                if budgets or config.privacy.max_epsilon is not None:  # without a budget both are no-ops
+                    over = books.call(ledger.groups_over_budget, events, budgets)
+                    if over:  # per-group budgets (paper 001): those groups stop being sampled
+                        algorithm.retire_groups(over)
+                        events = algorithm.round_events(round_index)
+                        if not events:
+                            stopped = "budget"
+                            break
+                    if books.call(ledger.would_exceed, events):
                         stopped = "budget"
                         break
-                if ledger.would_exceed(events):
-                    stopped = "budget"
-                    break
                 try:
                     round_metrics = algorithm.run_round(round_index)
                 except (RuntimeError, ArithmeticError) as exc:
@@ -217,25 +261,30 @@ def _run_experiment(
                     ) from None
                 if not algorithm.parameters_finite():
                     raise TrainingDiverged(diverged_message(config, round_index + 1, saved_at, out, None))
-                ledger.compose(events)  # once per round, never the history again
+                books.submit(ledger.compose, events)  # once per round, never the history again
                 done = round_index + 1
-                text = ""
                 if done % config.eval_every == 0 or done == config.rounds:
-                    line = evaluate(done, round_metrics)
-                    text = f"acc {line['accuracy']:.3f}  ε {line['epsilon']:.3g}"
+                    evaluate(done, round_metrics)
                 if config.checkpoint_every and done % config.checkpoint_every == 0:
+                    write_done(wait=True)
                     checkpoint_now(done)
                     saved_at = done
-                advance(text)
+                shown = write_done(wait=False)
+                advance(f"acc {shown['accuracy']:.3f}  ε {shown['epsilon']:.3g}" if shown else "")
+            write_done(wait=True)
             if stopped == "budget" and (not metrics or metrics[-1]["round"] != done):
                 evaluate(done, {})  # the last line states the ε the run stopped at
+                write_done(wait=True)
                 saved_at = -1
     if saved_at != done:
         checkpoint_now(done)
     if stopped == "rounds" and done < config.rounds:
         return {"completed": False, "rounds_done": done, "rounds": config.rounds, "out_dir": str(out)}
 
-    final = metrics[-1] if metrics else _evaluation_line(algorithm, done, {}, wall(), ledger)
+    final = metrics[-1] if metrics else None
+    if final is None:  # no evaluation ran (a run stopped before its first round)
+        fields = _privacy_fields(ledger, algorithm.group_budgets())
+        final = _with_privacy(_evaluation_line(algorithm, done, {}), wall(), fields)
     files = (
         write_plots(out, metrics, title=f"{config.algorithm.name} on {config.dataset.name}") if plots else []
     )
@@ -263,7 +312,7 @@ def _run_experiment(
         "seed": config.seed,
         "params": config.algorithm.params.model_dump(mode="json"),
         "noise": _noise_levels(algorithm),
-        **_group_privacy(algorithm, ledger),
+        **_group_fields(ledger, algorithm.group_budgets()),
         "completed": True,
         "out_dir": str(out),
         "files": [
@@ -313,100 +362,6 @@ def run_or_reuse(
     return run_experiment(config, folder, task=task, plots=False, label=label)
 
 
-def clear_run_folder(folder: str | Path) -> None:
-    """Delete the files a run writes in ``folder`` (and the folder if that leaves it empty); nothing else.
-
-    Used by the demo and the figure reproductions, which own their run folders and may run again.
-    """
-    path = Path(folder)
-    for name in (CONFIG_JSON, CONFIG_TOML, METRICS, CHECKPOINT, SUMMARY, ACCURACY_PNG, EPSILON_PNG):
-        (path / name).unlink(missing_ok=True)
-    if path.is_dir() and not any(path.iterdir()):
-        path.rmdir()
-
-
-def save_checkpoint(
-    out: Path,
-    algorithm: Algorithm,
-    *,
-    rounds_done: int,
-    metrics: list[dict[str, Any]],
-    config: dict[str, Any],
-    wall: float,
-    privacy: RunAccountant,
-) -> Path:
-    """Write ``checkpoint.pt`` atomically (the previous one stays valid until the new one is complete)."""
-    import torch
-
-    state = {
-        "format": _CHECKPOINT_FORMAT,
-        "rounds_done": rounds_done,
-        "algorithm": algorithm.state_dict(),
-        "privacy": privacy.state_dict(),
-        "metrics": list(metrics),
-        "torch_rng_state": torch.get_rng_state(),
-        "config": config,
-        "wall_seconds": wall,
-    }
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    return atomic_write_bytes(out / CHECKPOINT, buffer.getvalue())
-
-
-def load_checkpoint(out: Path) -> dict[str, Any]:
-    """Read the run folder's checkpoint (ValueError when there is none or it is unreadable)."""
-    import torch
-
-    path = out / CHECKPOINT
-    if not path.is_file():
-        raise ValueError(f"--resume: no checkpoint in {out} (expected {path.name}).")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # a damaged file: say so in one line
-        raise ValueError(
-            f"--resume: cannot read {path}: {type(exc).__name__}: {exc}".splitlines()[0]
-        ) from None
-    if not isinstance(state, dict) or state.get("format") != _CHECKPOINT_FORMAT:
-        raise ValueError(f"--resume: {path} is not an ampfl checkpoint of format {_CHECKPOINT_FORMAT}.")
-    return state
-
-
-def _open_run_folder(out: Path, resolved: dict[str, Any], *, resume: bool) -> dict[str, Any] | None:
-    if resume:
-        checkpoint = load_checkpoint(out)
-        changed = _changed_keys(checkpoint["config"], resolved) - RESUMABLE_CHANGES
-        if changed:
-            raise ValueError(
-                f"--resume: the config differs from the one of {out} in {', '.join(sorted(changed))}; "
-                "only rounds, eval_every and checkpoint_every may change."
-            )
-        done = int(checkpoint["rounds_done"])
-        if done > int(resolved["rounds"]):
-            raise ValueError(
-                f"--resume: rounds must be at least the {done} rounds already done. "
-                f"Found {resolved['rounds']}."
-            )
-        return checkpoint
-    used = [name for name in (CONFIG_JSON, METRICS, CHECKPOINT, SUMMARY) if (out / name).exists()]
-    if used:
-        raise ValueError(
-            f"{out} already holds a run ({used[0]}); pass --resume to continue it or choose another --out."
-        )
-    return None
-
-
-def _changed_keys(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> set[str]:
-    changed: set[str] = set()
-    for key in set(old) | set(new):
-        a, b = old.get(key), new.get(key)
-        name = f"{prefix}{key}"
-        if isinstance(a, Mapping) and isinstance(b, Mapping):
-            changed |= _changed_keys(a, b, prefix=f"{name}.")
-        elif json.dumps(a, sort_keys=True, default=str) != json.dumps(b, sort_keys=True, default=str):
-            changed.add(name)
-    return changed
-
-
 #: Attributes through which an algorithm exposes the noise it actually uses (after any calibration):
 #: the noise multiplier z and the absolute std σ (z times the sensitivity).
 NOISE_ATTRIBUTES = ("noise_multiplier", "noise_std")
@@ -424,23 +379,24 @@ def _scalar(value: Any) -> Any:
     return float(value)
 
 
-def _evaluation_line(
-    algorithm: Algorithm, done: int, round_metrics: Mapping[str, Any], wall: float, ledger: RunAccountant
-) -> dict[str, Any]:
+def _evaluation_line(algorithm: Algorithm, done: int, round_metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """An evaluation's line without its privacy fields (:func:`_with_privacy` adds them)."""
     evaluation = algorithm.evaluate()
     if "accuracy" not in evaluation:
         raise ValueError(f"{type(algorithm).__name__}.evaluate() must return 'accuracy'.")
     line: dict[str, Any] = {"round": done}
     line.update({key: _scalar(value) for key, value in round_metrics.items()})
     line.update({key: _scalar(value) for key, value in evaluation.items()})
-    line.update({"epsilon": ledger.epsilon(), "delta": ledger.delta, "wall_seconds": wall})
-    line.update(_group_privacy(algorithm, ledger))
     return line
 
 
-def _group_privacy(algorithm: Algorithm, ledger: RunAccountant) -> dict[str, Any]:
+def _privacy_fields(ledger: RunAccountant, budgets: Mapping[int, float]) -> dict[str, Any]:
+    """``epsilon``, ``delta`` and the group fields, read from the ledger (on its thread during a run)."""
+    return {"epsilon": ledger.epsilon(), "delta": ledger.delta, **_group_fields(ledger, budgets)}
+
+
+def _group_fields(ledger: RunAccountant, budgets: Mapping[int, float]) -> dict[str, Any]:
     """``epsilon_by_group`` and ``budget_by_group`` (keys: group ids) for per-group algorithms (paper 001)."""
-    budgets = algorithm.group_budgets()
     if not budgets:
         return {}
     spent = ledger.epsilon_by_group()
@@ -448,6 +404,27 @@ def _group_privacy(algorithm: Algorithm, ledger: RunAccountant) -> dict[str, Any
         "epsilon_by_group": {str(g): spent.get(g, 0.0) for g in sorted(budgets)},
         "budget_by_group": {str(g): budgets[g] for g in sorted(budgets)},
     }
+
+
+def _with_privacy(line: dict[str, Any], wall: float, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``line`` with ``epsilon``, ``delta``, ``wall_seconds`` (at evaluation) and the group fields."""
+    group = {key: value for key, value in fields.items() if key not in ("epsilon", "delta")}
+    return {**line, "epsilon": fields["epsilon"], "delta": fields["delta"], "wall_seconds": wall, **group}
+
+
+@contextmanager
+def _ledger_thread(books: LedgerThread, write_read_lines: Callable[[], Any]) -> Iterator[LedgerThread]:
+    """Wait for every ledger operation at the end of the rounds. If the run fails (an error, an interrupt),
+    the evaluation lines whose ε was read are still written, as the sequential loop wrote them; then the
+    worker stops."""
+    try:
+        yield books
+        books.drain()
+    except BaseException:
+        write_read_lines()
+        raise
+    finally:
+        books.close()
 
 
 @contextmanager
