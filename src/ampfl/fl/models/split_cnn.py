@@ -15,7 +15,7 @@ privacy analysis, Thm 2/3 and :class:`~ampfl.accounting.events.BernoulliMaskEven
 uses w ⊙ M with M ~ Bern(θ). The gradient is straight-through (003 Eq. 4, [24]): ∂M/∂θ is taken as 1, and the
 clamp passes the gradient through unchanged, so ∂q/∂s = ∂q/∂(w⊙M) ⊙ w ⊙ σ'(s). (Eq. 4 prints an extra factor
 σ(s), from App. A's ∂M/∂σ(s) = σ(s); we use the standard estimator, the paper's is ``paper_gradient``; see
-docs/pm_sfl.md. A plain clamp would
+docs/pm_sfl_training.md. A plain clamp would
 zero the gradient of a score whose θ sits at the bound, freezing every weight whose aggregated θ was 0 or 1.)
 
 Everything here is functional over explicit weight lists, so a cohort's bottoms are one ``[K, ...]`` tensor
