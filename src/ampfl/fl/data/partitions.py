@@ -213,7 +213,7 @@ def _dirichlet_cuts(rng: np.random.Generator, num_clients: int, alpha: float, si
 def _label_skew(
     y: np.ndarray, num_clients: int, labels_per_client: int, rng: np.random.Generator
 ) -> ClientPartition:
-    classes, counts = np.unique(y, return_counts=True)
+    classes, counts = _label_counts(y)
     if labels_per_client > classes.size:
         raise ValueError(
             f"labels_per_client must be <= the number of labels present ({classes.size}). "
@@ -223,33 +223,51 @@ def _label_skew(
     slots = _allocate_slots(counts, slots_total, cap=num_clients)
     # One "slot" = one (client, label) pair; a label with more samples gets more slots so that client sizes
     # come out nearly equal. A label never has more than num_clients slots, so a valid assignment exists.
-    slot_labels = np.repeat(np.arange(classes.size), slots)
-    grid = assign_distinct(slot_labels, num_clients, labels_per_client, rng)
+    # (Labels as the smallest integer type: the shuffle's draws do not depend on it, its memory traffic does.)
+    slot_labels = np.repeat(np.arange(classes.size, dtype=np.min_scalar_type(classes.size)), slots)
+    grid = assign_distinct(slot_labels, num_clients, labels_per_client, rng).reshape(-1)
     # Label k's shuffled members are cut into slots[k] pieces as np.array_split does (the first m mod s pieces
     # one longer); going through the grid row by row, the j-th slot of label k takes piece slots[k] - 1 - j
-    # (the last piece first). Computed for all slots at once.
-    members = [
-        rng.permutation(np.flatnonzero(y == classes[k])) if slots[k] else np.zeros(0, dtype=np.int64)
-        for k in range(classes.size)
-    ]
-    m = np.array([a.size for a in members], dtype=np.int64)
-    start_of = np.concatenate([[0], np.cumsum(m)[:-1]])
-    labels = grid.reshape(-1).astype(np.int64)
-    # rank of each slot among the slots of its label, in grid order (a stable sort of small integers: radix)
-    order = np.argsort(labels.astype(np.min_scalar_type(classes.size)), kind="stable")
-    first = np.concatenate([[0], np.cumsum(np.bincount(labels, minlength=classes.size))[:-1]])
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size) - first[labels[order]]
-    s, size = slots[labels], m[labels]
-    piece = s - 1 - rank
-    base, extra = size // s, size % s
-    starts = start_of[labels] + piece * base + np.minimum(piece, extra)
-    lengths = base + (piece < extra)
-    ends = np.cumsum(lengths)
-    pos = np.arange(int(ends[-1]), dtype=np.int64) + np.repeat(starts - (ends - lengths), lengths)
-    per_client = lengths.reshape(num_clients, labels_per_client).sum(1)
-    flat = np.concatenate(members).astype(np.int64)[pos]
-    return _sorted_segments(flat, np.concatenate([[0], np.cumsum(per_client)]))
+    # (the last piece first). Computed the other way round, for every member at once: member q of label k
+    # lies in piece P(q), held by the label's slot number slots[k] - 1 - P(q) in grid order, of client
+    # (that slot's grid position) // labels_per_client.
+    n = int(y.shape[0])
+    bits = max(1, (n - 1).bit_length())  # client << bits | index: one int64 key per member (n < 2^31)
+    keys = []
+    cells = _label_members(grid, np.arange(classes.size), slots)  # each label's slots in grid order
+    for k, members in enumerate(_label_members(y, classes, counts)):
+        s = int(slots[k])
+        if s == 0:
+            continue
+        shuffled = rng.permutation(members)
+        base, extra = divmod(shuffled.size, s)
+        q = np.arange(shuffled.size, dtype=np.int64)
+        long_end = extra * (base + 1)  # pieces 0 .. extra - 1 have base + 1 members
+        piece = np.where(q < long_end, q // (base + 1), extra + (q - long_end) // max(base, 1))
+        client = cells[k][s - 1 - piece] // labels_per_client
+        keys.append((client << bits) | shuffled)
+    key = np.sort(np.concatenate(keys))
+    sizes = np.bincount(key >> bits, minlength=num_clients)
+    return ClientPartition(key & ((1 << bits) - 1), np.concatenate([[0], np.cumsum(sizes)]))
+
+
+def _label_counts(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(y, return_counts=True)``, by ``np.bincount`` for small non-negative integer labels."""
+    low, high = int(y.min()), int(y.max())
+    if low >= 0 and high <= max(1024, 4 * y.size) and np.can_cast(y.dtype, np.intp):
+        counts = np.bincount(y.astype(np.intp, copy=False), minlength=high + 1)
+        classes = np.flatnonzero(counts)
+        return classes.astype(y.dtype), counts[classes]
+    return np.unique(y, return_counts=True)
+
+
+def _label_members(y: np.ndarray, classes: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
+    """``np.flatnonzero(y == c)`` for every class c (with many classes: one stable sort, not a pass each)."""
+    if classes.size <= 8:
+        return [np.flatnonzero(y == c) for c in classes]
+    code = np.searchsorted(classes, y).astype(np.min_scalar_type(classes.size))
+    order = np.argsort(code, kind="stable")
+    return np.split(order, np.cumsum(counts)[:-1])
 
 
 def _allocate_slots(counts: np.ndarray, total: int, *, cap: int) -> np.ndarray:
