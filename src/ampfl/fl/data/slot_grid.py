@@ -37,7 +37,7 @@ def assign_distinct(
 ) -> np.ndarray:
     """A random ``[num_clients, per_client]`` arrangement of ``slot_labels`` with distinct labels per row."""
     grid = rng.permutation(slot_labels).reshape(num_clients, per_client)
-    if np.unique(slot_labels).size == per_client:  # every client needs every label: nothing to randomise
+    if _distinct(slot_labels) == per_client:  # every client needs every label: nothing to randomise
         return np.sort(slot_labels).reshape(per_client, num_clients).T.copy()
     repaired = _repair(grid, num_clients, per_client, rng)
     if repaired is not None:
@@ -47,6 +47,14 @@ def assign_distinct(
     ordered = np.sort(slot_labels)
     grid = ordered.reshape(per_client, num_clients).T.copy()
     return grid[rng.permutation(num_clients)]
+
+
+def _distinct(values: np.ndarray) -> int:
+    """``np.unique(values).size``, by ``np.bincount`` for small non-negative integers."""
+    small = values.size and np.can_cast(values.dtype, np.intp)
+    if small and 0 <= int(values.min()) <= int(values.max()) < 2**16:
+        return int(np.count_nonzero(np.bincount(values.astype(np.intp, copy=False))))
+    return int(np.unique(values).size)
 
 
 def _repair(
@@ -110,60 +118,63 @@ def _walk_rows(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _Pa
 
 
 def _walk_pairs(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _PairDraws) -> tuple[int, bool]:
-    """One pass of the walk with two labels per row, in chunks (module docstring); ``grid`` changes in place.
+    """One pass of the walk with two labels per row, in chunks (module docstring); ``grid`` (C-contiguous)
+    changes in place.
 
     Row r = [v, v] (still repeating when its turn comes; else skipped without a try): try (s, b) qualifies iff
     v is not in row s (so s != r), and the swap is ``r[1], s[b] = s[b], v``. Returns (pairs taken, whether
     some repeat found no swap in ``tries`` tries)."""
     n = grid.shape[0]
+    cells = grid.reshape(-1)  # a view: row r is cells[2r], cells[2r + 1] (1-D gathers are the fast ones)
     never = np.iinfo(np.int64).max
     changed_at = np.full(n, never, dtype=np.int64)  # try (in the chunk's window) at which a row first changed
     chunk = max(16, int(_CHUNK_AT_1M * np.sqrt(n / 1e6)))
     esc = min(255, tries)  # a step of the chain that long (or off the window) is walked alone
-    width = int(grid.max()) + 1
-    small = width <= 16 and int(grid.min()) >= 0
+    width = int(cells.max()) + 1
+    held = _LabelSets(cells, width) if int(cells.min()) >= 0 and width <= 64 else None
     per_row = 2.0  # tries per repeat so far (sizes the window of tries)
     failed = False
     i = 0
     while i < bad.size:
         rows = bad[i : i + chunk]
-        v = grid[rows, 0]
-        live = np.flatnonzero(grid[rows, 1] == v)  # repeats at the chunk's start (a swap never makes one)
+        v = cells[2 * rows]
+        live = np.flatnonzero(cells[2 * rows + 1] == v)  # repeats at the chunk's start (a swap makes none)
         if live.size == 0:
             i += rows.size
             continue
         span = min(int(per_row * live.size * 1.25) + 32, tries - 1)
         s_all, b_all = draws.upto(t + span)
         s_try = s_all[t : t + span]
-        held = grid[s_try]  # [span, 2]: the tried rows at the chunk's start
-        if small:
-            labels, code = np.arange(width), v[live]
+        if held is not None:
+            code = v[live].tolist()
+            ok = held.lacks(s_try)  # [width, span]: whether tried row s lacks label u
         else:
-            labels, code = np.unique(v[live], return_inverse=True)
-        ok = (held[:, 0] != labels[:, None]) & (held[:, 1] != labels[:, None])  # [labels, span]
-        # step[u][j]: 1 + (first try >= j qualifying for labels[u]) - j, capped at esc; esc past the window
+            labels, inverse = np.unique(v[live], return_inverse=True)
+            code = inverse.tolist()
+            a0, a1 = cells[2 * s_try], cells[2 * s_try + 1]
+            ok = (a0 != labels[:, None]) & (a1 != labels[:, None])
+        # step[u][j]: 1 + (first try >= j qualifying for label u) - j, capped at esc; esc past the window
         first = np.where(ok, np.arange(span), span + esc)
         first = np.minimum.accumulate(first[:, ::-1], axis=1)[:, ::-1]
-        step = np.minimum(first - np.arange(span) + 1, esc).astype(np.uint8)
+        step = np.minimum(first - np.arange(-1, span - 1), esc).astype(np.uint8)
         tail = bytes([esc])
         tables = [row.tobytes() + tail for row in step]
-        chain = [tables[u] for u in code.tolist()]
         ends: list[int] = []  # tries used in the chunk after each live repeat
         add = ends.append
         pos = 0
         try:
-            for table in chain:
+            for table in [tables[u] for u in code]:
                 pos += table[pos]
                 add(pos)
         except IndexError:  # only after an escape step: cut there (below)
             pass
         end = np.asarray(ends, dtype=np.int64)
-        start = np.concatenate([[0], end[:-1]])
-        escaped = np.flatnonzero(end - start == esc)
+        escaped = np.flatnonzero(np.diff(end, prepend=0) == esc)
         walked = int(escaped[0]) if escaped.size else end.size
-        end, start, k_live = end[:walked], start[:walked], live[:walked]
+        end, k_live = end[:walked], live[:walked]
         hit = end - 1  # each walked repeat's qualifying try
-        touched = np.concatenate([rows[k_live], s_try[hit]])
+        r_live = rows[k_live]
+        touched = np.concatenate([r_live, s_try[hit]])
         np.minimum.at(changed_at, touched, np.concatenate([hit, hit]))
         # cut at the first repeat whose outcome may differ from the walk one swap at a time: a try on a row
         # changed at an earlier try, its own row changed before its first try, or an escape
@@ -172,26 +183,50 @@ def _walk_pairs(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _P
             late = np.flatnonzero(changed_at[s_try[: int(end[-1])]] < np.arange(int(end[-1])))
             if late.size:
                 cut = min(cut, int(k_live[np.searchsorted(end, late[0], side="right")]))
-            own = np.flatnonzero(changed_at[rows[k_live]] < start)
+            own = np.flatnonzero(changed_at[r_live[1:]] < end[:-1]) + 1  # (the first one starts at try 0)
             if own.size:
                 cut = min(cut, int(k_live[own[0]]))
         changed_at[touched] = never
         done = int(np.searchsorted(k_live, cut))  # live repeats before the cut
         if done:
-            r, j = rows[k_live[:done]], t + hit[:done]
-            s, b = s_all[j], b_all[j]
-            moved = grid[s, b]
-            grid[s, b] = grid[r, 0]
-            grid[r, 1] = moved
+            r, j = r_live[:done], t + hit[:done]
+            target = 2 * s_all[j] + b_all[j]
+            moved = cells[target]
+            cells[target] = cells[2 * r]
+            cells[2 * r + 1] = moved
+            if held is not None:
+                held.update(cells, np.concatenate([r, s_all[j]]))
             used = int(end[done - 1])
             t += used
             per_row = 0.5 * per_row + 0.5 * used / done
         i += cut
         if cut == 0:  # the first repeat's answer lies far or beyond the window: walk it alone
             t, miss = _walk_one(grid, int(rows[0]), t, tries, draws)
+            if held is not None and not miss:
+                held.update(cells, np.array([rows[0], draws.rows[t - 1]]))
             failed |= miss
             i += 1
     return t, failed
+
+
+class _LabelSets:
+    """Each row's labels as a bit set (labels 0 .. 63): :func:`_walk_pairs` tests many tries at once."""
+
+    def __init__(self, cells: np.ndarray, width: int) -> None:
+        self.dtype = next(d for d in (np.uint8, np.uint16, np.uint32, np.uint64) if np.iinfo(d).bits >= width)
+        self.one = self.dtype(1)
+        self.bits = (self.one << np.arange(width, dtype=self.dtype))[:, None]
+        self.sets = self._of(cells[0::2], cells[1::2])
+
+    def _of(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return (self.one << a.astype(self.dtype)) | (self.one << b.astype(self.dtype))
+
+    def lacks(self, rows: np.ndarray) -> np.ndarray:
+        """``[width, len(rows)]``: whether row ``rows[j]`` lacks label u."""
+        return (self.sets[rows] & self.bits) == 0
+
+    def update(self, cells: np.ndarray, rows: np.ndarray) -> None:
+        self.sets[rows] = self._of(cells[2 * rows], cells[2 * rows + 1])
 
 
 def _walk_one(grid: np.ndarray, r: int, t: int, tries: int, draws: _PairDraws) -> tuple[int, bool]:
