@@ -228,27 +228,31 @@ def _label_skew(
     grid = assign_distinct(slot_labels, num_clients, labels_per_client, rng).reshape(-1)
     # Label k's shuffled members are cut into slots[k] pieces as np.array_split does (the first m mod s pieces
     # one longer); going through the grid row by row, the j-th slot of label k takes piece slots[k] - 1 - j
-    # (the last piece first). Computed the other way round, for every member at once: member q of label k
-    # lies in piece P(q), held by the label's slot number slots[k] - 1 - P(q) in grid order, of client
-    # (that slot's grid position) // labels_per_client.
+    # (the last piece first), and a slot at grid position c belongs to client c // labels_per_client.
+    # Computed for every member at once, as one int64 key client << bits | index (n < 2^31) per member,
+    # sorted once: client by client, indices in increasing order.
     n = int(y.shape[0])
-    bits = max(1, (n - 1).bit_length())  # client << bits | index: one int64 key per member (n < 2^31)
-    keys = []
+    bits = max(1, (n - 1).bit_length())
+    keys = np.empty(int(counts[slots > 0].sum()), dtype=np.int64)
     cells = _label_members(grid, np.arange(classes.size), slots)  # each label's slots in grid order
+    done = 0
     for k, members in enumerate(_label_members(y, classes, counts)):
         s = int(slots[k])
         if s == 0:
             continue
         shuffled = rng.permutation(members)
         base, extra = divmod(shuffled.size, s)
-        q = np.arange(shuffled.size, dtype=np.int64)
-        long_end = extra * (base + 1)  # pieces 0 .. extra - 1 have base + 1 members
-        piece = np.where(q < long_end, q // (base + 1), extra + (q - long_end) // max(base, 1))
-        client = cells[k][s - 1 - piece] // labels_per_client
-        keys.append((client << bits) | shuffled)
-    key = np.sort(np.concatenate(keys))
-    sizes = np.bincount(key >> bits, minlength=num_clients)
-    return ClientPartition(key & ((1 << bits) - 1), np.concatenate([[0], np.cumsum(sizes)]))
+        lengths = np.full(s, base, dtype=np.int64)
+        lengths[:extra] += 1
+        owner = (cells[k][::-1] // labels_per_client) << bits  # piece P's client, P = 0 .. s - 1
+        part = keys[done : done + shuffled.size]
+        part[...] = np.repeat(owner, lengths)
+        part |= shuffled
+        done += shuffled.size
+    keys.sort()
+    sizes = np.bincount(keys >> bits, minlength=num_clients)
+    keys &= (1 << bits) - 1
+    return ClientPartition(keys, np.concatenate([[0], np.cumsum(sizes)]))
 
 
 def _label_counts(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
