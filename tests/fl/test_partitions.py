@@ -320,7 +320,7 @@ def test_pair_draws_across_blocks_leave_the_stream_as_one_by_one_calls(taken, bi
     ref, rng = np.random.Generator(bit_generator(11)), np.random.Generator(bit_generator(11))
     ref.integers(0, 3), rng.integers(0, 3)  # half a 64-bit word waits in numpy's buffer
     draws = _PairDraws(rng, 1000003, 3)
-    for count in (1, 1025, 2049):  # three blocks: 1024, 1024, 2048 pairs (PCG64)
+    for count in (1, 1025, 2049, 3073):  # four blocks of 1024 pairs
         rows, cols = draws.upto(count)
     assert len(rows) == len(cols) == 4096
     got = list(zip(rows[:taken].tolist(), cols[:taken].tolist(), strict=True))

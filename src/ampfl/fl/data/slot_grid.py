@@ -131,8 +131,15 @@ def _walk_pairs(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _P
     chunk = max(16, int(_CHUNK_AT_1M * np.sqrt(n / 1e6)))
     esc = min(255, tries)  # a step of the chain that long (or off the window) is walked alone
     width = int(cells.max()) + 1
-    held = _LabelSets(cells, width) if int(cells.min()) >= 0 and width <= 64 else None
+    sets = int(cells.min()) >= 0 and width <= 64 and np.can_cast(cells.dtype, np.intp)
+    held = _LabelSets(cells, width) if sets else None
     per_row = 2.0  # tries per repeat so far (sizes the window of tries)
+    if held is not None:  # draw about as many pairs as the pass will take, in one block
+        first_col, repeated = cells[0::2], cells[2 * bad]
+        within = np.bincount(first_col, minlength=width) + np.bincount(cells[1::2], minlength=width)
+        within -= np.bincount(repeated, minlength=width)  # rows holding each label
+        lacking = np.maximum(n - within, 1)
+        draws.upto(t + int(1.02 * np.sum(np.bincount(repeated, minlength=width) * n / lacking)) + 1024)
     failed = False
     i = 0
     while i < bad.size:
@@ -153,25 +160,24 @@ def _walk_pairs(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _P
             code = inverse.tolist()
             a0, a1 = cells[2 * s_try], cells[2 * s_try + 1]
             ok = (a0 != labels[:, None]) & (a1 != labels[:, None])
-        # step[u][j]: 1 + (first try >= j qualifying for label u) - j, capped at esc; esc past the window
+        # step[u][j]: 1 + (first try >= j qualifying for label u) - j, or 0 (escape) from esc on or past the
+        # window; the chain jumps far past it on an escape, so the next lookup raises IndexError
         first = np.where(ok, np.arange(span), span + esc)
-        first = np.minimum.accumulate(first[:, ::-1], axis=1)[:, ::-1]
-        step = np.minimum(first - np.arange(-1, span - 1), esc).astype(np.uint8)
-        tail = bytes([esc])
-        tables = [row.tobytes() + tail for row in step]
+        first = np.minimum.accumulate(first[:, ::-1], axis=1)[:, ::-1] - np.arange(-1, span - 1)
+        step = np.where(first < esc, first, 0).astype(np.uint8)
+        tables = [row.tobytes() + b"\0" for row in step]
+        far = 1 << 62
         ends: list[int] = []  # tries used in the chunk after each live repeat
         add = ends.append
         pos = 0
         try:
             for table in [tables[u] for u in code]:
-                pos += table[pos]
+                pos += table[pos] or far
                 add(pos)
         except IndexError:  # only after an escape step: cut there (below)
             pass
-        end = np.asarray(ends, dtype=np.int64)
-        escaped = np.flatnonzero(np.diff(end, prepend=0) == esc)
-        walked = int(escaped[0]) if escaped.size else end.size
-        end, k_live = end[:walked], live[:walked]
+        walked = len(ends) - (1 if ends and ends[-1] >= far else 0)
+        end, k_live = np.asarray(ends[:walked], dtype=np.int64), live[:walked]
         hit = end - 1  # each walked repeat's qualifying try
         r_live = rows[k_live]
         touched = np.concatenate([r_live, s_try[hit]])
@@ -280,7 +286,7 @@ class _PairDraws:
         drawn = self.rows.size
         if count <= drawn:
             return self.rows, self.cols
-        size = max(1024, drawn, count - drawn)  # at least doubles the pairs drawn
+        size = max(1024, drawn // 4, count - drawn)
         if self.block:
             bounds = np.tile(np.array([self.n - 1, self.p - 1], dtype=np.uint64), size)
             values, mark = lemire_block(self.rng, bounds)
