@@ -49,6 +49,11 @@ def assign_distinct(
     return grid[rng.permutation(num_clients)]
 
 
+def _tries(num_clients: int) -> int:
+    """Tries per repeated label before it gives up for the pass."""
+    return 4 * num_clients + 100
+
+
 def _distinct(values: np.ndarray) -> int:
     """``np.unique(values).size``, by ``np.bincount`` for small non-negative integers."""
     small = values.size and np.can_cast(values.dtype, np.intp)
@@ -67,7 +72,7 @@ def _repair(
     A swap never creates a repeat (both values are new to their rows), so a pass in which every repeat found
     its swap leaves no bad row: the next pass would find none and draw nothing, and is skipped. None when
     rows still repeat a label after the passes."""
-    tries = 4 * num_clients + 100
+    tries = _tries(num_clients)
     draws = _PairDraws(rng, num_clients, per_client)
     grid = np.array(grid, copy=True)
     t = 0  # pairs taken
