@@ -107,7 +107,7 @@ def _walk_rows(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _Pa
                 continue
             for _ in range(tries):
                 if t >= len(rows_s):
-                    s_all, b_all = draws.upto(t + 1)
+                    s_all, b_all = draws.upto(max(t + 1, 2 * t))
                     rows_s, cols_b = s_all.tolist(), b_all.tolist()
                 s, b = rows_s[t], cols_b[t]
                 t += 1
