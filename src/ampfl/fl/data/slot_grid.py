@@ -166,11 +166,14 @@ def _walk_pairs(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _P
             a0, a1 = cells[2 * s_try], cells[2 * s_try + 1]
             ok = (a0 != labels[:, None]) & (a1 != labels[:, None])
         # step[u][j]: 1 + (first try >= j qualifying for label u) - j, or 0 (escape) from esc on or past the
-        # window; the chain jumps far past it on an escape, so the next lookup raises IndexError
-        first = np.where(ok, np.arange(span), span + esc)
-        first = np.minimum.accumulate(first[:, ::-1], axis=1)[:, ::-1] - np.arange(-1, span - 1)
-        step = np.where(first < esc, first, 0).astype(np.uint8)
-        tables = [row.tobytes() + b"\0" for row in step]
+        # window; the chain jumps far past it on an escape, so the next lookup raises IndexError. Computed
+        # on the tries in reverse order (m = span - 1 - j): the last qualifying m' <= m, by a running max.
+        shifted = np.arange(span) + 256  # m + 256 (256 > esc: "none" lands at a step >= esc)
+        last = ok[:, ::-1] * shifted
+        np.maximum.accumulate(last, axis=1, out=last)  # m' + 256, or 0 when no m' <= m qualifies
+        step = shifted + 1 - last
+        step[step >= esc] = 0
+        tables = [row.tobytes() + b"\0" for row in step.astype(np.uint8)[:, ::-1]]
         far = 1 << 62
         ends: list[int] = []  # tries used in the chunk after each live repeat
         add = ends.append
