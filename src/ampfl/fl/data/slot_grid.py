@@ -227,17 +227,20 @@ class _LabelSets:
     """Each row's labels as a bit set (labels 0 .. 63): :func:`_walk_pairs` tests many tries at once."""
 
     def __init__(self, cells: np.ndarray, width: int) -> None:
-        self.dtype = next(d for d in (np.uint8, np.uint16, np.uint32, np.uint64) if np.iinfo(d).bits >= width)
-        self.one = self.dtype(1)
-        self.bits = (self.one << np.arange(width, dtype=self.dtype))[:, None]
+        kinds = (np.uint8, np.uint16, np.uint32, np.uint64)
+        self.dtype: Any = next(d for d in kinds if np.iinfo(d).bits >= width)
+        self.bits = self._bit(np.arange(width))[:, None]
         self.sets = self._of(cells[0::2], cells[1::2])
 
+    def _bit(self, labels: np.ndarray) -> np.ndarray:
+        return np.asarray(np.left_shift(np.ones(1, dtype=self.dtype), labels.astype(self.dtype)))
+
     def _of(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return (self.one << a.astype(self.dtype)) | (self.one << b.astype(self.dtype))
+        return np.asarray(np.bitwise_or(self._bit(a), self._bit(b)))
 
     def lacks(self, rows: np.ndarray) -> np.ndarray:
         """``[width, len(rows)]``: whether row ``rows[j]`` lacks label u."""
-        return (self.sets[rows] & self.bits) == 0
+        return np.asarray((self.sets[rows] & self.bits) == 0)
 
     def update(self, cells: np.ndarray, rows: np.ndarray) -> None:
         self.sets[rows] = self._of(cells[2 * rows], cells[2 * rows + 1])
