@@ -12,7 +12,8 @@ stood at the chunk's start, vectorised except for a short scalar chain (the next
 repeat, from lookup tables), then the first repeat whose outcome could depend on a swap made earlier in the
 chunk (a try, or the repeat's own row, on a row that swap changed) is found, and the chunk is cut there. The
 cut repeat starts the next chunk, on the updated grid, so the result is the one-swap-at-a-time walk's, bit
-for bit (issue 17; tests in ``tests/fl/test_partitions.py`` against the one-``rng.integers``-at-a-time loop).
+for bit (issue 17; tests in ``tests/fl/test_partitions*.py`` against the one-``rng.integers``-at-a-time loop
+and against digests of splits made by the code before).
 Only numpy is imported here.
 """
 
