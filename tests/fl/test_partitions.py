@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ampfl.fl.data import SCHEMES, ClientPartition, max_fixed_clients, partition_clients
-from ampfl.fl.data.partitions import _allocate_slots, _assign_distinct, _finish, _PairDraws
+from ampfl.fl.data.partitions import _allocate_slots, _finish
+from ampfl.fl.data.slot_grid import _PairDraws
+from ampfl.fl.data.slot_grid import assign_distinct as _assign_distinct
 
 BALANCED = np.repeat(np.arange(10, dtype=np.int64), 600)  # 6000 samples, 10 balanced classes
 # Adult's training labels: 24720 x "<=50K", 7841 x ">50K" (counted from adult.data; 32561 rows in total).
@@ -312,16 +314,18 @@ def test_assign_distinct_is_bit_identical_to_the_swap_loop(counts, clients, per_
     assert rng.random() == ref.random()  # the cut's permutations that follow are drawn from the same state
 
 
-def test_pair_draws_across_blocks_leave_the_stream_as_one_by_one_calls():
-    ref, rng = np.random.default_rng(11), np.random.default_rng(11)
+@pytest.mark.parametrize("taken", [0, 1, 1023, 1024, 2048, 2900, 4096])
+@pytest.mark.parametrize("bit_generator", [np.random.PCG64, np.random.MT19937])
+def test_pair_draws_across_blocks_leave_the_stream_as_one_by_one_calls(taken, bit_generator):
+    ref, rng = np.random.Generator(bit_generator(11)), np.random.Generator(bit_generator(11))
     ref.integers(0, 3), rng.integers(0, 3)  # half a 64-bit word waits in numpy's buffer
     draws = _PairDraws(rng, 1000003, 3)
-    for taken in (0, 1024, 2048):  # three blocks: 1024, 1024, 2048 pairs
-        rows, cols = draws.more(taken)
+    for count in (1, 1025, 2049, 3073):  # four blocks of 1024 pairs
+        rows, cols = draws.upto(count)
     assert len(rows) == len(cols) == 4096
-    got = list(zip(rows[:2900], cols[:2900], strict=True))
-    draws.close(2900)
-    assert got == [(int(ref.integers(1000003)), int(ref.integers(3))) for _ in range(2900)]
+    got = list(zip(rows[:taken].tolist(), cols[:taken].tolist(), strict=True))
+    draws.close(taken)
+    assert got == [(int(ref.integers(1000003)), int(ref.integers(3))) for _ in range(taken)]
     assert rng.integers(0, 2**31) == ref.integers(0, 2**31) and rng.random() == ref.random()
 
 

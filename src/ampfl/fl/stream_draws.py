@@ -7,8 +7,9 @@ buffer between calls). Each value is Lemire's: m = u·(r+1), rejected while (m m
 (r+1) (rare: probability below (r+1)/2³²), else ⌊m/2³²⌋. A bound r = 0 draws no word.
 
 :func:`lemire_values` reproduces a whole sequence of such calls from one block of words, and leaves the bit
-generator exactly where the calls one by one would have left it; :func:`floyd_choice` and
-:func:`shuffle_rows` rebuild ``choice(n, size, replace=False)`` for many clients from those values. Tested
+generator exactly where the calls one by one would have left it (:func:`lemire_block` also tells where each
+prefix of the calls leaves it, for :func:`rewind`: draw ahead, keep only the calls used); :func:`floyd_choice`
+and :func:`shuffle_rows` rebuild ``choice(n, size, replace=False)`` for many clients from those values. Tested
 against numpy's own calls (``tests/fl/test_sampling.py``): a numpy that changed its algorithms fails there.
 """
 
@@ -44,19 +45,51 @@ def lemire_values(rng: np.random.Generator, bounds: np.ndarray) -> np.ndarray:
     Equal to ``[rng.integers(0, r + 1) for r in bounds]`` (and to the bounded draws inside ``choice``), and
     ``rng`` is left in the same state. Requires :func:`supports` and every bound in [0, 2³² − 2].
     """
+    return lemire_block(rng, bounds)[0]
+
+
+def lemire_block(rng: np.random.Generator, bounds: np.ndarray) -> tuple[np.ndarray, LemireMark]:
+    """:func:`lemire_values` and a :class:`LemireMark`: where the generator stood before the draws, and how
+    many 32-bit words each prefix of them used (for :func:`rewind`)."""
     bounds = np.asarray(bounds, dtype=np.uint64).reshape(-1)
+    state = rng.bit_generator.state
+    skips: list[int] = []
     if bounds.size and bounds.all():
-        return _draws(rng, bounds)
+        return _draws(rng, bounds, skips), LemireMark(state, None, np.asarray(skips, dtype=np.int64))
     out = np.zeros(bounds.size, dtype=np.int64)
     live = np.flatnonzero(bounds)  # a bound of 0 draws nothing
     if live.size:
-        out[live] = _draws(rng, bounds[live])
-    return out
+        out[live] = _draws(rng, bounds[live], skips)
+    return out, LemireMark(state, live, np.asarray(skips, dtype=np.int64))
 
 
-def _draws(rng: np.random.Generator, bounds: np.ndarray) -> np.ndarray:
-    """:func:`lemire_values` for bounds that are all > 0. A rejected word shifts every later draw by one word:
-    handled chunk by chunk (``_CHUNK`` draws), so each rejection costs a pass over one chunk only."""
+class LemireMark:
+    """The bit generator's ``state`` before a :func:`lemire_block`, the draws that used words (``live``; None:
+    all) and the (live) draw indices whose word was rejected (``skips``, sorted, repeated per rejection)."""
+
+    __slots__ = ("live", "skips", "state")
+
+    def __init__(self, state: Any, live: np.ndarray | None, skips: np.ndarray) -> None:
+        self.state, self.live, self.skips = state, live, skips
+
+    def words(self, calls: int) -> int:
+        """32-bit words used by the first ``calls`` draws of the block."""
+        used = calls if self.live is None else int(np.searchsorted(self.live, calls))
+        return used + int(np.searchsorted(self.skips, used))
+
+
+def rewind(rng: np.random.Generator, mark: LemireMark, calls: int) -> None:
+    """Leave ``rng`` where the first ``calls`` draws of the block that ``mark`` describes leave it (as if only
+    those calls had been made since ``mark``)."""
+    state = mark.state
+    buffered = int(state["uinteger"]) if state["has_uint32"] else None
+    _commit(rng.bit_generator, state, buffered, mark.words(calls))
+
+
+def _draws(rng: np.random.Generator, bounds: np.ndarray, skips: list[int]) -> np.ndarray:
+    """:func:`lemire_values` for bounds that are all > 0; appends the index of a draw whose word was rejected
+    to ``skips``, once per rejection. A rejected word shifts every later draw by one word: handled chunk by
+    chunk (``_CHUNK`` draws), so each rejection costs a pass over one chunk only."""
     bitgen: Any = rng.bit_generator
     saved = bitgen.state
     buffered = int(saved["uinteger"]) if saved["has_uint32"] else None
@@ -81,6 +114,7 @@ def _draws(rng: np.random.Generator, bounds: np.ndarray) -> np.ndarray:
             if rejected.size == 0:
                 break
             start += int(rejected[0])
+            skips.append(lo + start)
             if pos is None:
                 pos = np.arange(lo + shift, hi + shift, dtype=np.int64)
             pos[start:] += 1

@@ -23,11 +23,11 @@ Only numpy is imported here.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, overload
+from typing import overload
 
 import numpy as np
 
-from ampfl.fl.stream_draws import lemire_values, supports
+from ampfl.fl.data.slot_grid import assign_distinct
 
 __all__ = ["SCHEMES", "ClientPartition", "max_fixed_clients", "partition_clients"]
 
@@ -109,7 +109,6 @@ class ClientPartition(Sequence[np.ndarray]):
 SCHEMES: tuple[str, ...] = ("iid", "dirichlet", "label_skew", "fixed")
 
 _DIRICHLET_TRIES = 1000
-_REPAIR_PASSES = 50
 
 
 def partition_clients(
@@ -214,7 +213,7 @@ def _dirichlet_cuts(rng: np.random.Generator, num_clients: int, alpha: float, si
 def _label_skew(
     y: np.ndarray, num_clients: int, labels_per_client: int, rng: np.random.Generator
 ) -> ClientPartition:
-    classes, counts = np.unique(y, return_counts=True)
+    classes, counts = _label_counts(y)
     if labels_per_client > classes.size:
         raise ValueError(
             f"labels_per_client must be <= the number of labels present ({classes.size}). "
@@ -224,33 +223,55 @@ def _label_skew(
     slots = _allocate_slots(counts, slots_total, cap=num_clients)
     # One "slot" = one (client, label) pair; a label with more samples gets more slots so that client sizes
     # come out nearly equal. A label never has more than num_clients slots, so a valid assignment exists.
-    slot_labels = np.repeat(np.arange(classes.size), slots)
-    grid = _assign_distinct(slot_labels, num_clients, labels_per_client, rng)
+    # (Labels as the smallest integer type: the shuffle's draws do not depend on it, its memory traffic does.)
+    slot_labels = np.repeat(np.arange(classes.size, dtype=np.min_scalar_type(classes.size)), slots)
+    grid = assign_distinct(slot_labels, num_clients, labels_per_client, rng).reshape(-1)
     # Label k's shuffled members are cut into slots[k] pieces as np.array_split does (the first m mod s pieces
     # one longer); going through the grid row by row, the j-th slot of label k takes piece slots[k] - 1 - j
-    # (the last piece first). Computed for all slots at once.
-    members = [
-        rng.permutation(np.flatnonzero(y == classes[k])) if slots[k] else np.zeros(0, dtype=np.int64)
-        for k in range(classes.size)
-    ]
-    m = np.array([a.size for a in members], dtype=np.int64)
-    start_of = np.concatenate([[0], np.cumsum(m)[:-1]])
-    labels = grid.reshape(-1).astype(np.int64)
-    # rank of each slot among the slots of its label, in grid order (a stable sort of small integers: radix)
-    order = np.argsort(labels.astype(np.min_scalar_type(classes.size)), kind="stable")
-    first = np.concatenate([[0], np.cumsum(np.bincount(labels, minlength=classes.size))[:-1]])
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size) - first[labels[order]]
-    s, size = slots[labels], m[labels]
-    piece = s - 1 - rank
-    base, extra = size // s, size % s
-    starts = start_of[labels] + piece * base + np.minimum(piece, extra)
-    lengths = base + (piece < extra)
-    ends = np.cumsum(lengths)
-    pos = np.arange(int(ends[-1]), dtype=np.int64) + np.repeat(starts - (ends - lengths), lengths)
-    per_client = lengths.reshape(num_clients, labels_per_client).sum(1)
-    flat = np.concatenate(members).astype(np.int64)[pos]
-    return _sorted_segments(flat, np.concatenate([[0], np.cumsum(per_client)]))
+    # (the last piece first), and a slot at grid position c belongs to client c // labels_per_client.
+    # Computed for every member at once, as one int64 key client << bits | index (n < 2^31) per member,
+    # sorted once: client by client, indices in increasing order.
+    n = int(y.shape[0])
+    bits = max(1, (n - 1).bit_length())
+    keys = np.empty(int(counts[slots > 0].sum()), dtype=np.int64)
+    cells = _label_members(grid, np.arange(classes.size), slots)  # each label's slots in grid order
+    done = 0
+    for k, members in enumerate(_label_members(y, classes, counts)):
+        s = int(slots[k])
+        if s == 0:
+            continue
+        shuffled = rng.permutation(members)
+        base, extra = divmod(shuffled.size, s)
+        lengths = np.full(s, base, dtype=np.int64)
+        lengths[:extra] += 1
+        owner = (cells[k][::-1] // labels_per_client) << bits  # piece P's client, P = 0 .. s - 1
+        part = keys[done : done + shuffled.size]
+        part[...] = np.repeat(owner, lengths)
+        part |= shuffled
+        done += shuffled.size
+    keys.sort()
+    sizes = np.bincount(keys >> bits, minlength=num_clients)
+    keys &= (1 << bits) - 1
+    return ClientPartition(keys, np.concatenate([[0], np.cumsum(sizes)]))
+
+
+def _label_counts(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(y, return_counts=True)``, by ``np.bincount`` for small non-negative integer labels."""
+    low, high = int(y.min()), int(y.max())
+    if low >= 0 and high <= max(1024, 4 * y.size) and np.can_cast(y.dtype, np.intp):
+        counts = np.bincount(y.astype(np.intp, copy=False), minlength=high + 1)
+        classes = np.flatnonzero(counts)
+        return classes.astype(y.dtype), counts[classes]
+    return np.unique(y, return_counts=True)
+
+
+def _label_members(y: np.ndarray, classes: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
+    """``np.flatnonzero(y == c)`` for every class c (with many classes: one stable sort, not a pass each)."""
+    if classes.size <= 8:
+        return [np.flatnonzero(y == c) for c in classes]
+    code = np.searchsorted(classes, y).astype(np.min_scalar_type(classes.size))
+    order = np.argsort(code, kind="stable")
+    return np.split(order, np.cumsum(counts)[:-1])
 
 
 def _allocate_slots(counts: np.ndarray, total: int, *, cap: int) -> np.ndarray:
@@ -286,144 +307,6 @@ def _allocate_slots(counts: np.ndarray, total: int, *, cap: int) -> np.ndarray:
         slots[donor] -= 1
         slots[empty] += 1
     return slots
-
-
-def _assign_distinct(
-    slot_labels: np.ndarray, num_clients: int, per_client: int, rng: np.random.Generator
-) -> np.ndarray:
-    """A random ``[num_clients, per_client]`` arrangement of ``slot_labels`` with distinct labels per row."""
-    grid = rng.permutation(slot_labels).reshape(num_clients, per_client)
-    if np.unique(slot_labels).size == per_client:  # every client needs every label: nothing to randomise
-        return np.sort(slot_labels).reshape(per_client, num_clients).T.copy()
-    repaired = _repair(grid, num_clients, per_client, rng)
-    if repaired is not None:
-        return repaired
-    # Deterministic fallback: sorted slots dealt column by column. Each label occupies a run of at most
-    # num_clients consecutive slots, so positions i and i + num_clients never share a label.
-    ordered = np.sort(slot_labels)
-    grid = ordered.reshape(per_client, num_clients).T.copy()
-    return grid[rng.permutation(num_clients)]
-
-
-def _repair(
-    grid: np.ndarray, num_clients: int, per_client: int, rng: np.random.Generator
-) -> np.ndarray | None:
-    """Up to ``_REPAIR_PASSES`` passes over the rows holding a label twice; each repeated label swaps with a
-    random slot (s, b) of another row holding neither label (the first of ``4N + 100`` tries that qualifies).
-    The tries' coins ``rng.integers(N)``, ``rng.integers(per_client)`` are drawn ahead in blocks
-    (:class:`_PairDraws`), with the same values and the generator left where the one-by-one calls leave it;
-    the sequential walk itself runs on Python lists. A swap never creates a repeat (both values are new to
-    their rows), so a pass in which every repeat found its swap leaves no bad row: the next pass would find
-    none and draw nothing, and is skipped. None when rows still repeat a label after the passes."""
-    tries = 4 * num_clients + 100
-    p = per_client
-    draws = _PairDraws(rng, num_clients, per_client)
-    rows_s: list[int] = []
-    cols_b: list[int] = []
-    t = 0  # pairs taken
-    try:
-        for _ in range(_REPAIR_PASSES):
-            bad = np.flatnonzero(_repeats(grid))
-            if bad.size == 0:
-                return grid
-            cells: list[int] = grid.reshape(-1).tolist()  # row r: cells[r * p : (r + 1) * p]
-            failed = False
-            if p == 2:  # the same walk, unrolled: row r = [v, v]; (s, b) qualifies iff s != r and v not in s
-                for r in bad.tolist():
-                    v = cells[2 * r]
-                    if cells[2 * r + 1] != v:  # repaired earlier in this pass, as another row's partner
-                        continue
-                    for _ in range(tries):
-                        try:
-                            s = rows_s[t]
-                        except IndexError:
-                            rows_s, cols_b = draws.more(t, hint=2 * bad.size)
-                            s = rows_s[t]
-                        t += 1
-                        if s != r and cells[2 * s] != v and cells[2 * s + 1] != v:
-                            j = 2 * s + cols_b[t - 1]
-                            cells[2 * r + 1], cells[j] = cells[j], v
-                            break
-                    else:
-                        failed = True
-                bad = bad[:0]
-            for r in bad.tolist():
-                lo = r * p
-                row = cells[lo : lo + p]
-                for a in range(1, p):
-                    value = row[a]
-                    if value not in row[:a]:  # a first occurrence
-                        continue
-                    for _ in range(tries):
-                        if t == len(rows_s):
-                            rows_s, cols_b = draws.more(t)
-                        s, b = rows_s[t], cols_b[t]
-                        t += 1
-                        if s != r:
-                            other = cells[s * p : s * p + p]
-                            if value not in other and other[b] not in cells[lo : lo + p]:
-                                cells[lo + a], cells[s * p + b] = other[b], value
-                                break
-                    else:
-                        failed = True
-            grid = np.fromiter(cells, dtype=grid.dtype, count=len(cells)).reshape(num_clients, per_client)
-            if not failed:
-                return grid
-        return None
-    finally:
-        draws.close(t)
-
-
-def _repeats(grid: np.ndarray) -> np.ndarray:
-    """Whether each row of ``grid`` holds some value twice (pairwise comparisons of the columns)."""
-    p = grid.shape[1]
-    if p > 8:
-        ordered = np.sort(grid, axis=1)
-        return np.asarray((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
-    out = np.zeros(grid.shape[0], dtype=bool)
-    for a in range(1, p):
-        for c in range(a):
-            out |= grid[:, a] == grid[:, c]
-    return out
-
-
-class _PairDraws:
-    """``(rng.integers(n), rng.integers(p))`` pairs drawn ahead in blocks (:meth:`more`); :meth:`close` leaves
-    ``rng`` where as many one-by-one calls as pairs taken would have left it (any bit generator other than
-    PCG64: the one-by-one calls themselves, one pair per :meth:`more`)."""
-
-    def __init__(self, rng: np.random.Generator, n: int, p: int) -> None:
-        self.rng, self.n, self.p = rng, n, p
-        self.block = supports(rng)
-        self.start: Any = rng.bit_generator.state if self.block else None
-        self.drawn = 0
-        self.rows: list[int] = []
-        self.cols: list[int] = []
-
-    def more(self, taken: int, hint: int = 0) -> tuple[list[int], list[int]]:
-        """The pairs drawn so far, extended (by at least ``hint``); ``taken`` must equal their number."""
-        assert taken == self.drawn
-        if not self.block:
-            self.rows.append(int(self.rng.integers(self.n)))
-            self.cols.append(int(self.rng.integers(self.p)))
-            self.drawn += 1
-            return self.rows, self.cols
-        size = max(1024, self.drawn, hint)  # at least twice the pairs drawn so far
-        values = lemire_values(self.rng, self._bounds(size)).reshape(size, 2)
-        self.rows += values[:, 0].tolist()
-        self.cols += values[:, 1].tolist()
-        self.drawn += size
-        return self.rows, self.cols
-
-    def _bounds(self, pairs: int) -> np.ndarray:
-        return np.tile(np.array([self.n - 1, self.p - 1], dtype=np.uint64), pairs)
-
-    def close(self, taken: int) -> None:
-        """Leave the generator after the first ``taken`` pairs."""
-        if self.block and self.drawn:
-            self.rng.bit_generator.state = self.start
-            lemire_values(self.rng, self._bounds(taken))
-            self.drawn = taken
 
 
 def _finish(parts: list[np.ndarray]) -> ClientPartition:
