@@ -193,16 +193,6 @@ class PLDAccountant(Accountant):
         self._version = 0
         self._grids: dict[float, GridState | None] = {self._interval: GridState(self._one)}
 
-    @property
-    def _pld(self) -> pld_lib.PrivacyLossDistribution | None:
-        """The composed PLD on the reporting grid (``None`` before any event)."""
-        from ampfl.accounting.subsampling import dp_accounting_guard
-
-        grid = self._grids[self._interval]
-        assert grid is not None
-        with dp_accounting_guard("PLD composition"):
-            return grid.composed(self._calls_seen)
-
     def _at(self, interval: float) -> GridState | None:
         """The state on a finer grid (``None`` if dp-accounting cannot build it there), kept across rounds."""
         if interval not in self._grids:
@@ -216,27 +206,23 @@ class PLDAccountant(Accountant):
             self._grids[interval] = GridState(one)
         return self._grids[interval]
 
-    def _answer(
-        self, kind: str, arg: float, value: Callable[[pld_lib.PrivacyLossDistribution], float]
-    ) -> float | None:
-        """``value`` of the composed PLD on the reporting grid (cached per history); ``None`` when empty."""
+    def _answer(self, kind: str, arg: float, value: Callable[[GridState], float]) -> float | None:
+        """``value`` of the history on the reporting grid (cached per history); ``None`` when it is empty."""
+        from ampfl.accounting.subsampling import dp_accounting_guard
+
         grid = self._grids[self._interval]
         assert grid is not None
-        pld = self._pld
-        if pld is None:
-            return None
-        return grid.answer(kind, arg, self._version, lambda: value(pld))
+        with dp_accounting_guard("PLD composition"):
+            if not grid.advance(self._calls_seen):
+                return None
+            return grid.answer(kind, arg, self._version, partial(value, grid))
 
     def _refined(
-        self,
-        kind: str,
-        arg: float,
-        value: Callable[[pld_lib.PrivacyLossDistribution], float],
-        out: float,
-        small: float,
+        self, kind: str, arg: float, value: Callable[[GridState], float], out: float, small: float
     ) -> float:
-        """``out`` = ``value(composed PLD)``, refined while ``small`` < PLD_REFINE_BELOW × compositions × grid
-        (4× finer grids until two agree to PLD_REFINE_RTOL; the smaller of two upper bounds is kept)."""
+        """``out`` = ``value`` on the reporting grid, refined while ``small`` < PLD_REFINE_BELOW ×
+        compositions × grid (4× finer grids until two agree to PLD_REFINE_RTOL; the smaller of two upper
+        bounds is kept)."""
         from ampfl.accounting.subsampling import dp_accounting_guard
 
         h = self._interval
@@ -247,12 +233,12 @@ class PLDAccountant(Accountant):
                 break
             try:
                 with dp_accounting_guard("PLD composition"):
-                    fine = grid.composed(self._calls_seen)
+                    grid.advance(self._calls_seen)
+                    finer = grid.answer(kind, arg, self._version, partial(value, grid))
             except NumericalError:
                 self._grids[h / 4.0] = None  # this grid cannot hold the history: it will not hold more
                 break
-            assert fine is not None
-            finer, h = grid.answer(kind, arg, self._version, partial(value, fine)), h / 4.0
+            h = h / 4.0
             done = abs(out - finer) <= PLD_REFINE_RTOL * abs(finer)
             out = min(out, finer)  # both are pessimistic (upper bounds): keep the tighter
             if done:
@@ -283,8 +269,8 @@ class PLDAccountant(Accountant):
     def get_epsilon(self, target_delta: float) -> float:
         dlt = check_delta("delta", target_delta)
 
-        def value(pld: pld_lib.PrivacyLossDistribution) -> float:
-            return float(pld_fast.epsilon_for_delta(pld, dlt))
+        def value(grid: GridState) -> float:
+            return grid.epsilon(dlt)
 
         eps = self._answer("epsilon", dlt, value)
         if eps is None:
@@ -294,8 +280,8 @@ class PLDAccountant(Accountant):
     def get_delta(self, target_epsilon: float) -> float:
         eps = check_nonnegative("epsilon", target_epsilon)
 
-        def value(pld: pld_lib.PrivacyLossDistribution) -> float:
-            return float(pld.get_delta_for_epsilon(eps))
+        def value(grid: GridState) -> float:
+            return float(grid.composed().get_delta_for_epsilon(eps))
 
         dlt = self._answer("delta", eps, value)
         if dlt is None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 from dp_accounting.pld import pld_pmf
@@ -32,6 +33,19 @@ from ampfl.accounting.events import PrivacyEvent
 __all__ = ["Calls", "GridState"]
 
 Calls = list[tuple[PrivacyEvent, int]]
+
+#: Bin width (grid points) of the coarse bound that decides whether an adjacency's PMF must be rebuilt.
+COARSE = 16
+
+
+@lru_cache(maxsize=8)
+def _box(length: int, d: int) -> np.ndarray:
+    """Σ_{r<d} e^{2πi rk/N}, k = 0..N/2 (the spectrum of a forward box sum of d points, real FFT half)."""
+    k = np.arange(length // 2 + 1)
+    out = np.zeros(k.size, dtype=np.complex128)
+    for r in range(d):
+        out += np.exp(2j * np.pi * ((r * k) % length) / length)
+    return out
 
 
 class _Spectrum:
@@ -52,6 +66,11 @@ class _Spectrum:
         self.times, self._length = 0, 0
         self._base = self._power = np.ones(1, dtype=np.complex128)
         self._read: tuple[int, pld_pmf.DensePLDPmf] | None = None
+
+    @property
+    def interval(self) -> float:
+        """The grid's discretization interval."""
+        return float(self._h)
 
     def _window(self, times: int) -> tuple[int, int, int]:
         lower, upper = pld_fast.chernoff_window(self._mgfs, len(self._probs), times, pld_fast.TAIL_MASS)
@@ -82,6 +101,38 @@ class _Spectrum:
         return self._read[1]
 
 
+    def coarse_epsilon(self, delta: float, factor: int) -> float | None:
+        """An upper bound on the ε(δ) of :meth:`read`'s PMF from a ``factor``-times coarser one, without the
+        full inverse FFT (``None`` where the window leaves no room for the bins' alignment).
+
+        The circular PMF x (length N) is summed over aligned bins of ``factor`` points, c_J = Σ_{r<D}
+        x_{JD+r}: in the Fourier domain the box sum is a product (X_k · Σ_r e^{2πi rk/N}) and taking every
+        D-th point folds the spectrum (C_m = (1/D) Σ_r Y_{m + rN/D}); one inverse FFT of length N/D then gives
+        c. Each bin's mass sits at its largest loss, rounded up to the coarse grid, so every window point's
+        mass moves up by less than 2D grid steps: ε can only grow (pessimistic rounding; mass at lower losses
+        never raises δ). Points outside the window (≤ the tail mass, already counted at infinity, plus FFT
+        rounding ~1e-18) join a bin below the window's first point or above its last one."""
+        lower, size, length = self._window(self.times)
+        d = factor
+        if d < 2 or length % (2 * d) or length - size < d - 1 or self._power.size != length // 2 + 1:
+            return None
+        m, h = length // d, length // d // 2
+        half = self._power * _box(length, d)  # Y_k, k ≤ N/2; Y_{N−k} = conj(Y_k)
+        folded = half[: h + 1].copy()
+        for r in range(1, d // 2):  # C_m = (1/D) Σ_r Y_{m + rM}, m ≤ M/2: the indices ≤ N/2 ...
+            folded += half[r * m : r * m + h + 1]
+        for r in range(1, d // 2 + 1):  # ... and those above, as conj(Y_{rM − m})
+            folded += np.conj(half[r * m - h : r * m + 1][::-1])
+        folded /= d
+        coarse = fft.irfft(folded, m)
+        first = lower // d  # the bin holding the window's first point: the coarse PMF starts there
+        top_of_first = self._lower * self.times + first * d + d - 1  # its largest fine loss index
+        probs = np.roll(coarse, -first)
+        inf = pld_fast.TAIL_MASS - math.expm1(self.times * math.log1p(-self._inf))
+        pmf = pld_pmf.DensePLDPmf(self._h * d, -(-top_of_first // d), probs, inf, True)
+        return pld_fast.pmf_epsilon(pmf, delta)
+
+
 class _Run:
     """A run of calls of one event (both adjacencies)."""
 
@@ -101,6 +152,19 @@ class _Run:
             return PLD(self._remove.read())
         return PLD(self._remove.read(), self._add.read())
 
+    def epsilon(self, delta: float) -> float:
+        """``pld_fast.epsilon_for_delta(self.pld(), delta)`` = the larger ε of the two adjacencies. The add
+        adjacency's PMF is rebuilt only when its coarse bound (:meth:`_Spectrum.coarse_epsilon`, one inverse
+        FFT of 1/COARSE the length) comes within COARSE grid steps of the remove adjacency's ε: otherwise the
+        larger ε is the remove adjacency's, and the answer is the same float."""
+        eps = pld_fast.pmf_epsilon(self._remove.read(), delta)
+        if self._add is None:
+            return eps
+        bound = self._add.coarse_epsilon(delta, COARSE)
+        if bound is not None and bound + COARSE * self._add.interval <= eps:
+            return eps
+        return max(eps, pld_fast.pmf_epsilon(self._add.read(), delta))
+
 
 class GridState:
     """The composed PLD of a history of calls on one grid, kept incrementally (see the module docstring).
@@ -117,8 +181,8 @@ class GridState:
         self._answers: dict[tuple[str, float], float] = {}
         self._version = -1
 
-    def composed(self, calls: Calls) -> PLD | None:
-        """The PLD of ``calls`` (which only ever grow at the end; ``None`` for an empty history)."""
+    def advance(self, calls: Calls) -> bool:
+        """Take in the calls not seen yet (``calls`` only grow at the end); False for an empty history."""
         while self._done < len(calls):
             event, count = calls[self._done]
             if self._run is None or self._run.event != event:
@@ -128,10 +192,21 @@ class GridState:
                 self._run = _Run(event, self._one(event))
             self._run.add(count)
             self._done += 1
-        if self._run is None:
-            return None
+        return self._run is not None
+
+    def composed(self) -> PLD:
+        """The PLD of the history taken in by :meth:`advance` (not empty)."""
+        assert self._run is not None
         last = self._run.pld()
         return last if self._prefix is None else pld_fast.compose(self._prefix, last)
+
+    def epsilon(self, delta: float) -> float:
+        """``pld_fast.epsilon_for_delta(self.composed(), delta)``, bit for bit; a single run of equal events
+        skips rebuilding one adjacency's PMF when a coarse bound shows it cannot have the larger ε."""
+        assert self._run is not None
+        if self._prefix is None:
+            return self._run.epsilon(delta)
+        return float(pld_fast.epsilon_for_delta(self.composed(), delta))
 
     def answer(self, kind: str, arg: float, version: int, compute: Callable[[], float]) -> float:
         """``compute()`` once per (``kind``, ``arg``) and history ``version``."""

@@ -28,7 +28,15 @@ from dp_accounting.pld import pld_pmf, privacy_loss_mechanism
 from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution as PLD
 from scipy import fft
 
-__all__ = ["TAIL_MASS", "compose", "epsilon_for_delta", "gaussian_pld", "self_compose", "spectrum_power"]
+__all__ = [
+    "TAIL_MASS",
+    "compose",
+    "epsilon_for_delta",
+    "gaussian_pld",
+    "pmf_epsilon",
+    "self_compose",
+    "spectrum_power",
+]
 
 
 TAIL_MASS = 1e-15  # dp-accounting's default tail_mass_truncation of compose / self_compose
@@ -229,7 +237,7 @@ def self_compose(pld: PLD, times: int, tail: float = TAIL_MASS) -> PLD:
 
 
 # ---------------------------------------------------------------------------------------------- queries
-def _pmf_epsilon(pmf: Any, delta: float) -> float:
+def pmf_epsilon(pmf: Any, delta: float) -> float:
     """``_get_epsilon_for_delta`` over a PMF: walk the losses from the largest down with prefix sums.
 
     In blocks (4096 points, then doubling): the walk stops where ε(δ) is reached, usually in the upper tail,
@@ -268,7 +276,7 @@ def _pmf_epsilon(pmf: Any, delta: float) -> float:
 
 def epsilon_for_delta(pld: PLD, delta: float) -> float:
     """``pld.get_epsilon_for_delta(delta)``: the larger of the two adjacencies."""
-    eps = _pmf_epsilon(pld._pmf_remove, delta)
+    eps = pmf_epsilon(pld._pmf_remove, delta)
     if pld._symmetric:
         return eps
-    return max(eps, _pmf_epsilon(pld._pmf_add, delta))
+    return max(eps, pmf_epsilon(pld._pmf_add, delta))
