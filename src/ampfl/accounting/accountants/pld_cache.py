@@ -100,7 +100,6 @@ class _Spectrum:
             self._read = (self.times, pmf)
         return self._read[1]
 
-
     def coarse_epsilon(self, delta: float, factor: int) -> float | None:
         """An upper bound on the ε(δ) of :meth:`read`'s PMF from a ``factor``-times coarser one, without the
         full inverse FFT (``None`` where the window leaves no room for the bins' alignment).
