@@ -1,0 +1,176 @@
+"""DIAGNOSTIC (not an accountant, used by no run): the per-count envelope of random check-in (004), one round.
+
+Notation of :mod:`ampfl.accounting.audit.random_checkin_datasets` (C = 1, std z, participation hidden).
+Reveal M, the number of sampled other records (a post-processing order: δ can only grow). Given M = m the
+sum S has some law on the disk ‖S‖ ≤ m, the same with and without x′, so by joint convexity of the
+hockey-stick divergence the conditional δ is at most sup_{‖s‖ ≤ m} δ_{m}(s) of the fixed-s pair
+Q_s = (1 − p) N(0) + p N(s), P_s = (1 − p) N(0) + p[(1 − q) N(s) + q N(s + u)], per direction. So
+
+    E(ε) = max over directions of Σ_m Bin(m; d, q) · sup_{‖s‖ ≤ m} δ_s^{dir}(ε)
+
+is what an ideal per-count bound would give (it still reveals M; the refinement :func:`~ampfl.accounting.
+random_checkin.pld_pairs.refined_pld` replaces each sup by the revealed-participation value p·δ_q, which is
+its limit as ‖s‖ → ∞). Here the sup is a maximum over a grid of s (radii and angles, v ≥ 0 by symmetry,
+then a local pattern search) and each δ_s is the binned pair's δ (a lower bound on δ_s): so this is an
+ESTIMATE of the envelope from below, not a certified bound, and it is not composed.
+
+:func:`envelope_epsilon` also returns the same mixture with one fixed direction for every count (s = m·g,
+"identical records with M revealed"), which separates the two reasons the identical-record datasets stay below
+the envelope: hiding M (explicit vs revealed) and one direction for all counts (revealed vs envelope).
+
+Provenance: [C] (our construction; docs/pld.md, "Random check-in (004)").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from ampfl.accounting._checks import check_int, check_positive, check_probability
+from ampfl.accounting.audit._mixture_integral import FloatArray
+from ampfl.accounting.audit.random_checkin_datasets import _log_masses
+from ampfl.accounting.random_checkin.count_split import _hockey
+
+__all__ = ["Envelope", "envelope_epsilon", "fixed_sum_deltas"]
+
+
+def fixed_sum_deltas(
+    p: float, q: float, z: float, s: tuple[float, float], eps: FloatArray, cells_per_sigma: int = 16
+) -> FloatArray:
+    """(2, len(eps)) binned δ(ε) of the fixed-s pair (module docstring), rows remove and add: lower bounds."""
+    log_p, log_q = _log_masses(np.array([s], dtype=np.float64), np.zeros(1), p, q, z, cells_per_sigma, 10.0)
+    pm, qm = np.exp(log_p), np.exp(log_q)
+    e = np.exp(np.asarray(eps, dtype=np.float64))[:, None]
+    rem = np.maximum(pm[None, :] - e * qm[None, :], 0.0).sum(axis=1)
+    add = np.maximum(qm[None, :] - e * pm[None, :], 0.0).sum(axis=1)
+    return np.vstack([rem, add])
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """Result of :func:`envelope_epsilon` (one round, ε at the target δ; estimates, see module docstring).
+
+    Attributes:
+        epsilon: ε of the per-count envelope E; ``revealed_epsilon``: ε of the fixed-direction mixture
+        (s = m·g for the given g, M revealed); ``revealed_bit_epsilon``: ε of the refinement's per-count
+        values (p·δ_q for m ≥ 1), computed here in closed form as a check; ``sup_points``: per count, the
+        maximising s at the middle ε.
+    """
+
+    epsilon: float
+    revealed_epsilon: float
+    revealed_bit_epsilon: float
+    sup_points: dict[int, tuple[float, float]]
+
+
+def _interp_epsilon(eps: FloatArray, deltas: FloatArray, delta: float) -> float:
+    """ε where the (decreasing) δ curve crosses ``delta``, linear in (ε, log δ) between grid points."""
+    above = np.nonzero(deltas > delta)[0]
+    if above.size == 0:
+        return float(eps[0])
+    i = int(above[-1])
+    if i + 1 >= eps.size:
+        return math.inf
+    a, b = math.log(deltas[i]), math.log(max(deltas[i + 1], 1e-300))
+    t = (a - math.log(delta)) / (a - b) if a > b else 0.0
+    return float(eps[i] + t * (eps[i + 1] - eps[i]))
+
+
+def envelope_epsilon(
+    *,
+    participation: float,
+    sampling_rate: float,
+    local_dataset_size: int,
+    noise_multiplier: float,
+    delta: float,
+    eps_low: float,
+    eps_high: float,
+    direction: tuple[float, float] = (1.0, 0.0),
+    points: int = 16,
+    angles: int = 13,
+    radii: int = 5,
+    refine: int = 4,
+    cells_per_sigma: int = 16,
+) -> Envelope:
+    """The per-count envelope's ε(δ) (an estimate from below; module docstring), evaluated on ``points``
+    ε values between ``eps_low`` and ``eps_high`` (bracket it: the explicit ε and the refinement's ε) and
+    interpolated. ``direction``: the fixed-direction gradient g for ``revealed_epsilon``."""
+    p = check_probability("participation", participation)
+    q = check_probability("sampling_rate", sampling_rate)
+    d = check_int("local_dataset_size", local_dataset_size, minimum=0, maximum=100_000)
+    z = check_positive("noise_multiplier", noise_multiplier)
+    lo = max(check_positive("eps_low", eps_low) * 0.97, 1e-9)
+    hi = check_positive("eps_high", eps_high) * 1.03
+    eps = np.linspace(lo, hi, points)
+    mid = points // 2
+    ms = np.arange(d + 1)
+    w = stats.binom.pmf(ms, d, q)
+    one = [_hockey(np.array([q]), np.array([z]), float(x)) for x in eps]
+    cap = p * np.array([[float(r[0]) for r, _ in one], [float(a[0]) for _, a in one]])  # revealed participation: the per-count limit
+    env = np.zeros((2, points))
+    fixed = np.zeros((2, points))
+    bit = np.zeros((2, points))
+    sup_points: dict[int, tuple[float, float]] = {}
+    saturated: FloatArray | None = None
+    for m, wm in zip(ms, w, strict=True):
+        if wm < 1e-16:  # negligible count: its cap (an overestimate by at most wm·p·δ_q)
+            env += wm * cap
+            fixed += wm * cap
+            bit += wm * cap
+            continue
+        if m == 0:
+            base = fixed_sum_deltas(p, q, z, (0.0, 0.0), eps, 64)
+            env += wm * base
+            fixed += wm * base
+            bit += wm * base
+            continue
+        bit += wm * cap
+        g = (direction[0] * m, direction[1] * m)
+        along = fixed_sum_deltas(p, q, z, g, eps, cells_per_sigma)
+        fixed += wm * along
+        if saturated is not None:  # the sup is nondecreasing in m and below the cap
+            env += wm * np.maximum(saturated, along)
+            continue
+        cache: dict[tuple[float, float], FloatArray] = {}
+
+        def at(r: float, th: float, m_: int = int(m)) -> FloatArray:
+            r = min(max(r, 0.0), 1.0)
+            th = min(max(th, 0.0), 180.0)
+            key = (round(r, 9), round(th, 9))
+            if key not in cache:
+                rad = math.radians(th)
+                s = (m_ * r * math.cos(rad), m_ * r * math.sin(rad))
+                cache[key] = fixed_sum_deltas(p, q, z, s, eps, cells_per_sigma)
+            return cache[key]
+
+        for r in np.linspace(1.0 / radii, 1.0, radii):
+            for th in np.linspace(0.0, 180.0, angles):
+                at(float(r), float(th))
+        gr = math.hypot(*direction)
+        at(gr, math.degrees(math.atan2(direction[1], direction[0])))
+        for col in (mid, 0, points - 1):  # local pattern search at three ε
+            best = max(cache, key=lambda k, c=col: float(cache[k][:, c].max()))
+            r0, t0, step_r, step_t = best[0], best[1], 0.5 / radii, 90.0 / (angles - 1)
+            for _ in range(refine):
+                moved = True
+                while moved:
+                    moved = False
+                    for dr, dt in ((step_r, 0.0), (-step_r, 0.0), (0.0, step_t), (0.0, -step_t)):
+                        if at(r0 + dr, t0 + dt)[:, col].max() > at(r0, t0)[:, col].max() * (1 + 1e-9):
+                            r0, t0, moved = min(max(r0 + dr, 0.0), 1.0), min(max(t0 + dt, 0.0), 180.0), True
+                step_r, step_t = step_r / 2, step_t / 2
+        sup = np.max(np.stack(list(cache.values())), axis=0)  # per direction and ε
+        env += wm * sup
+        k_best = max(cache, key=lambda k: float(cache[k][:, mid].max()))
+        sup_points[int(m)] = (m * k_best[0], k_best[1])
+        if np.all(sup >= 0.999 * cap):
+            saturated = sup
+    return Envelope(
+        _interp_epsilon(eps, env.max(axis=0), delta),
+        _interp_epsilon(eps, fixed.max(axis=0), delta),
+        _interp_epsilon(eps, bit.max(axis=0), delta),
+        sup_points,
+    )
