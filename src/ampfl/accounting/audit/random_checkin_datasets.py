@@ -53,13 +53,15 @@ def _check_types(types: Sequence[RecordType]) -> list[RecordType]:
     for n, (gu, gv) in types:
         check_int("record count", n, minimum=0, maximum=100_000)
         if not (math.isfinite(gu) and math.isfinite(gv)) or gu * gu + gv * gv > 1.0 + 1e-9:
-            raise ValueError(f"record gradients must have norm at most 1 (the clip norm). Found ({gu}, {gv}).")
+            raise ValueError(f"record gradients must have norm at most 1 (the clip norm). Found {(gu, gv)}.")
         if n > 0:
             out.append((int(n), (float(gu), float(gv))))
     return out
 
 
-def sum_distribution(types: Sequence[RecordType], q: float, keep: float = _KEEP) -> tuple[FloatArray, FloatArray]:
+def sum_distribution(
+    types: Sequence[RecordType], q: float, keep: float = _KEEP
+) -> tuple[FloatArray, FloatArray]:
     """(means (K, 2), log weights (K,)) of S = Σ_j m_j g_j, m_j ~ Bin(n_j, q) independent; terms of weight
     below ``keep`` are dropped (a sub-probability)."""
     means = np.zeros((1, 2))
@@ -176,18 +178,18 @@ def types_pair_pld(
 
 @dataclass(frozen=True, slots=True)
 class DatasetSearch:
-    """Result of :func:`search_record_types`: the dataset with the largest binned δ at ``epsilon``.
+    """Result of :func:`search_record_types`: the dataset with the largest score found.
 
     Attributes:
-        types: the record types found (count, gradient); ``delta``: its binned δ(``epsilon``) (a lower bound
-        on the mechanism's δ at that ε); ``start_delta``: the same for the starting dataset;
-        ``evaluations``: datasets scored.
+        types: the record types found (count, gradient); ``value``: its score (one round: the binned δ at the
+        reference ε; composed: the T-fold ε(δ) of its optimistic PLD; a lower bound on the mechanism's value
+        either way); ``start_value``: the same for the starting (identical-record) dataset; ``evaluations``:
+        datasets scored.
     """
 
     types: tuple[RecordType, ...]
-    delta: float
-    start_delta: float
-    epsilon: float
+    value: float
+    start_value: float
     evaluations: int
 
 
@@ -196,73 +198,89 @@ def _polar(r: float, theta: float) -> tuple[float, float]:
     return r * math.cos(rad), r * math.sin(rad)
 
 
+Key = tuple[int, float, float, float, float]
+
+
 def search_record_types(
     *,
     participation: float,
     sampling_rate: float,
     local_dataset_size: int,
     noise_multiplier: float,
-    epsilon: float,
     start: tuple[float, float],
+    epsilon: float | None = None,
+    delta: float | None = None,
+    iterations: int = 1,
+    fractions: Sequence[float] = (0.0, 0.25, 0.5, 0.75),
     angles: Sequence[float] = tuple(range(0, 360, 30)),
     norms: Sequence[float] = (0.0, 0.5, 1.0),
     pattern_steps: int = 4,
+    seeds: int = 2,
     cells_per_sigma: int = 16,
 ) -> DatasetSearch:
-    """Two record types, k records at g₁ and d − k at g₂ (polar (r, θ) in the (u, v) plane), maximising the
-    binned one-round δ at ``epsilon``: a coarse scan (g₁ = ``start``, the best identical-record gradient;
-    k ∈ {1, d/4, d/2, 3d/4}; g₂ over ``norms`` × ``angles``), then a pattern search on (k, r₁, θ₁, r₂, θ₂)
-    from the two best scanned points (``pattern_steps`` halvings of the steps 30°, 0.25, d/4)."""
+    """Two record types, k records at g₁ and d − k at g₂ (polar (r, θ) in the (u, v) plane), maximising a
+    lower bound: with ``epsilon``, the binned one-round δ at that ε; with ``delta``, the ε(δ) of the dataset's
+    optimistic PLD composed ``iterations`` times. A coarse scan (g₁ = ``start``, the best identical-record
+    gradient; k = max(1, ⌊f·d⌋) for f in ``fractions``; g₂ over ``norms`` × ``angles``), then a pattern
+    search on (k, r₁, θ₁, r₂, θ₂) from the ``seeds`` best scanned points (``pattern_steps`` halvings of the
+    steps d/4, 0.25, 30°)."""
     p, q, z = _check(participation, sampling_rate, noise_multiplier)
     d = check_int("local_dataset_size", local_dataset_size, minimum=0, maximum=100_000)
-    cache: dict[tuple[int, float, float, float, float], float] = {}
+    t = check_int("iterations", iterations, minimum=1)
+    if (epsilon is None) == (delta is None):
+        raise ValueError("search_record_types: give exactly one of epsilon (one round) and delta (composed).")
+    cache: dict[Key, float] = {}
 
-    def key_of(k: int, r1: float, t1: float, r2: float, t2: float) -> tuple[int, float, float, float, float]:
+    def key_of(k: int, r1: float, t1: float, r2: float, t2: float) -> Key:
         k = min(max(k, 0), d)
         r1, r2 = min(max(r1, 0.0), 1.0), min(max(r2, 0.0), 1.0)
         return k, round(r1, 9), round(t1 % 360.0, 9), round(r2, 9), round(t2 % 360.0, 9)
 
-    def types_of(key: tuple[int, float, float, float, float]) -> tuple[RecordType, ...]:
+    def types_of(key: Key) -> tuple[RecordType, ...]:
         k, r1, t1, r2, t2 = key
         return ((k, _polar(r1, t1)), (d - k, _polar(r2, t2)))
 
-    def score(key: tuple[int, float, float, float, float]) -> float:
+    def score(key: Key) -> float:
         if key not in cache:
-            cache[key] = binned_delta(
-                types_of(key),
-                participation=p,
-                sampling_rate=q,
-                noise_multiplier=z,
-                epsilon=epsilon,
-                cells_per_sigma=cells_per_sigma,
-            )
+            if epsilon is not None:
+                cache[key] = binned_delta(
+                    types_of(key),
+                    participation=p,
+                    sampling_rate=q,
+                    noise_multiplier=z,
+                    epsilon=epsilon,
+                    cells_per_sigma=cells_per_sigma,
+                )
+            else:
+                assert delta is not None
+                one = types_pair_pld(types_of(key), participation=p, sampling_rate=q, noise_multiplier=z)
+                pld = one if t == 1 else one.self_compose(t)
+                cache[key] = max(0.0, float(pld.get_epsilon_for_delta(delta)))
         return cache[key]
 
     r0 = min(1.0, math.hypot(*start))
     t0 = math.degrees(math.atan2(start[1], start[0]))
     start_key = key_of(d, r0, t0, r0, t0)
-    start_delta = score(start_key)
+    start_value = score(start_key)
     if d >= 2:
-        ks = sorted({1, max(1, d // 4), max(1, d // 2), max(1, (3 * d) // 4)})
-        for k in ks:
+        for k in sorted({max(1, int(f * d)) for f in fractions}):
             for r2 in norms:
                 for t2 in angles if r2 > 0.0 else (0.0,):
                     score(key_of(k, r0, t0, r2, t2))
-        seeds = sorted(cache, key=lambda kk: -cache[kk])[:2]
-        for seed in seeds:
-            cur = list(seed)
-            steps = [max(1, d // 4), 0.25, 30.0, 0.25, 30.0]
+        for seed in sorted(cache, key=lambda kk: -cache[kk])[:seeds]:
+            cur: Key = seed
+            steps = [float(max(1, d // 4)), 0.25, 30.0, 0.25, 30.0]
             for _ in range(pattern_steps):
                 improved = True
                 while improved:
                     improved = False
                     for i in range(5):
-                        for sign in (1, -1):
-                            trial = list(cur)
-                            trial[i] = trial[i] + sign * steps[i]
-                            tk = key_of(int(trial[0]), *trial[1:])
-                            if score(tk) > score(key_of(int(cur[0]), *cur[1:])) * (1.0 + 1e-9):
-                                cur, improved = list(tk), True
-                steps = [max(1, int(steps[0]) // 2), steps[1] / 2, steps[2] / 2, steps[3] / 2, steps[4] / 2]
+                        for sign in (1.0, -1.0):
+                            trial = [float(x) for x in cur]
+                            trial[i] += sign * steps[i]
+                            tk = key_of(int(trial[0]), trial[1], trial[2], trial[3], trial[4])
+                            if score(tk) > score(cur) * (1.0 + 1e-9):
+                                cur, improved = tk, True
+                steps = [float(max(1, int(steps[0]) // 2))] + [x / 2.0 for x in steps[1:]]
     best = max(cache, key=lambda kk: cache[kk])
-    return DatasetSearch(types_of(best), cache[best], start_delta, epsilon, len(cache))
+    return DatasetSearch(types_of(best), cache[best], start_value, len(cache))

@@ -79,6 +79,50 @@ def _interp_epsilon(eps: FloatArray, deltas: FloatArray, delta: float) -> float:
     return float(eps[i] + t * (eps[i + 1] - eps[i]))
 
 
+def _count_sup(
+    p: float,
+    q: float,
+    z: float,
+    m: int,
+    eps: FloatArray,
+    direction: tuple[float, float],
+    angles: int,
+    radii: int,
+    refine: int,
+    cells: int,
+) -> tuple[FloatArray, tuple[float, float]]:
+    """(2, len(eps)) max over a grid of s in the disk ‖s‖ ≤ m (polar, θ ∈ [0°, 180°]) of the fixed-s δ,
+    refined by a pattern search at three ε; and the maximiser (‖s‖, θ) at the middle ε."""
+    cache: dict[tuple[float, float], FloatArray] = {}
+
+    def at(r: float, th: float) -> FloatArray:
+        r, th = min(max(r, 0.0), 1.0), min(max(th, 0.0), 180.0)
+        key = (round(r, 9), round(th, 9))
+        if key not in cache:
+            rad = math.radians(th)
+            cache[key] = fixed_sum_deltas(p, q, z, (m * r * math.cos(rad), m * r * math.sin(rad)), eps, cells)
+        return cache[key]
+
+    for r in np.linspace(1.0 / radii, 1.0, radii):
+        for th in np.linspace(0.0, 180.0, angles):
+            at(float(r), float(th))
+    at(math.hypot(*direction), math.degrees(math.atan2(direction[1], direction[0])))
+    mid = eps.size // 2
+    for col in (mid, 0, eps.size - 1):  # local pattern search at three ε
+        r0, t0 = max(cache, key=lambda k: float(cache[k][:, col].max()))
+        step_r, step_t = 0.5 / radii, 90.0 / (angles - 1)
+        for _ in range(refine):
+            moved = True
+            while moved:
+                moved = False
+                for dr, dt in ((step_r, 0.0), (-step_r, 0.0), (0.0, step_t), (0.0, -step_t)):
+                    if at(r0 + dr, t0 + dt)[:, col].max() > at(r0, t0)[:, col].max() * (1 + 1e-9):
+                        r0, t0, moved = min(max(r0 + dr, 0.0), 1.0), min(max(t0 + dt, 0.0), 180.0), True
+            step_r, step_t = step_r / 2, step_t / 2
+    best = max(cache, key=lambda k: float(cache[k][:, mid].max()))
+    return np.max(np.stack(list(cache.values())), axis=0), (m * best[0], best[1])
+
+
 def envelope_epsilon(
     *,
     participation: float,
@@ -105,11 +149,11 @@ def envelope_epsilon(
     lo = max(check_positive("eps_low", eps_low) * 0.97, 1e-9)
     hi = check_positive("eps_high", eps_high) * 1.03
     eps = np.linspace(lo, hi, points)
-    mid = points // 2
     ms = np.arange(d + 1)
     w = stats.binom.pmf(ms, d, q)
     one = [_hockey(np.array([q]), np.array([z]), float(x)) for x in eps]
-    cap = p * np.array([[float(r[0]) for r, _ in one], [float(a[0]) for _, a in one]])  # revealed participation: the per-count limit
+    # revealed participation (the refinement's value for m ≥ 1): the limit of the per-count sup
+    cap = p * np.array([[float(r[0]) for r, _ in one], [float(a[0]) for _, a in one]])
     env = np.zeros((2, points))
     fixed = np.zeros((2, points))
     bit = np.zeros((2, points))
@@ -134,38 +178,9 @@ def envelope_epsilon(
         if saturated is not None:  # the sup is nondecreasing in m and below the cap
             env += wm * np.maximum(saturated, along)
             continue
-        cache: dict[tuple[float, float], FloatArray] = {}
-
-        def at(r: float, th: float, m_: int = int(m)) -> FloatArray:
-            r = min(max(r, 0.0), 1.0)
-            th = min(max(th, 0.0), 180.0)
-            key = (round(r, 9), round(th, 9))
-            if key not in cache:
-                rad = math.radians(th)
-                s = (m_ * r * math.cos(rad), m_ * r * math.sin(rad))
-                cache[key] = fixed_sum_deltas(p, q, z, s, eps, cells_per_sigma)
-            return cache[key]
-
-        for r in np.linspace(1.0 / radii, 1.0, radii):
-            for th in np.linspace(0.0, 180.0, angles):
-                at(float(r), float(th))
-        gr = math.hypot(*direction)
-        at(gr, math.degrees(math.atan2(direction[1], direction[0])))
-        for col in (mid, 0, points - 1):  # local pattern search at three ε
-            best = max(cache, key=lambda k, c=col: float(cache[k][:, c].max()))
-            r0, t0, step_r, step_t = best[0], best[1], 0.5 / radii, 90.0 / (angles - 1)
-            for _ in range(refine):
-                moved = True
-                while moved:
-                    moved = False
-                    for dr, dt in ((step_r, 0.0), (-step_r, 0.0), (0.0, step_t), (0.0, -step_t)):
-                        if at(r0 + dr, t0 + dt)[:, col].max() > at(r0, t0)[:, col].max() * (1 + 1e-9):
-                            r0, t0, moved = min(max(r0 + dr, 0.0), 1.0), min(max(t0 + dt, 0.0), 180.0), True
-                step_r, step_t = step_r / 2, step_t / 2
-        sup = np.max(np.stack(list(cache.values())), axis=0)  # per direction and ε
+        sup, point = _count_sup(p, q, z, int(m), eps, direction, angles, radii, refine, cells_per_sigma)
+        sup_points[int(m)] = point
         env += wm * sup
-        k_best = max(cache, key=lambda k: float(cache[k][:, mid].max()))
-        sup_points[int(m)] = (m * k_best[0], k_best[1])
         if np.all(sup >= 0.999 * cap):
             saturated = sup
     return Envelope(
