@@ -8,11 +8,15 @@ Q_s = (1 − p) N(0) + p N(s), P_s = (1 − p) N(0) + p[(1 − q) N(s) + q N(s +
 
     E(ε) = max over directions of Σ_m Bin(m; d, q) · sup_{‖s‖ ≤ m} δ_s^{dir}(ε)
 
-is what an ideal per-count bound would give (it still reveals M; the refinement :func:`~ampfl.accounting.
-random_checkin.pld_pairs.refined_pld` replaces each sup by the revealed-participation value p·δ_q, which is
-its limit as ‖s‖ → ∞). Here the sup is a maximum over a grid of s (radii and angles, v ≥ 0 by symmetry,
-then a local pattern search) and each δ_s is the binned pair's δ (a lower bound on δ_s): so this is an
-ESTIMATE of the envelope from below, not a certified bound, and it is not composed.
+is what an ideal per-count bound would give (the "pure" envelope). It reveals M even when B = 0, so it is
+not below the empty-sample refinement (:func:`~ampfl.accounting.random_checkin.pld_pairs.refined_pld`),
+which pools every B = 0 with M = 0. The **pooled envelope** fixes that as the per-count split does: counts
+m ≥ k reveal B (their sup replaced by its limit p·δ_q as ‖s‖ → ∞, a garbling order) and their B = 0 part
+joins M = 0 (an r₀-subsampled Gaussian, r₀ = p·Bin(0; d, q)·q / weight), counts 1 ≤ m < k keep the sup;
+k = 1 is the refinement, k = d + 1 the pure envelope, and the smallest δ over k at each ε is reported (a
+minimum of one-round δ(ε) bounds is one). Here the sup is a maximum over a grid of s (radii and angles,
+v ≥ 0 by symmetry, then a local pattern search) and each δ_s is the binned pair's δ (a lower bound on
+δ_s): so this is an ESTIMATE of the envelope from below, not a certified bound, and it is not composed.
 
 :func:`envelope_epsilon` also returns the same mixture with one fixed direction for every count (s = m·g,
 "identical records with M revealed"), which separates the two reasons the identical-record datasets stay below
@@ -54,13 +58,14 @@ class Envelope:
     """Result of :func:`envelope_epsilon` (one round, ε at the target δ; estimates, see module docstring).
 
     Attributes:
-        epsilon: ε of the per-count envelope E; ``revealed_epsilon``: ε of the fixed-direction mixture
-        (s = m·g for the given g, M revealed); ``revealed_bit_epsilon``: ε of the refinement's per-count
-        values (p·δ_q for m ≥ 1), computed here in closed form as a check; ``sup_points``: per count, the
-        maximising s at the middle ε.
+        epsilon: ε of the pooled envelope (the smallest over k, pointwise in ε); ``pure_epsilon``: ε of E
+        (M revealed for every count); ``revealed_epsilon``: ε of the fixed-direction mixture (s = m·g for the
+        given g, M revealed); ``revealed_bit_epsilon``: k = 1, the refinement, in closed form (a check);
+        ``sup_points``: per count, the maximising (‖s‖, θ) at the middle ε.
     """
 
     epsilon: float
+    pure_epsilon: float
     revealed_epsilon: float
     revealed_bit_epsilon: float
     sup_points: dict[int, tuple[float, float]]
@@ -151,41 +156,45 @@ def envelope_epsilon(
     eps = np.linspace(lo, hi, points)
     ms = np.arange(d + 1)
     w = stats.binom.pmf(ms, d, q)
-    one = [_hockey(np.array([q]), np.array([z]), float(x)) for x in eps]
-    # revealed participation (the refinement's value for m ≥ 1): the limit of the per-count sup
-    cap = p * np.array([[float(r[0]) for r, _ in one], [float(a[0]) for _, a in one]])
-    env = np.zeros((2, points))
-    fixed = np.zeros((2, points))
-    bit = np.zeros((2, points))
+
+    def hockey(rate: float) -> FloatArray:  # (2, points) closed-form δ of the rate-subsampled Gaussian
+        out = [_hockey(np.array([rate]), np.array([z]), float(x)) for x in eps]
+        return np.array([[float(r[0]) for r, _ in out], [float(a[0]) for _, a in out]])
+
+    cap = p * hockey(q)  # B revealed given M = m ≥ 1: the limit of the per-count sup as ‖s‖ → ∞
+    sups: list[tuple[float, FloatArray]] = []  # (w_m, sup_m) for m ≥ 1; negligible counts get the cap
+    fixed = w[0] * hockey(p * q)  # M = 0: S = 0, the pq-subsampled Gaussian
     sup_points: dict[int, tuple[float, float]] = {}
     saturated: FloatArray | None = None
-    for m, wm in zip(ms, w, strict=True):
-        if wm < 1e-16:  # negligible count: its cap (an overestimate by at most wm·p·δ_q)
-            env += wm * cap
+    for m, wm in zip(ms[1:], w[1:], strict=True):
+        if wm < 1e-16:  # negligible count: the cap (an overestimate by at most wm·p·δ_q)
+            sups.append((float(wm), cap))
             fixed += wm * cap
-            bit += wm * cap
             continue
-        if m == 0:
-            base = fixed_sum_deltas(p, q, z, (0.0, 0.0), eps, 64)
-            env += wm * base
-            fixed += wm * base
-            bit += wm * base
-            continue
-        bit += wm * cap
-        g = (direction[0] * m, direction[1] * m)
-        along = fixed_sum_deltas(p, q, z, g, eps, cells_per_sigma)
+        along = fixed_sum_deltas(p, q, z, (direction[0] * m, direction[1] * m), eps, cells_per_sigma)
         fixed += wm * along
         if saturated is not None:  # the sup is nondecreasing in m and below the cap
-            env += wm * np.maximum(saturated, along)
+            sups.append((float(wm), np.maximum(saturated, along)))
             continue
         sup, point = _count_sup(p, q, z, int(m), eps, direction, angles, radii, refine, cells_per_sigma)
         sup_points[int(m)] = point
-        env += wm * sup
+        sups.append((float(wm), sup))
         if np.all(sup >= 0.999 * cap):
             saturated = sup
+    # counts m ≥ k reveal B and pool their B = 0 part with M = 0 (k = 1: the refinement; k > d: pure envelope)
+    curves: list[FloatArray] = []
+    for k in range(1, len(sups) + 2):
+        pooled = sups[k - 1 :]
+        weight = float(w[0]) + (1.0 - p) * sum(wm for wm, _ in pooled)
+        dlt = sum((wm * sup for wm, sup in sups[: k - 1]), np.zeros((2, points)))
+        dlt = dlt + p * sum(wm for wm, _ in pooled) * hockey(q)
+        if weight > 0.0:
+            dlt = dlt + weight * hockey(min(q, p * float(w[0]) * q / weight))
+        curves.append(dlt.max(axis=0))
     return Envelope(
-        _interp_epsilon(eps, env.max(axis=0), delta),
+        _interp_epsilon(eps, np.min(np.stack(curves), axis=0), delta),
+        _interp_epsilon(eps, curves[-1], delta),
         _interp_epsilon(eps, fixed.max(axis=0), delta),
-        _interp_epsilon(eps, bit.max(axis=0), delta),
+        _interp_epsilon(eps, curves[0], delta),
         sup_points,
     )
