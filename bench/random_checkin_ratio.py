@@ -38,7 +38,7 @@ import time
 
 from ampfl.accounting.accountants.pld import PLDAccountant
 from ampfl.accounting.audit.random_checkin_datasets import search_record_types, types_pair_pld
-from ampfl.accounting.audit.random_checkin_envelope import envelope_epsilon
+from ampfl.accounting.audit.random_checkin_envelope import envelope_epsilon, per_count_pld
 from ampfl.accounting.audit.random_checkin_pld import ExplicitSearch, explicit_epsilon, refined_pld, split_pld
 from ampfl.accounting.events import RandomCheckInEvent
 from ampfl.accounting.random_checkin.pld_pairs import best_hidden_epsilon
@@ -104,6 +104,27 @@ def hidden_columns(p: float, q: float, d: int, z: float, t: int, delta: float) -
     return eps, best, name
 
 
+_SUMS: dict[tuple[float, float, int, float], dict[int, tuple[float, float]]] = {}
+
+
+def composed_envelope(
+    p: float, q: float, d: int, z: float, t: int, delta: float, best: float
+) -> tuple[str, str]:
+    """DIAGNOSTIC for composed rows: the per-count mixture at the one-round envelope's maximising sums (one
+    choice of sums, so an estimate of the composed envelope from below), composed t times: M revealed for
+    every count, and the smallest over pooling thresholds k ∈ {1, 2, 3, 5, 8}."""
+    kw = {"participation": p, "sampling_rate": q, "local_dataset_size": d, "noise_multiplier": z}
+    if (p, q, d, z) not in _SUMS:
+        one = refined_pld(**kw).get_epsilon_for_delta(delta)
+        _SUMS[(p, q, d, z)] = envelope_epsilon(**kw, delta=delta, eps_low=best / t, eps_high=one).sup_points
+    sums = _SUMS[(p, q, d, z)]
+    eps = {
+        k: per_count_pld(**kw, sums=sums, pool_from=k).self_compose(t).get_epsilon_for_delta(delta)
+        for k in (None, 1, 2, 3, 5, 8)
+    }
+    return f"{eps[None]:.4g}", f"{min(eps.values()):.4g}"
+
+
 def gap_row(p: float, q: float, d: int, z: float, t: int, delta: float, envelope: bool) -> str:
     """One ``--gap`` table row (module docstring)."""
     t0 = time.perf_counter()
@@ -136,6 +157,8 @@ def gap_row(p: float, q: float, d: int, z: float, t: int, delta: float, envelope
             **kw, delta=delta, eps_low=found.epsilon, eps_high=refined, direction=(found.a, found.b)
         )
         revealed, pure, env = f"{e.revealed_epsilon:.4g}", f"{e.pure_epsilon:.4g}", f"{e.epsilon:.4g}"
+    elif envelope:
+        pure, env = composed_envelope(p, q, d, z, t, delta, best)
     return (
         f"| {p:g} | {q:g} | {d} | {z:g} | {t} | {delta:g} | {found.epsilon:.4g} ({found.a:.2f}, "
         f"{found.b:.2f}) | {two:.4g} [{desc}] | {two / found.epsilon:.3f} | {revealed} | {pure} | {env} "

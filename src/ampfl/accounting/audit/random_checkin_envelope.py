@@ -28,17 +28,20 @@ Provenance: [C] (our construction; docs/pld.md, "Random check-in (004)").
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import stats
 
 from ampfl.accounting._checks import check_int, check_positive, check_probability
 from ampfl.accounting.audit._mixture_integral import FloatArray
 from ampfl.accounting.audit.random_checkin_datasets import _log_masses
+from ampfl.accounting.audit.random_checkin_pld import _rounded_pmf
 from ampfl.accounting.random_checkin.count_split import _hockey
 
-__all__ = ["Envelope", "envelope_epsilon", "fixed_sum_deltas"]
+__all__ = ["Envelope", "envelope_epsilon", "fixed_sum_deltas", "per_count_pld"]
 
 
 def fixed_sum_deltas(
@@ -198,3 +201,53 @@ def envelope_epsilon(
         _interp_epsilon(eps, curves[0], delta),
         sup_points,
     )
+
+
+def per_count_pld(
+    *,
+    participation: float,
+    sampling_rate: float,
+    local_dataset_size: int,
+    noise_multiplier: float,
+    sums: Mapping[int, tuple[float, float]],
+    pool_from: int | None = None,
+    value_discretization_interval: float = 1e-4,
+    cells_per_sigma: int = 16,
+) -> pld_lib.PrivacyLossDistribution:
+    """DIAGNOSTIC: optimistic PLD of the public mixture over M = m of fixed-s pairs, s = ``sums[m]`` given as
+    (‖s‖, θ in degrees) (counts not listed: s = m·v, orthogonal to u); counts m ≥ ``pool_from`` reveal B and
+    pool their B = 0 part with M = 0 (module docstring). For the composed columns: it is one choice of the
+    per-count sums, so it estimates the composed envelope from below; it is not a bound on the mechanism."""
+    p = check_probability("participation", participation)
+    q = check_probability("sampling_rate", sampling_rate)
+    d = check_int("local_dataset_size", local_dataset_size, minimum=0, maximum=100_000)
+    z = check_positive("noise_multiplier", noise_multiplier)
+    h = check_positive("value_discretization_interval", value_discretization_interval)
+    ms = np.arange(d + 1)
+    w = stats.binom.pmf(ms, d, q)
+    k = d + 1 if pool_from is None else max(1, pool_from)
+    parts: list[tuple[FloatArray, FloatArray]] = []  # (log P, log Q) cell masses, weights included
+
+    def add(weight: float, part: float, s: tuple[float, float]) -> None:
+        if weight > 1e-30:
+            log_p, log_q = _log_masses(
+                np.array([s], dtype=np.float64), np.zeros(1), part, q, z, cells_per_sigma, 10.0
+            )
+            parts.append((log_p + math.log(weight), log_q + math.log(weight)))
+
+    pooled = float(w[k:].sum()) if k <= d else 0.0
+    weight0 = float(w[0]) + (1.0 - p) * pooled
+    if (
+        weight0 > 0.0
+    ):  # S = 0; x′ included with probability r₀ = p·w₀·q / weight0: "participation" p·w₀/weight0
+        add(weight0, min(1.0, p * float(w[0]) / weight0), (0.0, 0.0))
+    if pooled > 0.0:  # B = 1 revealed: the q-subsampled Gaussian (participation 1, s = 0)
+        add(p * pooled, 1.0, (0.0, 0.0))
+    for m in range(1, min(k, d + 1)):
+        r, th = sums.get(m, (float(m), 90.0))
+        rad = math.radians(th)
+        add(float(w[m]), p, (r * math.cos(rad), r * math.sin(rad)))
+    log_p = np.concatenate([x for x, _ in parts])
+    log_q = np.concatenate([y for _, y in parts])
+    loss = log_p - log_q
+    return pld_lib.PrivacyLossDistribution(_rounded_pmf(loss, log_p, h), _rounded_pmf(-loss, log_q, h))
