@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import os
 import time
 
@@ -108,11 +109,12 @@ _SUMS: dict[tuple[float, float, int, float], dict[int, tuple[float, float]]] = {
 
 
 def composed_envelope(
-    p: float, q: float, d: int, z: float, t: int, delta: float, best: float
-) -> tuple[str, str]:
+    p: float, q: float, d: int, z: float, t: int, delta: float, best: float, g: tuple[float, float]
+) -> tuple[str, str, str]:
     """DIAGNOSTIC for composed rows: the per-count mixture at the one-round envelope's maximising sums (one
     choice of sums, so an estimate of the composed envelope from below), composed t times: M revealed for
-    every count, and the smallest over pooling thresholds k ∈ {1, 2, 3, 5, 8}."""
+    every count, and the smallest over pooling thresholds k ∈ {1, 2, 3, 5, 8}; first, the explicit dataset
+    g with M revealed, composed."""
     kw = {"participation": p, "sampling_rate": q, "local_dataset_size": d, "noise_multiplier": z}
     if (p, q, d, z) not in _SUMS:
         one = refined_pld(**kw).get_epsilon_for_delta(delta)
@@ -122,7 +124,10 @@ def composed_envelope(
         k: per_count_pld(**kw, sums=sums, pool_from=k).self_compose(t).get_epsilon_for_delta(delta)
         for k in (None, 1, 2, 3, 5, 8)
     }
-    return f"{eps[None]:.4g}", f"{min(eps.values()):.4g}"
+    norm, angle = math.hypot(*g), math.degrees(math.atan2(g[1], g[0]))
+    fixed = {m: (m * norm, angle) for m in range(1, d + 1)}
+    revealed = per_count_pld(**kw, sums=fixed).self_compose(t).get_epsilon_for_delta(delta)
+    return f"{revealed:.4g}", f"{eps[None]:.4g}", f"{min(eps.values()):.4g}"
 
 
 def gap_row(p: float, q: float, d: int, z: float, t: int, delta: float, envelope: bool) -> str:
@@ -158,7 +163,7 @@ def gap_row(p: float, q: float, d: int, z: float, t: int, delta: float, envelope
         )
         revealed, pure, env = f"{e.revealed_epsilon:.4g}", f"{e.pure_epsilon:.4g}", f"{e.epsilon:.4g}"
     elif envelope:
-        pure, env = composed_envelope(p, q, d, z, t, delta, best)
+        revealed, pure, env = composed_envelope(p, q, d, z, t, delta, best, (found.a, found.b))
     return (
         f"| {p:g} | {q:g} | {d} | {z:g} | {t} | {delta:g} | {found.epsilon:.4g} ({found.a:.2f}, "
         f"{found.b:.2f}) | {two:.4g} [{desc}] | {two / found.epsilon:.3f} | {revealed} | {pure} | {env} "

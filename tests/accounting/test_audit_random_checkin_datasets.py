@@ -18,7 +18,7 @@ from ampfl.accounting.audit.random_checkin_datasets import (
     sum_distribution,
     types_pair_pld,
 )
-from ampfl.accounting.audit.random_checkin_envelope import envelope_epsilon, fixed_sum_deltas
+from ampfl.accounting.audit.random_checkin_envelope import envelope_epsilon, fixed_sum_deltas, per_count_pld
 from ampfl.accounting.audit.random_checkin_pld import explicit_pair_pld
 from ampfl.accounting.random_checkin.count_split import count_split_components, count_splits, mixture_pld
 from ampfl.accounting.random_checkin.pld_pairs import best_hidden_epsilon, refined_pld
@@ -162,3 +162,15 @@ def test_envelope_orders_and_its_k1_end_is_the_refinement():
     ref_bit = pld_lib.from_gaussian_mechanism(standard_deviation=z, sampling_prob=q)
     assert float(far.max()) == pytest.approx(p * ref_bit.get_delta_for_epsilon(0.5), rel=1e-2)
     assert float(near.max()) < float(far.max())
+
+
+def test_per_count_mixture_pooled_from_one_is_the_refinement():
+    # Independent construction of the refinement (cells of fixed-s pairs vs dp-accounting's mixture):
+    # optimistic ≤ pessimistic, and close; composed too.
+    kw = {"participation": 0.3, "sampling_rate": 0.2, "local_dataset_size": 4, "noise_multiplier": 1.0}
+    ours = per_count_pld(**kw, sums={}, pool_from=1, value_discretization_interval=H, cells_per_sigma=64)
+    ref = refined_pld(**kw, value_discretization_interval=H)
+    for steps in (1, 3):
+        a = (ours if steps == 1 else ours.self_compose(steps)).get_delta_for_epsilon(0.3)
+        b = (ref if steps == 1 else ref.self_compose(steps)).get_delta_for_epsilon(0.3)
+        assert 0.97 * b <= a <= b
