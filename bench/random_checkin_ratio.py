@@ -36,9 +36,15 @@ import itertools
 import math
 import os
 import time
+from typing import Any
 
 from ampfl.accounting.accountants.pld import PLDAccountant
-from ampfl.accounting.audit.random_checkin_datasets import search_record_types, types_pair_pld
+from ampfl.accounting.audit.random_checkin_datasets import (
+    binned_delta,
+    random_record_types,
+    search_record_types,
+    types_pair_pld,
+)
 from ampfl.accounting.audit.random_checkin_envelope import envelope_epsilon, per_count_pld
 from ampfl.accounting.audit.random_checkin_pld import ExplicitSearch, explicit_epsilon, refined_pld, split_pld
 from ampfl.accounting.events import RandomCheckInEvent
@@ -115,7 +121,12 @@ def composed_envelope(
     choice of sums, so an estimate of the composed envelope from below), composed t times: M revealed for
     every count, and the smallest over pooling thresholds k ∈ {1, 2, 3, 5, 8}; first, the explicit dataset
     g with M revealed, composed."""
-    kw = {"participation": p, "sampling_rate": q, "local_dataset_size": d, "noise_multiplier": z}
+    kw: dict[str, Any] = {
+        "participation": p,
+        "sampling_rate": q,
+        "local_dataset_size": d,
+        "noise_multiplier": z,
+    }
     if (p, q, d, z) not in _SUMS:
         one = refined_pld(**kw).get_epsilon_for_delta(delta)
         _SUMS[(p, q, d, z)] = envelope_epsilon(**kw, delta=delta, eps_low=best / t, eps_high=one).sup_points
@@ -130,6 +141,23 @@ def composed_envelope(
     return f"{revealed:.4g}", f"{eps[None]:.4g}", f"{min(eps.values()):.4g}"
 
 
+def random_row(p: float, q: float, d: int, z: float, delta: float, samples: int) -> str:
+    """``--gap --random-types N``: binned δ at the identical dataset's ε(δ), identical vs the best of N random
+    three-type datasets (lower bounds both)."""
+    _, _, found = row(p, q, d, z, 1, delta)
+    kw: dict[str, Any] = {
+        "participation": p,
+        "sampling_rate": q,
+        "noise_multiplier": z,
+        "epsilon": found.epsilon,
+    }
+    ident = binned_delta([(d, (found.a, found.b))], **kw)
+    types, val = random_record_types(**kw, local_dataset_size=d, samples=samples)
+    desc = " + ".join(f"{n}×({g[0]:.2f}, {g[1]:.2f})" for n, g in types if n > 0)
+    head = f"| {p:g} | {q:g} | {d} | {z:g} | {found.epsilon:.4g} "
+    return head + f"| δ identical {ident:.5g} | δ random {val:.5g} [{desc}] |"
+
+
 def gap_row(p: float, q: float, d: int, z: float, t: int, delta: float, envelope: bool) -> str:
     """One ``--gap`` table row (module docstring)."""
     t0 = time.perf_counter()
@@ -137,7 +165,12 @@ def gap_row(p: float, q: float, d: int, z: float, t: int, delta: float, envelope
     best, _ = best_hidden_epsilon(
         participation=p, sampling_rate=q, local_dataset_size=d, noise_multiplier=z, iterations=t, delta=delta
     )
-    kw = {"participation": p, "sampling_rate": q, "local_dataset_size": d, "noise_multiplier": z}
+    kw: dict[str, Any] = {
+        "participation": p,
+        "sampling_rate": q,
+        "local_dataset_size": d,
+        "noise_multiplier": z,
+    }
     if t == 1:
         types = search_record_types(**kw, start=(found.a, found.b), epsilon=found.epsilon).types
     else:  # composed: a coarser scan scored by the composed ε itself
@@ -183,6 +216,12 @@ def main() -> None:
     parser.add_argument("--gap", action="store_true", help="two-type datasets and the envelope diagnostic")
     parser.add_argument("--no-envelope", action="store_true", help="with --gap: skip the envelope columns")
     parser.add_argument("--rows", default=":", help="with --gap: rows A:B of the settings list")
+    parser.add_argument(
+        "--random-types",
+        type=int,
+        default=0,
+        help="with --gap: N random three-type datasets per one-round row",
+    )
     args = parser.parse_args()
     settings = []
     if not args.composed_only:
@@ -200,7 +239,10 @@ def main() -> None:
         )
         print("|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for p, q, d, z, t, delta in settings[int(lo or 0) : int(hi) if hi else None]:
-            print(gap_row(p, q, d, z, t, delta, not args.no_envelope), flush=True)
+            if args.random_types and t == 1:
+                print(random_row(p, q, d, z, delta, args.random_types), flush=True)
+            else:
+                print(gap_row(p, q, d, z, t, delta, not args.no_envelope), flush=True)
         return
     if args.hidden_only:
         print("| p | q | d | z | T | δ | ε event (hidden) | ε best | best pair | s |")

@@ -38,6 +38,7 @@ __all__ = [
     "DatasetSearch",
     "RecordType",
     "binned_delta",
+    "random_record_types",
     "search_record_types",
     "sum_distribution",
     "types_pair_pld",
@@ -284,3 +285,46 @@ def search_record_types(
                 steps = [float(max(1, int(steps[0]) // 2))] + [x / 2.0 for x in steps[1:]]
     best = max(cache, key=lambda kk: cache[kk])
     return DatasetSearch(types_of(best), cache[best], start_value, len(cache))
+
+
+def random_record_types(
+    *,
+    participation: float,
+    sampling_rate: float,
+    local_dataset_size: int,
+    noise_multiplier: float,
+    epsilon: float,
+    samples: int,
+    n_types: int = 3,
+    seed: int = 0,
+    cells_per_sigma: int = 16,
+) -> tuple[tuple[RecordType, ...], float]:
+    """Random search: ``samples`` datasets of ``n_types`` types (random split of the d records, angles
+    uniform, norms 1 or √U(0.2, 1) with probability ½ each), scored by the binned δ at ``epsilon`` (a lower
+    bound). Returns the best dataset and its δ."""
+    p, q, z = _check(participation, sampling_rate, noise_multiplier)
+    d = check_int("local_dataset_size", local_dataset_size, minimum=0, maximum=100_000)
+    n = check_int("samples", samples, minimum=1)
+    kk = check_int("n_types", n_types, minimum=1, maximum=8)
+    rng = np.random.default_rng(seed)
+    best: tuple[tuple[RecordType, ...], float] = ((), -1.0)
+    for _ in range(n):
+        cuts = np.sort(rng.integers(0, d + 1, size=kk - 1))
+        counts = np.diff(np.concatenate([[0], cuts, [d]]))
+        theta = np.radians(rng.uniform(-180.0, 180.0, kk))
+        norm = np.where(rng.random(kk) < 0.5, 1.0, np.sqrt(rng.uniform(0.2, 1.0, kk)))
+        types = tuple(
+            (int(c), (float(r * math.cos(t)), float(r * math.sin(t))))
+            for c, r, t in zip(counts, norm, theta, strict=True)
+        )
+        val = binned_delta(
+            types,
+            participation=p,
+            sampling_rate=q,
+            noise_multiplier=z,
+            epsilon=epsilon,
+            cells_per_sigma=cells_per_sigma,
+        )
+        if val > best[1]:
+            best = (types, val)
+    return best
