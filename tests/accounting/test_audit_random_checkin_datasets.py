@@ -14,6 +14,7 @@ from scipy import stats
 
 from ampfl.accounting.audit.random_checkin_datasets import (
     binned_delta,
+    random_record_types,
     search_record_types,
     sum_distribution,
     types_pair_pld,
@@ -174,3 +175,13 @@ def test_per_count_mixture_pooled_from_one_is_the_refinement():
         a = (ours if steps == 1 else ours.self_compose(steps)).get_delta_for_epsilon(0.3)
         b = (ref if steps == 1 else ref.self_compose(steps)).get_delta_for_epsilon(0.3)
         assert 0.97 * b <= a <= b
+
+
+def test_random_three_type_search_is_reproducible_and_below_the_refinement():
+    kw = {"participation": 0.3, "sampling_rate": 0.3, "noise_multiplier": 1.0, "epsilon": 0.4}
+    types, val = random_record_types(**kw, local_dataset_size=5, samples=6, seed=3)
+    assert (types, val) == random_record_types(**kw, local_dataset_size=5, samples=6, seed=3)
+    assert sum(n for n, _ in types) == 5 and len(types) == 3
+    assert val == pytest.approx(binned_delta(types, **kw), rel=1e-12)
+    ref = refined_pld(participation=0.3, sampling_rate=0.3, local_dataset_size=5, noise_multiplier=1.0)
+    assert 0.0 < val <= ref.get_delta_for_epsilon(0.4)
