@@ -17,17 +17,35 @@ and the ratios (≥ 1 always: the sound bounds are never below an explicit datas
   composed ε over the sound candidates (:func:`ampfl.accounting.random_checkin.pld_pairs.
   best_hidden_epsilon`: the refinement and the per-count noise split, issue 11-f), and which one won.
 
+- ``--gap`` (issue 11 step 2a; rows selectable by ``--rows A:B``, indices into the settings list): per row,
+  ``explicit`` (identical records, as above), ``two-type``: the best dataset with two record types (k records
+  at g₁, d − k at g₂; :func:`ampfl.accounting.audit.random_checkin_datasets.search_record_types`, its PLD
+  optimistic: a LOWER bound), and for one round the DIAGNOSTIC columns of :func:`ampfl.accounting.audit.
+  random_checkin_envelope.envelope_epsilon` (estimates, not bounds): ``M revealed`` (the best identical
+  dataset with the count of sampled other records revealed) and ``envelope`` (per count the worst sum in the
+  disk, M revealed), next to ``refined`` and ``best`` (sound).
+
     PYTHONPATH=src python bench/random_checkin_ratio.py [--quick] [--composed-only | --single-only]
+    PYTHONPATH=src python bench/random_checkin_ratio.py --gap --rows 0:3 [--no-envelope]
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import os
 import time
+from typing import Any
 
 from ampfl.accounting.accountants.pld import PLDAccountant
+from ampfl.accounting.audit.random_checkin_datasets import (
+    binned_delta,
+    random_record_types,
+    search_record_types,
+    types_pair_pld,
+)
+from ampfl.accounting.audit.random_checkin_envelope import envelope_epsilon, per_count_pld
 from ampfl.accounting.audit.random_checkin_pld import ExplicitSearch, explicit_epsilon, refined_pld, split_pld
 from ampfl.accounting.events import RandomCheckInEvent
 from ampfl.accounting.random_checkin.pld_pairs import best_hidden_epsilon
@@ -93,6 +111,99 @@ def hidden_columns(p: float, q: float, d: int, z: float, t: int, delta: float) -
     return eps, best, name
 
 
+_SUMS: dict[tuple[float, float, int, float], dict[int, tuple[float, float]]] = {}
+
+
+def composed_envelope(
+    p: float, q: float, d: int, z: float, t: int, delta: float, best: float, g: tuple[float, float]
+) -> tuple[str, str, str]:
+    """DIAGNOSTIC for composed rows: the per-count mixture at the one-round envelope's maximising sums (one
+    choice of sums, so an estimate of the composed envelope from below), composed t times: M revealed for
+    every count, and the smallest over pooling thresholds k ∈ {1, 2, 3, 5, 8}; first, the explicit dataset
+    g with M revealed, composed."""
+    kw: dict[str, Any] = {
+        "participation": p,
+        "sampling_rate": q,
+        "local_dataset_size": d,
+        "noise_multiplier": z,
+    }
+    if (p, q, d, z) not in _SUMS:
+        one = refined_pld(**kw).get_epsilon_for_delta(delta)
+        _SUMS[(p, q, d, z)] = envelope_epsilon(**kw, delta=delta, eps_low=best / t, eps_high=one).sup_points
+    sums = _SUMS[(p, q, d, z)]
+    eps = {
+        k: per_count_pld(**kw, sums=sums, pool_from=k).self_compose(t).get_epsilon_for_delta(delta)
+        for k in (None, 1, 2, 3, 5, 8)
+    }
+    norm, angle = math.hypot(*g), math.degrees(math.atan2(g[1], g[0]))
+    fixed = {m: (m * norm, angle) for m in range(1, d + 1)}
+    revealed = per_count_pld(**kw, sums=fixed).self_compose(t).get_epsilon_for_delta(delta)
+    return f"{revealed:.4g}", f"{eps[None]:.4g}", f"{min(eps.values()):.4g}"
+
+
+def random_row(p: float, q: float, d: int, z: float, delta: float, samples: int) -> str:
+    """``--gap --random-types N``: binned δ at the identical dataset's ε(δ), identical vs the best of N random
+    three-type datasets (lower bounds both)."""
+    _, _, found = row(p, q, d, z, 1, delta)
+    kw: dict[str, Any] = {
+        "participation": p,
+        "sampling_rate": q,
+        "noise_multiplier": z,
+        "epsilon": found.epsilon,
+    }
+    ident = binned_delta([(d, (found.a, found.b))], **kw)
+    types, val = random_record_types(**kw, local_dataset_size=d, samples=samples)
+    desc = " + ".join(f"{n}×({g[0]:.2f}, {g[1]:.2f})" for n, g in types if n > 0)
+    head = f"| {p:g} | {q:g} | {d} | {z:g} | {found.epsilon:.4g} "
+    return head + f"| δ identical {ident:.5g} | δ random {val:.5g} [{desc}] |"
+
+
+def gap_row(p: float, q: float, d: int, z: float, t: int, delta: float, envelope: bool) -> str:
+    """One ``--gap`` table row (module docstring)."""
+    t0 = time.perf_counter()
+    _, refined, found = row(p, q, d, z, t, delta)
+    best, _ = best_hidden_epsilon(
+        participation=p, sampling_rate=q, local_dataset_size=d, noise_multiplier=z, iterations=t, delta=delta
+    )
+    kw: dict[str, Any] = {
+        "participation": p,
+        "sampling_rate": q,
+        "local_dataset_size": d,
+        "noise_multiplier": z,
+    }
+    if t == 1:
+        types = search_record_types(**kw, start=(found.a, found.b), epsilon=found.epsilon).types
+    else:  # composed: a coarser scan scored by the composed ε itself
+        types = search_record_types(
+            **kw,
+            start=(found.a, found.b),
+            delta=delta,
+            iterations=t,
+            fractions=(0.25, 0.5),
+            norms=(0.5, 1.0),
+            angles=tuple(range(0, 360, 60)),
+            pattern_steps=1,
+            seeds=1,
+        ).types
+    one = types_pair_pld(types, participation=p, sampling_rate=q, noise_multiplier=z)
+    two = max(0.0, float((one if t == 1 else one.self_compose(t)).get_epsilon_for_delta(delta)))
+    explicit = max(found.epsilon, two)
+    desc = " + ".join(f"{n}×({g[0]:.2f}, {g[1]:.2f})" for n, g in types if n > 0)
+    revealed = pure = env = "—"
+    if envelope and t == 1:
+        e = envelope_epsilon(
+            **kw, delta=delta, eps_low=found.epsilon, eps_high=refined, direction=(found.a, found.b)
+        )
+        revealed, pure, env = f"{e.revealed_epsilon:.4g}", f"{e.pure_epsilon:.4g}", f"{e.epsilon:.4g}"
+    elif envelope:
+        revealed, pure, env = composed_envelope(p, q, d, z, t, delta, best, (found.a, found.b))
+    return (
+        f"| {p:g} | {q:g} | {d} | {z:g} | {t} | {delta:g} | {found.epsilon:.4g} ({found.a:.2f}, "
+        f"{found.b:.2f}) | {two:.4g} [{desc}] | {two / found.epsilon:.3f} | {revealed} | {pure} | {env} "
+        f"| {refined:.4g} | {best:.4g} | {best / explicit:.3f} | {time.perf_counter() - t0:.0f} |"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few settings")
@@ -102,6 +213,15 @@ def main() -> None:
     parser.add_argument("--split-only", action="store_true", help="only the noise-split column, per row")
     parser.add_argument("--hidden-only", action="store_true", help="only the hidden-participation columns")
     parser.add_argument("--min-noise", type=float, default=0.0, help="only rows with z at least this")
+    parser.add_argument("--gap", action="store_true", help="two-type datasets and the envelope diagnostic")
+    parser.add_argument("--no-envelope", action="store_true", help="with --gap: skip the envelope columns")
+    parser.add_argument("--rows", default=":", help="with --gap: rows A:B of the settings list")
+    parser.add_argument(
+        "--random-types",
+        type=int,
+        default=0,
+        help="with --gap: N random three-type datasets per one-round row",
+    )
     args = parser.parse_args()
     settings = []
     if not args.composed_only:
@@ -110,6 +230,20 @@ def main() -> None:
         settings += composed_settings(args.quick)
     settings = [row for row in settings if row[3] >= args.min_noise]
     print(f"load average {os.getloadavg()[0]:.1f}")
+    if args.gap:
+        lo, _, hi = args.rows.partition(":")
+        print(
+            "| p | q | d | z | T | δ | ε explicit identical (a, b) | ε two-type [types] "
+            "| two-type ÷ identical | ε M revealed (diag.) | ε envelope pure (diag.) "
+            "| ε envelope pooled (diag.) | ε refined | ε best | best ÷ explicit | s |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for p, q, d, z, t, delta in settings[int(lo or 0) : int(hi) if hi else None]:
+            if args.random_types and t == 1:
+                print(random_row(p, q, d, z, delta, args.random_types), flush=True)
+            else:
+                print(gap_row(p, q, d, z, t, delta, not args.no_envelope), flush=True)
+        return
     if args.hidden_only:
         print("| p | q | d | z | T | δ | ε event (hidden) | ε best | best pair | s |")
         print("|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
