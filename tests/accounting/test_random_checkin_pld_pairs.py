@@ -75,8 +75,8 @@ def test_split_components_are_a_distribution_with_rates_at_most_q():
 
 
 def test_hidden_pair_is_tighter_where_participation_is_hidden():
-    # p = q = 0.1, d = 10, z = 3 (docs/pld.md): Thm 5.2 gives ε ≈ 0.122, the refinement 0.112 and the
-    # per-count split about 0.06 (at δ = 1e-5, one round)
+    # p = q = 0.1, d = 10, z = 3 (docs/pld_random_checkin.md): Thm 5.2 gives ε ≈ 0.122, the refinement 0.112
+    # and the per-count split about 0.06 (at δ = 1e-5, one round)
     kw = {"participation": 0.1, "sampling_rate": 0.1, "noise_multiplier": 3.0, "local_dataset_size": 10}
     revealed = _eps(RandomCheckInEvent(**kw, participation_hidden=False), 1, 1e-5)
     hidden = _eps(RandomCheckInEvent(**kw), 1, 1e-5)

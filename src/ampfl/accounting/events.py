@@ -212,7 +212,8 @@ class RandomCheckInEvent(PrivacyEvent):
 
     Accounting: :meth:`dominating` is the worst-case-sampling pair (004 Thm 5.2), sound in both cases, used by
     the RDP accountant. The PLD accountant uses :func:`ampfl.accounting.random_checkin.pld_pairs.
-    random_checkin_pld`: with hidden participation a tighter pair that depends on d (docs/pld.md, issue 11).
+    random_checkin_pld`: with hidden participation a tighter pair that depends on d
+    (docs/pld_random_checkin.md, issue 11).
     Thm 4.1's d-dependent bound is not sound (docs/audit.md).
     """
 

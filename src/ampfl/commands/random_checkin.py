@@ -113,7 +113,7 @@ HIDDEN = "hidden-participation"
 _HIDDEN_NOTE = (
     "Thm 5.2's pair refined for participation hidden from the observer (004 §3.1: trusted server, secure "
     "channels; only the models released) with --d an upper bound on the client's other records; PLD "
-    "accountant; what ampfl runs account (docs/pld.md)"
+    "accountant; what ampfl runs account (docs/pld_random_checkin.md)"
 )
 
 

@@ -17,7 +17,7 @@ T-round mechanism on the fixed dataset. Lattice terms of weight below 1e-25 are 
 pair's δ at a reference ε directly (``binned_delta``; the same lower bound, no loss grid): a dataset beats the
 reference ε(δ) iff its δ at that ε exceeds the target δ.
 
-Provenance: [C] (our construction; docs/pld.md, "Random check-in (004)").
+Provenance: [C] (our construction; docs/pld_random_checkin.md).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ v ≥ 0 by symmetry, then a local pattern search) and each δ_s is the binned pa
 "identical records with M revealed"), which separates the two reasons the identical-record datasets stay below
 the envelope: hiding M (explicit vs revealed) and one direction for all counts (revealed vs envelope).
 
-Provenance: [C] (our construction; docs/pld.md, "Random check-in (004)").
+Provenance: [C] (our construction; docs/pld_random_checkin.md).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ grid (exact Gaussian CDF masses on the cells between the loss-grid thresholds), 
 1e-16 mass and any rounding deficit put at +∞: pessimistic, like dp-accounting's own construction
 (tests compare them). The mixture is the weighted sum of the PMFs (public selector).
 
-Provenance: [C] (our derivation; docs/pld.md, "Random check-in (004)").
+Provenance: [C] (our derivation; docs/pld_random_checkin.md).
 """
 
 from __future__ import annotations

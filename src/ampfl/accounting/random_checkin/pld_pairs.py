@@ -30,7 +30,7 @@ the update's scale 1/(p N q d) does not depend on who joined (004 §3.1's threat
 secure channels). The accounted release does not cover the run's logged metrics (participant count, sample
 count, train loss: un-noised functions of the data) nor what the server sees (it sums the clear g_i).
 
-Provenance: [C] (our derivation; docs/pld.md, "Random check-in (004)").
+Provenance: [C] (our derivation; docs/pld_random_checkin.md).
 """
 
 from __future__ import annotations
