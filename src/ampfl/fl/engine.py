@@ -427,7 +427,10 @@ class Engine:
                 chunk = stacked[lo : lo + per_model]
                 for s in range(0, x.shape[0], batch_size):
                     xb, yb = x[s : s + batch_size], y[s : s + batch_size]
-                    out = vmap(model.outputs, in_dims=(0, None))(chunk, xb)
+                    if chunk.shape[0] == 1 and model.exact_without_vmap:  # one model: no vmap overhead
+                        out = model.outputs(chunk[0], xb)[None]
+                    else:
+                        out = vmap(model.outputs, in_dims=(0, None))(chunk, xb)
                     hit = (torch.stack([model.module.predict(o) for o in out]) == yb).to(torch.float64)
                     correct[lo : lo + per_model].index_add_(1, yb, hit)
         return correct, counted

@@ -9,6 +9,7 @@ path) and gradients of ``[d]`` parameter vectors via ``torch.func.functional_cal
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
 
 import torch
 from torch.func import functional_call, grad_and_value, vmap
@@ -50,6 +51,14 @@ class FunctionalModel:
         """As :meth:`example_losses`, with the parameters as named tensors."""
         out = functional_call(self.module, params, (x,))
         return self.module.per_sample_loss(out, y) + self.module.penalty(params)
+
+    @cached_property
+    def exact_without_vmap(self) -> bool:
+        """Whether one model's outputs computed directly equal, bit for bit, those of ``vmap`` over a batch
+        of one: every layer with parameters is ``nn.Linear`` (the same matmul kernel; checked by
+        tests/fl/test_engine_eval.py), not a convolution (under ``vmap`` a grouped convolution)."""
+        layers = [m for m in self.module.modules() if next(m.parameters(recurse=False), None) is not None]
+        return bool(layers) and all(type(m) is torch.nn.Linear for m in layers)
 
     @property
     def has_stacked_forward(self) -> bool:
