@@ -207,7 +207,11 @@ def _check_curve(orders: Iterable[object], rdp: Iterable[object]) -> tuple[np.nd
         raise ValueError(
             f"orders and rdp must be lists of numbers. Found {type(orders).__name__}, {type(rdp).__name__}."
         ) from None
-    alphas = np.asarray([check_int("orders", o, minimum=2) for o in raw_orders], dtype=np.float64)
+    given = np.asarray(raw_orders) if raw_orders else np.zeros(0)
+    if given.ndim == 1 and given.dtype.kind in "iu" and given.size and int(given.min()) >= 2:
+        alphas = given.astype(np.float64)  # integers >= 2 already (the accountants' order grids)
+    else:  # anything else, order by order (the same one-line errors)
+        alphas = np.asarray([check_int("orders", o, minimum=2) for o in raw_orders], dtype=np.float64)
     try:
         values = np.asarray(raw_values, dtype=np.float64)
     except (TypeError, ValueError):
