@@ -272,46 +272,8 @@ def test_label_skew_is_bit_identical_to_the_reference(n, classes, per_client, cl
 
 
 # -- issue 17: label_skew's repair and dirichlet's gathering, bit-identical to the loops they replaced -------
-def _reference_assign_distinct(slot_labels, num_clients, per_client, rng):
-    """The pre-issue-17 ``_assign_distinct``: random swaps drawn one ``rng.integers`` call at a time."""
-    grid = rng.permutation(slot_labels).reshape(num_clients, per_client)
-    if np.unique(slot_labels).size == per_client:
-        return np.sort(slot_labels).reshape(per_client, num_clients).T.copy()
-    for _ in range(50):
-        ordered_rows = np.sort(grid, axis=1)
-        bad = np.flatnonzero((ordered_rows[:, 1:] == ordered_rows[:, :-1]).any(axis=1))
-        if bad.size == 0:
-            return grid
-        for r in bad:
-            _, first = np.unique(grid[r], return_index=True)
-            for a in np.setdiff1d(np.arange(per_client), first):
-                value = grid[r, a]
-                for _ in range(4 * num_clients + 100):
-                    s = int(rng.integers(num_clients))
-                    b = int(rng.integers(per_client))
-                    if s != r and value not in grid[s] and grid[s, b] not in grid[r]:
-                        grid[r, a], grid[s, b] = grid[s, b], value
-                        break
-    grid = np.sort(slot_labels).reshape(per_client, num_clients).T.copy()
-    return grid[rng.permutation(num_clients)]
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    counts=st.lists(st.integers(1, 400), min_size=2, max_size=12),
-    clients=st.integers(1, 300),
-    per_client=st.integers(1, 5),
-    seed=st.integers(0, 2**31),
-)
-def test_assign_distinct_is_bit_identical_to_the_swap_loop(counts, clients, per_client, seed):
-    counts = np.array(counts)
-    per_client = min(per_client, counts.size)
-    slots = _allocate_slots(counts, clients * per_client, cap=clients)
-    slot_labels = np.repeat(np.arange(counts.size), slots)
-    ref, rng = np.random.default_rng(seed), np.random.default_rng(seed)
-    want = _reference_assign_distinct(slot_labels, clients, per_client, ref)
-    np.testing.assert_array_equal(_assign_distinct(slot_labels, clients, per_client, rng), want)
-    assert rng.random() == ref.random()  # the cut's permutations that follow are drawn from the same state
+# The default-budget comparison with the swap loop lives in tests/fl/test_partitions_identity.py (one copy of
+# the old loop).
 
 
 @pytest.mark.parametrize("taken", [0, 1, 1023, 1024, 2048, 2900, 4096])

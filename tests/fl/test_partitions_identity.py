@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ampfl.fl.data import partition_clients, slot_grid
+from ampfl.fl.data.partitions import _allocate_slots
 from ampfl.fl.data.slot_grid import assign_distinct
 from ampfl.fl.stream_draws import lemire_block, rewind
 
@@ -92,6 +93,24 @@ def _check(slot_labels, clients, per_client, seed, tries):
     want = _reference(slot_labels, clients, per_client, ref, tries)
     np.testing.assert_array_equal(assign_distinct(slot_labels, clients, per_client, rng), want)
     assert rng.random() == ref.random()  # the generator is left where the reference leaves it
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    counts=st.lists(st.integers(1, 400), min_size=2, max_size=12),
+    clients=st.integers(1, 300),
+    per_client=st.integers(1, 5),
+    seed=st.integers(0, 2**31),
+)
+def test_assign_distinct_is_bit_identical_to_the_swap_loop(counts, clients, per_client, seed):
+    counts = np.array(counts)
+    per_client = min(per_client, counts.size)
+    slots = _allocate_slots(counts, clients * per_client, cap=clients)
+    slot_labels = np.repeat(np.arange(counts.size), slots)
+    ref, rng = np.random.default_rng(seed), np.random.default_rng(seed)
+    want = _reference(slot_labels, clients, per_client, ref, 4 * clients + 100)  # the default budget
+    np.testing.assert_array_equal(assign_distinct(slot_labels, clients, per_client, rng), want)
+    assert rng.random() == ref.random()  # the cut's permutations that follow are drawn from the same state
 
 
 @settings(max_examples=40, deadline=None)

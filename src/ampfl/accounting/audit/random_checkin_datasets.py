@@ -32,7 +32,7 @@ from scipy import stats
 
 from ampfl.accounting._checks import check_int, check_positive, check_probability
 from ampfl.accounting.audit._mixture_integral import FloatArray
-from ampfl.accounting.audit.random_checkin_pld import _log_cell_masses, _rounded_pmf
+from ampfl.accounting.audit.random_checkin_pld import _log_cell_masses, _rounded_pmf, mix_cell_masses
 
 __all__ = [
     "DatasetSearch",
@@ -119,12 +119,7 @@ def _log_masses(
         with np.errstate(divide="ignore"):
             log_base, log_shift = np.log(base).ravel(), np.log(shift).ravel()
         log_n0 = (u0[:, None] + v0[None, :]).ravel()
-    lp = math.log(p)
-    nonpart = math.log1p(-p) + log_n0 if p < 1.0 else np.full_like(log_n0, -np.inf)
-    log_q_mass = np.logaddexp(nonpart, lp + log_base)
-    inner = np.logaddexp(math.log1p(-q) + log_base, math.log(q) + log_shift) if q < 1.0 else log_shift
-    log_p_mass = np.logaddexp(nonpart, lp + inner)
-    return log_p_mass, log_q_mass
+    return mix_cell_masses(p, q, log_n0, log_base, log_shift)
 
 
 def _check(p: float, q: float, z: float) -> tuple[float, float, float]:

@@ -52,6 +52,7 @@ __all__ = [
     "ExplicitSearch",
     "explicit_epsilon",
     "explicit_pair_pld",
+    "mix_cell_masses",
     "refined_pld",
     "refined_weights",
     "split_components",
@@ -115,6 +116,15 @@ def _explicit_log_masses(
         with np.errstate(divide="ignore"):
             log_base, log_shift = np.log(base).ravel(), np.log(shift).ravel()
         log_n0 = (u0[:, None] + v0[None, :]).ravel()
+    return mix_cell_masses(p, q, log_n0, log_base, log_shift)
+
+
+def mix_cell_masses(
+    p: float, q: float, log_n0: np.ndarray, log_base: np.ndarray, log_shift: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Log cell masses (with x′, without x′) of the round's output from the cell masses of the noise alone
+    (``log_n0``), of a participant without x′ (``log_base``) and of one whose x′ is sampled
+    (``log_shift``): participation p, x′ sampled with probability q."""
     lp = math.log(p)
     nonpart = math.log1p(-p) + log_n0 if p < 1.0 else np.full_like(log_n0, -np.inf)
     log_q_mass = np.logaddexp(nonpart, lp + log_base)
