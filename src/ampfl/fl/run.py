@@ -269,7 +269,7 @@ def _run_experiment(
                     write_done(wait=True)
                     checkpoint_now(done)
                     saved_at = done
-                shown = write_done(wait=False)
+                shown = write_done(wait=done == last)  # the last round shows its own line
                 advance(f"acc {shown['accuracy']:.3f}  ε {shown['epsilon']:.3g}" if shown else "")
             write_done(wait=True)
             if stopped == "budget" and (not metrics or metrics[-1]["round"] != done):
