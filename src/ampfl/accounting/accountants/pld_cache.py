@@ -77,6 +77,10 @@ class _Spectrum:
         size = upper - lower + 1
         return lower, size, max(2, 1 << (max(size, len(self._probs)) - 1).bit_length())
 
+    def _infinity(self) -> float:
+        """The composed infinity mass: ``times`` draws' infinite losses plus the truncated tails."""
+        return pld_fast.TAIL_MASS - math.expm1(self.times * math.log1p(-self._inf))
+
     def add(self, count: int) -> None:
         times = self.times + count
         length = self._window(times)[2]
@@ -95,8 +99,9 @@ class _Spectrum:
             full = fft.irfft(self._power, length)
             # the window, wrapped around the FFT length as dp-accounting's np.roll (a slice when it fits)
             out = full[lower : lower + size] if 0 <= lower <= length - size else np.roll(full, -lower)[:size]
-            inf = pld_fast.TAIL_MASS - math.expm1(self.times * math.log1p(-self._inf))
-            pmf = pld_pmf.DensePLDPmf(self._h, self._lower * self.times + lower, np.array(out), inf, True)
+            pmf = pld_pmf.DensePLDPmf(
+                self._h, self._lower * self.times + lower, np.array(out), self._infinity(), True
+            )
             self._read = (self.times, pmf)
         return self._read[1]
 
@@ -127,8 +132,7 @@ class _Spectrum:
         first = lower // d  # the bin holding the window's first point: the coarse PMF starts there
         top_of_first = self._lower * self.times + first * d + d - 1  # its largest fine loss index
         probs = np.roll(coarse, -first)
-        inf = pld_fast.TAIL_MASS - math.expm1(self.times * math.log1p(-self._inf))
-        pmf = pld_pmf.DensePLDPmf(self._h * d, -(-top_of_first // d), probs, inf, True)
+        pmf = pld_pmf.DensePLDPmf(self._h * d, -(-top_of_first // d), probs, self._infinity(), True)
         return pld_fast.pmf_epsilon(pmf, delta)
 
 
