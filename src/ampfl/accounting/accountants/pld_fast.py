@@ -36,6 +36,7 @@ __all__ = [
     "pmf_epsilon",
     "self_compose",
     "spectrum_power",
+    "walk_epsilon",
 ]
 
 
@@ -237,41 +238,69 @@ def self_compose(pld: PLD, times: int, tail: float = TAIL_MASS) -> PLD:
 
 
 # ---------------------------------------------------------------------------------------------- queries
-def pmf_epsilon(pmf: Any, delta: float) -> float:
+def pmf_epsilon(pmf: Any, delta: float, first_block: int = 4096) -> float:
     """``_get_epsilon_for_delta`` over a PMF: walk the losses from the largest down with prefix sums.
 
-    In blocks (4096 points, then doubling): the walk stops where ε(δ) is reached, usually in the upper tail,
-    so most of a long PMF is never touched. The running sums are carried into each block's prefix sum, so
-    the additions are the loop's, in its order."""
+    In blocks (``first_block`` points, then from 4096 doubling): the walk stops where ε(δ) is reached,
+    usually in the upper tail, so most of a long PMF is never touched. The running sums are carried into each
+    block's prefix sum, so the additions are the loop's, in its order, whatever the blocks."""
+    return walk_epsilon(pmf, delta, first_block)[0]
+
+
+#: Relative slack of the walk's prefilter: log(a) ≥ loss in floating point implies a·e^{-loss} ≥ 1 − 1e-9
+#: (log and exp err by a few ulps, i.e. ~1e-13 relative for |loss| ≤ 745).
+_SLACK = 1.0 - 1e-9
+
+
+def walk_epsilon(pmf: Any, delta: float, first_block: int = 4096) -> tuple[float, int]:
+    """:func:`pmf_epsilon` and the number of points walked from the largest loss down to where it stopped
+    (a good ``first_block`` for the next, slightly larger, composition).
+
+    The loop's test at each loss is log((upper − δ)/lower) ≥ loss; a point can only pass it if
+    (upper − δ)/lower · e^{−loss} ≥ 1 − 1e-9 (the factor e^{−loss} is the one the lower sum uses), so the
+    logarithm is taken only at the points passing that prefilter, first ones first: the same first point,
+    hence the same answer, as taking it everywhere."""
     if isinstance(pmf, pld_pmf.SparsePLDPmf):
-        return float(pmf.get_epsilon_for_delta(delta))
+        return float(pmf.get_epsilon_for_delta(delta)), 0
     inf = float(pmf._infinity_mass)
     if inf > delta:
-        return math.inf
+        return math.inf, 0
     probs = np.asarray(pmf._probs, dtype=np.float64)[::-1]
     n, top, h = len(probs), pmf._lower_loss + len(probs) - 1, pmf._discretization
     upper_mass, lower_mass = inf, 0.0
-    start, size = 0, 4096
+    start, size, next_size = 0, max(1, first_block), 4096
     while start < n:
         stop = min(n, start + size)
         p = probs[start:stop]
-        losses = (top - np.arange(start, stop)) * h
-        upper = np.cumsum(np.concatenate(([upper_mass], p)))  # mass above the block's k-th loss: upper[k]
-        lower = np.cumsum(np.concatenate(([lower_mass], np.exp(-losses) * p)))
+        # (top − j)·h from float integers (exact below 2^53): the int64 array's multiply casts slowly
+        losses = np.arange(top - start, top - stop, -1, dtype=np.float64) * h
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            eps = np.log((upper - delta) / lower)
-        hit = np.flatnonzero((upper[:-1] > delta) & (lower[:-1] > 0) & (eps[:-1] >= losses))
-        k = int(hit[0]) if hit.size else len(p)
+            scale = np.exp(-losses)
+            upper = np.cumsum(np.concatenate(([upper_mass], p)))  # mass above the block's k-th loss: upper[k]
+            lower = np.cumsum(np.concatenate(([lower_mass], scale * p)))
+            above, weight = upper[:-1], lower[:-1]
+            ratio = (above - delta) / weight
+            maybe = np.flatnonzero((ratio * scale >= _SLACK) | (scale == 0.0))
+        maybe = maybe[(above[maybe] > delta) & (weight[maybe] > 0)]
+        k = len(p)
+        for lo in range(0, maybe.size, 256):  # the exact test, first candidates first
+            chunk = maybe[lo : lo + 256]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                passed = np.flatnonzero(np.log(ratio[chunk]) >= losses[chunk])
+            if passed.size:
+                k = int(chunk[passed[0]])
+                break
         zero = np.flatnonzero((upper[1 : k + 1] >= delta) & (lower[1 : k + 1] == 0))  # exp(-loss) underflowed
         if zero.size:
-            return max(0.0, float(losses[zero[0]]))
+            return max(0.0, float(losses[zero[0]])), start + int(zero[0]) + 1
         upper_mass, lower_mass = float(upper[k]), float(lower[k])
-        if hit.size:
+        if k < len(p):
+            start += k
             break
-        start, size = stop, 2 * size
+        start, size, next_size = stop, next_size, 2 * next_size
     if upper_mass <= lower_mass + delta:
-        return 0.0
-    return math.log((upper_mass - delta) / lower_mass)
+        return 0.0, start
+    return math.log((upper_mass - delta) / lower_mass), start
 
 
 def epsilon_for_delta(pld: PLD, delta: float) -> float:
