@@ -90,3 +90,26 @@ def test_box_spectrum_is_the_sum_of_unit_roots(length, d):
     k = np.arange(length // 2 + 1)
     direct = sum(np.exp(2j * np.pi * ((r * k) % length) / length) for r in range(d))
     np.testing.assert_allclose(_box(length, d), direct, rtol=0, atol=1e-12 * d)
+
+
+def test_reading_rarely_gives_the_same_floats_across_length_changes():
+    """The spectrum at a new FFT length is built only when read, from the same operations in the same order:
+    a history read at every round, every seventh round or once answers the same floats (and so does a
+    resumed run, which replays its history and reads once)."""
+    from ampfl.accounting.accountants import PLDAccountant
+    from ampfl.accounting.events import GaussianEvent, PoissonSampledEvent
+
+    event = PoissonSampledEvent(sampling_rate=0.2, event=GaussianEvent(noise_multiplier=1.2))
+    every, rare, once = PLDAccountant(), PLDAccountant(), PLDAccountant()
+    lengths = set()
+    for t in range(1, 41):
+        for acc in (every, rare, once):
+            acc.compose(event, 1)
+        eps = every.get_epsilon(1e-6)
+        grid = every._grids[every._interval]
+        assert grid is not None and grid._run is not None
+        lengths.add(grid._run._remove._length)
+        if t % 7 == 0:
+            assert rare.get_epsilon(1e-6) == eps
+    assert len(lengths) >= 3  # the window outgrew the FFT length at least twice
+    assert once.get_epsilon(1e-6) == rare.get_epsilon(1e-6) == eps

@@ -77,8 +77,10 @@ class _Spectrum:
             float(dense._infinity_mass),
         )
         self._mgfs = pld_fast.log_mgfs(self._probs)
-        self.times, self._length = 0, 0
+        self._last_window: tuple[int, tuple[int, int, int]] = (-1, (0, 0, 0))
+        self.times, self._length, self._start = 0, 0, 0
         self._base = self._power = np.ones(1, dtype=np.complex128)
+        self._pending: list[int] | None = None  # calls since the last length change, not yet multiplied in
         self._read: tuple[int, pld_pmf.DensePLDPmf] | None = None
         self._first_block = 4096  # the walk's first block: where the last reading stopped, and a margin
 
@@ -88,28 +90,47 @@ class _Spectrum:
         return float(self._h)
 
     def _window(self, times: int) -> tuple[int, int, int]:
-        lower, upper = pld_fast.chernoff_window(self._mgfs, len(self._probs), times, pld_fast.TAIL_MASS)
-        size = upper - lower + 1
-        return lower, size, fft_length(max(size, len(self._probs)))
+        """(first index, size, FFT length) of the ``times``-fold composition's window; the last one is kept
+        (a round asks for it three times: adding, reading and the coarse bound)."""
+        if self._last_window[0] != times:
+            lower, upper = pld_fast.chernoff_window(self._mgfs, len(self._probs), times, pld_fast.TAIL_MASS)
+            size = upper - lower + 1
+            self._last_window = (times, (lower, size, fft_length(max(size, len(self._probs)))))
+        return self._last_window[1]
 
     def _infinity(self) -> float:
         """The composed infinity mass: ``times`` draws' infinite losses plus the truncated tails."""
         return pld_fast.TAIL_MASS - math.expm1(self.times * math.log1p(-self._inf))
 
     def add(self, count: int) -> None:
+        """Compose ``count`` more draws. When the window outgrows the length, the spectrum at the new length
+        is only built when read (:meth:`_materialize`), from the same operations in the same order, so a
+        history read once at the end skips the lengths it passed through and answers the same floats."""
         times = self.times + count
         length = self._window(times)[2]
-        if length == self._length:  # the usual round: one product of two spectra
+        if length != self._length:
+            self._length, self._start, self._pending = length, times, []
+        elif self._pending is not None:
+            self._pending.append(count)
+        else:  # the usual round: one product of two spectra
             step = self._base if count == 1 else pld_fast.spectrum_power(self._base, count)
             np.multiply(self._power, step, out=self._power)
-        else:
-            self._length = length
-            self._base = fft.rfft(self._probs, length)
-            self._power = pld_fast.spectrum_power(self._base, times)
         self.times = times
+
+    def _materialize(self) -> None:
+        """The spectrum at the current length: power of the start's draws, then one product per later call."""
+        if self._pending is None:
+            return
+        self._base = fft.rfft(self._probs, self._length)
+        self._power = pld_fast.spectrum_power(self._base, self._start)
+        for count in self._pending:
+            step = self._base if count == 1 else pld_fast.spectrum_power(self._base, count)
+            np.multiply(self._power, step, out=self._power)
+        self._pending = None
 
     def read(self) -> pld_pmf.DensePLDPmf:
         if self._read is None or self._read[0] != self.times:
+            self._materialize()
             lower, size, length = self._window(self.times)
             full = fft.irfft(self._power, length)
             # the window, wrapped around the FFT length as dp-accounting's np.roll (a slice when it fits)
@@ -138,6 +159,7 @@ class _Spectrum:
         mass moves up by less than 2D grid steps: ε can only grow (pessimistic rounding; mass at lower losses
         never raises δ). Points outside the window (≤ the tail mass, already counted at infinity, plus FFT
         rounding ~1e-18) join a bin below the window's first point or above its last one."""
+        self._materialize()
         lower, size, length = self._window(self.times)
         d = factor
         if d < 2 or length % (2 * d) or length - size < d - 1 or self._power.size != length // 2 + 1:
