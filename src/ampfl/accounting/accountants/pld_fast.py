@@ -161,8 +161,10 @@ def compose(a: PLD, b: PLD, tail: float = TAIL_MASS) -> PLD:
 def log_mgfs(probs: np.ndarray) -> list[tuple[float, float]]:
     """``(order, log Σ_k p_k e^{order·k})`` at the orders m / n, m = ±1..±20, of dp-accounting's bounds.
 
-    A dot product with powers of one base (two exponentials per point, not forty log-sum-exps); every term is
-    scaled into [e^-20, 1] first, so none over- or underflows."""
+    A sum of products with powers of one base (two exponentials per point, not forty log-sum-exps); every
+    term is scaled into [e^-20, 1] first, so none over- or underflows. NumPy's own sum, not a BLAS dot: above
+    10^4 points OpenBLAS runs a dot on its thread pool, whose idle worker then spins for ~0.1 s and, on two
+    cores, took a core from the training while a run's ledger thread composed (issue 17)."""
     n = len(probs)
     k = np.arange(n, dtype=np.float64)
     out = []
@@ -170,7 +172,7 @@ def log_mgfs(probs: np.ndarray) -> list[tuple[float, float]]:
         power = np.ones(n)
         for m in range(1, 21):
             power = power * base
-            total = float(power @ probs)
+            total = float(np.add.reduce(power * probs))
             out.append((sign * m / n, m * shift + math.log(total) if total > 0 else -math.inf))
     return out
 
