@@ -164,8 +164,11 @@ class FederatedAlgorithm(Algorithm):
         per_class = self.engine.class_accuracy(
             self.model, stacked, self.x_test, self.y_test, classes
         ).double()
-        counts = torch.bincount(self.y_test, minlength=classes)[:classes].double()
-        test = (per_class * counts).sum(1) / counts.sum().clamp(min=1.0)
+        if getattr(self, "_test_counts", (None, None))[0] is not self.y_test:  # per label, and their total
+            counts = torch.bincount(self.y_test, minlength=classes)[:classes].double()
+            self._test_counts = (self.y_test, counts, counts.sum().clamp(min=1.0))
+        _, counts, total = self._test_counts
+        test = (per_class * counts).sum(1) / total
         proportions = self._eval_proportions if models.dim() == 1 else self._eval_proportions[: len(models)]
         local = (per_class * proportions).sum(1)
         return {"test": test, "local": local}
