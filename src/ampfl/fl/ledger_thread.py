@@ -1,11 +1,11 @@
 """The run's privacy ledger on a thread of its own, so that reading ε costs the training (almost) nothing.
 
 Issue 17 (target: a DP run evaluating every round ≤ 1.2× one evaluating once). A PLD reading is one inverse
-FFT per adjacency of the composed PLD plus a walk over its upper tail (5–15 ms at grid length 2^17), as
-long as a whole round of a small model. The run loop (:mod:`ampfl.fl.run`) therefore hands every operation on
-its :class:`~ampfl.fl.privacy.RunAccountant` — the one composition per round and the ε reading of each
-evaluation — to :class:`LedgerThread`, which runs them on one worker thread in the order they were
-submitted, and goes on training. An evaluation line waits for its ε before it is written, in round order.
+FFT per adjacency of the composed PLD plus a walk over its upper tail (3–6 ms over the first 100 rounds of the
+demo's event), as long as a whole round of a small model. The run loop (:mod:`ampfl.fl.run`) therefore hands
+every operation on its :class:`~ampfl.fl.privacy.RunAccountant` — the one composition per round and the ε
+reading of each evaluation — to :class:`LedgerThread`, which runs them on one worker thread in the order they
+were submitted, and goes on training. An evaluation line waits for its ε before it is written, in round order.
 
 Why the numbers cannot change: while the run trains, the worker is the only thread that touches the ledger,
 and it makes the same calls in the same order on the same state as the sequential loop did, so every ε is
@@ -15,10 +15,11 @@ budget check (``max_epsilon``, per-group budgets), a checkpoint, the summary. Af
 worker runs nothing more, and the error is raised in the run's thread at the next wait, with its own type and
 message.
 
-Why it is faster: SciPy's FFT and NumPy's array loops release the GIL, and the run's torch computes on
-``[engine] threads`` threads (default 1), so on a machine with two or more cores the readings of round r run
-while round r + 1 trains. With one core the order of work is the same as before and nothing is gained or lost
-but a thread switch per round (``threaded=False`` runs every operation at once, in the caller's thread).
+Why it is faster: SciPy's FFT and NumPy's array loops release the GIL (and the ledger calls no threaded BLAS,
+whose idle workers spin: see ``pld_fast.log_mgfs``), and the run's torch computes on ``[engine] threads``
+threads (default 1), so on a machine with two or more cores the readings of round r run while round r + 1
+trains. With one core the order of work is the same as before and nothing is gained or lost but a thread
+switch per round (``threaded=False`` runs every operation at once, in the caller's thread).
 """
 
 from __future__ import annotations
