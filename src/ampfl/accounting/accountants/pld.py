@@ -190,6 +190,7 @@ class PLDAccountant(Accountant):
 
     def _reset(self) -> None:
         self._calls_seen: Calls = []
+        self._steps = 0  # Σ count over the calls: the refinement's threshold, kept instead of re-summed
         self._version = 0
         self._grids: dict[float, GridState | None] = {self._interval: GridState(self._one)}
 
@@ -226,7 +227,7 @@ class PLDAccountant(Accountant):
         from ampfl.accounting.subsampling import dp_accounting_guard
 
         h = self._interval
-        steps = sum(count for _, count in self._calls_seen)
+        steps = self._steps
         while self._refine and 0.0 < small < PLD_REFINE_BELOW * steps * h and h / 4.0 >= PLD_MIN_INTERVAL:
             grid = self._at(h / 4.0)
             if grid is None:
@@ -264,6 +265,7 @@ class PLDAccountant(Accountant):
             return
         self._one(event)
         self._calls_seen.append((event, count))
+        self._steps += count
         self._version += 1
 
     def get_epsilon(self, target_delta: float) -> float:
