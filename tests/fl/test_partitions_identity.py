@@ -70,11 +70,13 @@ def _reference(slot_labels, num_clients, per_client, rng, tries):
     grid = rng.permutation(slot_labels).reshape(num_clients, per_client)
     if np.unique(slot_labels).size == per_client:
         return np.sort(slot_labels).reshape(per_client, num_clients).T.copy()
+    failed = True
     for _ in range(50):
         ordered = np.sort(grid, axis=1)
         bad = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
         if bad.size == 0:
             return grid
+        failed = False
         for r in bad:
             _, first = np.unique(grid[r], return_index=True)
             for a in np.setdiff1d(np.arange(per_client), first):
@@ -84,6 +86,10 @@ def _reference(slot_labels, num_clients, per_client, rng, tries):
                     if s != r and value not in grid[s] and grid[s, b] not in grid[r]:
                         grid[r, a], grid[s, b] = grid[s, b], value
                         break
+                else:
+                    failed = True
+    if not failed:  # (since 17-e: a 50th pass in which every repeat found its swap keeps the grid; the
+        return grid  # pre-issue-17 loop dealt the fallback then, one more pass would have found no repeat)
     grid = np.sort(slot_labels).reshape(per_client, num_clients).T.copy()
     return grid[rng.permutation(num_clients)]
 

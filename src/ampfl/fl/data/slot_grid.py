@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ampfl.fl.data.slot_rows import fits, walk_many
 from ampfl.fl.stream_draws import LemireMark, lemire_block, rewind, supports
 
 __all__ = ["assign_distinct"]
@@ -77,12 +78,12 @@ def _repair(
     draws = _PairDraws(rng, num_clients, per_client)
     grid = np.array(grid, copy=True)
     t = 0  # pairs taken
+    walk = _walk_pairs if per_client == 2 else walk_many if fits(grid) else _walk_rows
     try:
         for _ in range(_REPAIR_PASSES):
             bad = np.flatnonzero(_repeats(grid))
             if bad.size == 0:
                 return grid
-            walk = _walk_pairs if per_client == 2 else _walk_rows
             t, failed = walk(grid, bad, t, tries, draws)
             if not failed:
                 return grid

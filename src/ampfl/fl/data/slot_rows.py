@@ -1,0 +1,235 @@
+"""The repair walk of :mod:`ampfl.fl.data.slot_grid` for three or more labels per client, in chunks (issue 17).
+
+The walk visits the rows holding a label twice in order; a repeat (row r, position a, label v: v also sits
+earlier in r) takes tries (s, b) until one qualifies — v not in row s, and s[b] not among r's labels as they
+are at that moment — and swaps ``r[a], s[b] = s[b], v``. Each try's outcome depends on the swaps before it,
+so this module walks it exactly, but on precomputed words instead of rows:
+
+- a chunk of consecutive bad rows is taken with a window of tries, and every try j gets one integer
+  ``W[j] = set(s_j) | bit(s_j[b_j]) << off`` from the grid as the chunk found it; a repeat is the integer
+  ``q = bit(v) | set(r) << off``, and try j qualifies iff ``W[j] & q == 0``;
+- a try whose row may have changed earlier in the chunk — a row of the chunk, or a row tried twice in the
+  window (a row changes only as a chunk row or as the partner of an earlier try) — is a *suspect*: its word
+  is 0, so the scan stops there, and it is decided on the row as it is then (kept in ``cur`` for such rows);
+- a chunk row changed (as a partner) before its turn ends the chunk there; a row whose tries run past the
+  window ends it at the row's start (the first row of a chunk: the window is doubled).
+
+Only Python integer operations per try; the swaps are written to the grid at the chunk's end (the last write
+of a cell wins). The result, and the pairs taken, are the one-swap-at-a-time walk's, bit for bit (tests in
+``tests/fl/test_partitions_identity*.py``). Only numpy is imported here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ampfl.fl.data.slot_grid import _PairDraws
+
+__all__ = ["fits", "walk_many"]
+
+#: bad rows per chunk at N = 10^6 (scaled by sqrt(N / 10^6): suspects and early ends grow as chunk² / N)
+_ROWS_AT_1M = 1024
+_ONE = np.uint64(1)
+
+
+def fits(grid: np.ndarray) -> bool:
+    """Whether :func:`walk_many` handles ``grid``: integer labels in [0, 63]."""
+    return bool(
+        grid.size and np.issubdtype(grid.dtype, np.integer) and int(grid.min()) >= 0 and int(grid.max()) < 64
+    )
+
+
+def walk_many(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _PairDraws) -> tuple[int, bool]:
+    """One pass of the walk over rows ``bad`` (in order), any number of labels per row, labels in [0, 63]
+    (:func:`fits`); ``grid`` changes in place. Returns (pairs taken, whether some repeat found no swap)."""
+    n, p = grid.shape
+    cells = grid.reshape(-1)
+    width = int(cells.max()) + 1
+    off = width if width <= 31 else 64  # W = set | bit(c) << off: one int64 when 2·width <= 62
+    sets = np.bitwise_or.reduce(np.left_shift(_ONE, grid.astype(np.uint64)), axis=1)
+    flag = np.zeros(n, dtype=bool)
+    stamp = np.zeros(n, dtype=np.int64)
+    m = max(8, int(_ROWS_AT_1M * np.sqrt(n / 1e6)))
+    per_rep = 2.0
+    span_min, failed, first = 0, False, True
+    i = 0
+    while i < bad.size:
+        rows = bad[i : i + m]
+        g = grid[rows]
+        rep = np.zeros(g.shape, dtype=bool)
+        for a in range(1, p):
+            for c in range(a):
+                rep[:, a] |= g[:, a] == g[:, c]
+        ri, ai = np.nonzero(rep)  # the chunk's repeats, row by row, positions ascending
+        if ri.size == 0:
+            i += rows.size
+            continue
+        span = max(span_min, int(per_rep * ri.size * 1.25) + 32)
+        s_all, b_all = draws.upto(t + span)
+        s_try, b_try = s_all[t : t + span], b_all[t : t + span]
+        c_try = cells[s_try * p + b_try]
+        # suspects: tries on a chunk row or on a row tried twice in the window
+        order = np.arange(span)
+        stamp[s_try] = order
+        dup_rows = s_try[stamp[s_try] != order]
+        flag[rows] = True
+        flag[dup_rows] = True
+        sus = flag[s_try]
+        flag[rows] = False
+        flag[dup_rows] = False
+        watch_rows = s_try[sus]
+        flag[watch_rows] = True
+        watched = flag[rows[ri]]
+        flag[watch_rows] = False
+        cbit = np.left_shift(_ONE, c_try.astype(np.uint64))
+        if off == width:  # (a try's word is never 0: its label's bit is set; 0 marks a suspect)
+            word = sets[s_try] | (cbit << np.uint64(off))
+            word[sus] = 0
+            w_list: list[int] = word.tolist()
+        else:
+            w_list = [
+                0 if z else a | (c << 64)
+                for a, c, z in zip(sets[s_try].tolist(), cbit.tolist(), sus.tolist())
+            ]
+        w_list.append(0)  # the window's end: a suspect
+        ctx = _Chunk(grid, s_try, b_try, set(watch_rows.tolist()), off, width, tries, span)
+        v = g[ri, ai]
+        vb = np.left_shift(_ONE, v.astype(np.uint64))
+        rb = sets[rows[ri]]
+        q = (
+            (vb | (rb << np.uint64(off))).tolist()
+            if off == width
+            else [x | (y << 64) for x, y in zip(vb.tolist(), rb.tolist())]
+        )
+        done, used, hits, over, short = ctx.chain(
+            w_list, rows[ri].tolist(), q, np.where(watched, ai + 1, 0).tolist()
+        )
+        span_min = 2 * span if short and done == 0 else 0
+        if done:
+            h = np.asarray(hits, dtype=np.int64)
+            failed |= bool((h < 0).any())
+            k = np.flatnonzero(h >= 0)  # the swaps (a repeat without one: ~ its tries' end)
+            if k.size:
+                j = h[k]
+                c = c_try[j]
+                if over:
+                    c = c.copy()
+                    c[np.searchsorted(k, list(over))] = list(over.values())
+                targets = np.stack([rows[ri[k]] * p + ai[k], s_try[j] * p + b_try[j]], axis=1).reshape(-1)
+                values = np.stack([c, v[k]], axis=1).reshape(-1)
+                ordered = np.sort(targets)
+                if (ordered[1:] == ordered[:-1]).any():  # a cell written twice: the last write wins
+                    last, at = np.unique(targets[::-1], return_index=True)
+                    cells[last] = values[::-1][at]
+                else:
+                    cells[targets] = values
+                changed = targets // p  # (rows repeated: the same set written again)
+                sets[changed] = np.bitwise_or.reduce(
+                    np.left_shift(_ONE, grid[changed].astype(np.uint64)), axis=1
+                )
+            t += used
+            per_rep = 0.5 * per_rep + 0.5 * max(used, 1) / done
+        step = int(ri[done]) if done < ri.size else rows.size
+        if first and done:  # draw about as many pairs as the pass will take, in one block
+            first = False
+            draws.upto(t + int(1.1 * used / step * (bad.size - i - step)) + span)
+        i += step
+    return t, failed
+
+
+class _Chunk:
+    """One chunk's scalar walk (:meth:`chain`) and its exact decisions on suspect tries."""
+
+    def __init__(
+        self, grid: np.ndarray, s_try: np.ndarray, b_try: np.ndarray, watch: set[int], off: int, width: int,
+        tries: int, span: int,
+    ) -> None:  # fmt: skip
+        self.grid, self.s_try, self.b_try, self.watch = grid, s_try, b_try, watch
+        self.off, self.high, self.tries, self.span = off, ((1 << width) - 1) << off, tries, span
+        self.cur: dict[int, list[int]] = {}  # current labels of watched rows changed in the chunk
+
+    def row(self, s: int) -> list[int]:
+        """Row s's labels now (a copy of the grid's row until the chunk changes it)."""
+        got = self.cur.get(s)
+        return self.grid[s].tolist() if got is None else got
+
+    def write(self, s: int, b: int, label: int) -> None:
+        held = self.row(s)
+        held[b] = label
+        self.cur[s] = held
+
+    def chain(
+        self, w: list[int], rr: list[int], qs: list[int], wa: list[int]
+    ) -> tuple[int, int, list[int], dict[int, int], bool]:
+        """Walk the repeats in order (row ``rr[k]``, word ``qs[k]`` = bit(v) | set(r) << off as the chunk
+        found it, ``wa[k]`` = position + 1 where the row is watched, else 0). Returns (repeats done, tries
+        they used, each one's try, or ~(its tries' end) without a swap, {repeat: label} for swaps decided on
+        a suspect, whether it ended at the window's end)."""
+        off, high, tries, cur = self.off, self.high, self.tries, self.cur
+        hits: list[int] = []
+        add = hits.append
+        over: dict[int, int] = {}
+        pos = gained = 0
+        last = -1
+        for r, q, watched in zip(rr, qs, wa, strict=True):
+            if r != last:
+                if watched and r in cur:  # changed before its turn: the next chunk starts here
+                    return len(hits), pos, hits, over, False
+                last, gained = r, 0
+            else:
+                q |= gained  # the labels its earlier swaps brought
+            start = pos
+            while w[pos] & q:
+                pos += 1
+            if pos - start < tries and w[pos]:
+                add(pos)
+                gained |= w[pos] & high
+                if watched:
+                    self.write(r, watched - 1, ((w[pos] & high) >> off).bit_length() - 1)
+                pos += 1
+                continue
+            pos, c = self.settle(w, q, pos, start)
+            if c == -1:  # past the window: the row starts the next chunk
+                k = len(hits)
+                while k and rr[k - 1] == r:
+                    k -= 1
+                for j in [j for j in over if j >= k]:
+                    del over[j]
+                end = 0 if k == 0 else hits[k - 1] + 1 if hits[k - 1] >= 0 else ~hits[k - 1]
+                return k, end, hits[:k], over, True
+            if c < 0:
+                add(~pos)
+                continue
+            over[len(hits)] = c
+            add(pos)
+            gained |= 1 << (c + off)
+            if watched:
+                self.write(r, watched - 1, c)
+            pos += 1
+        return len(hits), pos, hits, over, False
+
+    def settle(self, w: list[int], q: int, pos: int, start: int) -> tuple[int, int]:
+        """The scan of one repeat from a suspect (or past its budget) on: (position, label c of the swap),
+        (start + tries, -2) when none qualifies in its budget, (pos, -1) at the window's end."""
+        v = (q & ((1 << self.off) - 1)).bit_length() - 1
+        rset = q >> self.off
+        while True:
+            if pos - start >= self.tries:
+                return start + self.tries, -2
+            if w[pos]:
+                return pos, ((w[pos] & self.high) >> self.off).bit_length() - 1
+            if pos >= self.span:
+                return pos, -1
+            s = int(self.s_try[pos])
+            b = int(self.b_try[pos])
+            held = self.row(s)
+            c = held[b]
+            if v not in held and not (rset >> c) & 1:
+                self.write(s, b, v)
+                return pos, c
+            pos += 1
+            while w[pos] & q:
+                pos += 1
