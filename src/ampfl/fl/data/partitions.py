@@ -269,7 +269,14 @@ def _label_members(y: np.ndarray, classes: np.ndarray, counts: np.ndarray) -> li
     """``np.flatnonzero(y == c)`` for every class c (with many classes: one stable sort, not a pass each)."""
     if classes.size <= 8:
         return [np.flatnonzero(y == c) for c in classes]
-    code = np.searchsorted(classes, y).astype(np.min_scalar_type(classes.size))
+    kind = np.min_scalar_type(classes.size)
+    low, high = int(classes[0]), int(classes[-1])
+    if low >= 0 and high <= max(1024, 4 * y.size) and np.can_cast(y.dtype, np.intp):
+        table = np.zeros(high + 1, dtype=kind)  # label -> its class number, read by index (no search)
+        table[classes] = np.arange(classes.size)
+        code = table[y]
+    else:
+        code = np.searchsorted(classes, y).astype(kind)
     order = np.argsort(code, kind="stable")
     return np.split(order, np.cumsum(counts)[:-1])
 

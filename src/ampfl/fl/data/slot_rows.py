@@ -11,8 +11,9 @@ so this module walks it exactly, but on precomputed words instead of rows:
 - a try whose row may have changed earlier in the chunk — a row of the chunk, or a row tried twice in the
   window (a row changes only as a chunk row or as the partner of an earlier try) — is a *suspect*: its word
   is 0, so the scan stops there, and it is decided on the row as it is then (kept in ``cur`` for such rows);
-- a chunk row changed (as a partner) before its turn ends the chunk there; a row whose tries run past the
-  window ends it at the row's start (the first row of a chunk: the window is doubled).
+- a chunk row changed (as a partner) before its turn is walked from its labels then (the same repeats, or
+  the chunk ends there); a row whose tries run past the window ends the chunk at the row's start (the first
+  row of a chunk: the window is doubled).
 
 Only Python integer operations per try; the swaps are written to the grid at the chunk's end (the last write
 of a cell wins). The result, and the pairs taken, are the one-swap-at-a-time walk's, bit for bit (tests in
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = ["fits", "walk_many"]
 
-#: bad rows per chunk at N = 10^6 (scaled by sqrt(N / 10^6): suspects and early ends grow as chunk² / N)
-_ROWS_AT_1M = 1024
+#: bad rows per chunk at N = 10^6 (scaled by sqrt(N / 10^6): the suspects grow as chunk² / N)
+_ROWS_AT_1M = 4096
 _ONE = np.uint64(1)
 
 
@@ -48,10 +49,12 @@ def walk_many(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _Pai
     n, p = grid.shape
     cells = grid.reshape(-1)
     width = int(cells.max()) + 1
-    off = width if width <= 31 else 64  # W = set | bit(c) << off: one int64 when 2·width <= 62
-    sets = np.bitwise_or.reduce(np.left_shift(_ONE, grid.astype(np.uint64)), axis=1)
+    off = width if width <= 31 else 64  # a word set | bit(c) << off is one int64 when 2·width <= 62
+    kind: Any = next(d for d in (np.uint8, np.uint16, np.uint32, np.uint64) if np.iinfo(d).bits >= width)
+    bit = np.left_shift(np.ones(1, dtype=kind), np.arange(width, dtype=kind))  # label -> its bit
+    high = np.left_shift(bit.astype(np.int64), off) if off == width else None  # label -> its bit << off
+    sets = _sets(grid, bit)
     flag = np.zeros(n, dtype=bool)
-    stamp = np.zeros(n, dtype=np.int64)
     m = max(8, int(_ROWS_AT_1M * np.sqrt(n / 1e6)))
     per_rep = 2.0
     span_min, failed, first = 0, False, True
@@ -67,69 +70,60 @@ def walk_many(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _Pai
         if ri.size == 0:
             i += rows.size
             continue
-        span = max(span_min, int(per_rep * ri.size * 1.25) + 32)
+        span = max(span_min, int(per_rep * ri.size * 1.2) + 64)
         s_all, b_all = draws.upto(t + span)
         s_try, b_try = s_all[t : t + span], b_all[t : t + span]
         c_try = cells[s_try * p + b_try]
-        # suspects: tries on a chunk row or on a row tried twice in the window
-        order = np.arange(span)
-        stamp[s_try] = order
-        dup_rows = s_try[stamp[s_try] != order]
+        # suspects: tries on a chunk row or on a row tried twice in the window; watched: rows tried that way
+        ordered = np.sort(s_try)
+        twice = ordered[1:][ordered[1:] == ordered[:-1]]
         flag[rows] = True
-        flag[dup_rows] = True
+        flag[twice] = True
         sus = flag[s_try]
         flag[rows] = False
-        flag[dup_rows] = False
-        watch_rows = s_try[sus]
-        flag[watch_rows] = True
-        watched = flag[rows[ri]]
-        flag[watch_rows] = False
-        cbit = np.left_shift(_ONE, c_try.astype(np.uint64))
-        if off == width:  # (a try's word is never 0: its label's bit is set; 0 marks a suspect)
-            word = sets[s_try] | (cbit << np.uint64(off))
+        flag[twice] = False
+        flag[s_try] = True
+        watched = flag[rows][ri]
+        flag[s_try] = False
+        v = g[ri, ai]
+        if high is not None:  # (a try's word is never 0, its label's bit is set: 0 marks a suspect)
+            word = sets[s_try] | high[c_try]
             word[sus] = 0
             w_list: list[int] = word.tolist()
+            q = (bit[v] | np.left_shift(sets[rows].astype(np.int64), off)[ri]).tolist()
         else:
             w_list = [
-                0 if z else a | (c << 64)
-                for a, c, z in zip(sets[s_try].tolist(), cbit.tolist(), sus.tolist())
+                0 if z else a | (1 << (c + 64))
+                for a, c, z in zip(sets[s_try].tolist(), c_try.tolist(), sus.tolist(), strict=True)
             ]
+            q = [(1 << x) | (y << 64) for x, y in zip(v.tolist(), sets[rows[ri]].tolist(), strict=True)]
         w_list.append(0)  # the window's end: a suspect
-        ctx = _Chunk(grid, s_try, b_try, set(watch_rows.tolist()), off, width, tries, span)
-        v = g[ri, ai]
-        vb = np.left_shift(_ONE, v.astype(np.uint64))
-        rb = sets[rows[ri]]
-        q = (
-            (vb | (rb << np.uint64(off))).tolist()
-            if off == width
-            else [x | (y << 64) for x, y in zip(vb.tolist(), rb.tolist())]
-        )
-        done, used, hits, over, short = ctx.chain(
-            w_list, rows[ri].tolist(), q, np.where(watched, ai + 1, 0).tolist()
-        )
+        ctx = _Chunk(grid, s_try, b_try, off, width, tries, span)
+        done, used, short = ctx.chain(w_list, rows[ri].tolist(), q, np.where(watched, ai + 1, 0).tolist())
         span_min = 2 * span if short and done == 0 else 0
         if done:
-            h = np.asarray(hits, dtype=np.int64)
-            failed |= bool((h < 0).any())
+            failed |= bool(ctx.miss)
+            h = np.asarray(ctx.hits, dtype=np.int64)
             k = np.flatnonzero(h >= 0)  # the swaps (a repeat without one: ~ its tries' end)
-            if k.size:
-                j = h[k]
-                c = c_try[j]
-                if over:
-                    c = c.copy()
-                    c[np.searchsorted(k, list(over))] = list(over.values())
-                targets = np.stack([rows[ri[k]] * p + ai[k], s_try[j] * p + b_try[j]], axis=1).reshape(-1)
-                values = np.stack([c, v[k]], axis=1).reshape(-1)
-                ordered = np.sort(targets)
-                if (ordered[1:] == ordered[:-1]).any():  # a cell written twice: the last write wins
-                    last, at = np.unique(targets[::-1], return_index=True)
-                    cells[last] = values[::-1][at]
-                else:
-                    cells[targets] = values
-                changed = targets // p  # (rows repeated: the same set written again)
-                sets[changed] = np.bitwise_or.reduce(
-                    np.left_shift(_ONE, grid[changed].astype(np.uint64)), axis=1
+            j = h[k]
+            c = c_try[j]
+            if ctx.over:  # labels of swaps decided on a suspect (the row had changed)
+                c = c.copy()
+                c[np.searchsorted(k, list(ctx.over))] = list(ctx.over.values())
+            targets = np.stack([rows[ri[k]] * p + ai[k], s_try[j] * p + b_try[j]], axis=1).reshape(-1)
+            values = np.stack([c, v[k]], axis=1).reshape(-1)
+            if ctx.extra:  # swaps of rows walked from their labels then, at their place in the order
+                key, cell_r, c_x, cell_s, v_x = (
+                    np.array(z, dtype=np.int64) for z in zip(*ctx.extra, strict=True)
                 )
+                order = np.argsort(np.concatenate([k, key]), kind="stable")
+                both = np.concatenate([targets.reshape(-1, 2), np.stack([cell_r, cell_s], axis=1)])
+                targets = both[order].reshape(-1)
+                held = np.concatenate(
+                    [values.reshape(-1, 2), np.stack([c_x, v_x], axis=1).astype(values.dtype)]
+                )
+                values = held[order].reshape(-1)
+            _write(grid, sets, bit, targets, values)
             t += used
             per_rep = 0.5 * per_rep + 0.5 * max(used, 1) / done
         step = int(ri[done]) if done < ri.size else rows.size
@@ -140,16 +134,47 @@ def walk_many(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _Pai
     return t, failed
 
 
+def _sets(grid: np.ndarray, bit: np.ndarray) -> np.ndarray:
+    """Each row's labels as a bit set."""
+    out = bit[grid[:, 0]]
+    for a in range(1, grid.shape[1]):
+        out |= bit[grid[:, a]]
+    return out
+
+
+def _write(
+    grid: np.ndarray, sets: np.ndarray, bit: np.ndarray, targets: np.ndarray, values: np.ndarray
+) -> None:
+    """Write ``values`` into the cells ``targets`` of ``grid`` in order (the last write of a cell wins) and
+    update the rows' bit sets."""
+    if targets.size == 0:
+        return
+    p = grid.shape[1]
+    cells = grid.reshape(-1)
+    ordered = np.sort(targets)
+    if (ordered[1:] == ordered[:-1]).any():
+        last, at = np.unique(targets[::-1], return_index=True)
+        cells[last] = values[::-1][at]
+    else:
+        cells[targets] = values
+    changed = targets // p  # (a row twice: the same set written twice)
+    sets[changed] = _sets(grid[changed], bit)
+
+
 class _Chunk:
     """One chunk's scalar walk (:meth:`chain`) and its exact decisions on suspect tries."""
 
     def __init__(
-        self, grid: np.ndarray, s_try: np.ndarray, b_try: np.ndarray, watch: set[int], off: int, width: int,
-        tries: int, span: int,
+        self, grid: np.ndarray, s_try: np.ndarray, b_try: np.ndarray, off: int, width: int, tries: int,
+        span: int,
     ) -> None:  # fmt: skip
-        self.grid, self.s_try, self.b_try, self.watch = grid, s_try, b_try, watch
+        self.grid, self.s_try, self.b_try = grid, s_try, b_try
         self.off, self.high, self.tries, self.span = off, ((1 << width) - 1) << off, tries, span
-        self.cur: dict[int, list[int]] = {}  # current labels of watched rows changed in the chunk
+        self.cur: dict[int, list[int]] = {}  # current labels of the watched rows the chunk changed
+        self.hits: list[int] = []  # each repeat's try, or ~(its tries' end) without a swap
+        self.over: dict[int, int] = {}  # {repeat: label} of swaps decided on a suspect
+        self.miss: list[int] = []  # repeats that found no swap
+        self.extra: list[tuple[int, int, int, int, int]] = []  # (repeat, cell, label, cell, label)
 
     def row(self, s: int) -> list[int]:
         """Row s's labels now (a copy of the grid's row until the chunk changes it)."""
@@ -161,24 +186,26 @@ class _Chunk:
         held[b] = label
         self.cur[s] = held
 
-    def chain(
-        self, w: list[int], rr: list[int], qs: list[int], wa: list[int]
-    ) -> tuple[int, int, list[int], dict[int, int], bool]:
+    def chain(self, w: list[int], rr: list[int], qs: list[int], wa: list[int]) -> tuple[int, int, bool]:
         """Walk the repeats in order (row ``rr[k]``, word ``qs[k]`` = bit(v) | set(r) << off as the chunk
-        found it, ``wa[k]`` = position + 1 where the row is watched, else 0). Returns (repeats done, tries
-        they used, each one's try, or ~(its tries' end) without a swap, {repeat: label} for swaps decided on
-        a suspect, whether it ended at the window's end)."""
+        found it, ``wa[k]`` = position + 1 where the row is watched, else 0), filling ``hits``, ``over``,
+        ``miss`` and ``extra``. Returns (repeats done, tries they used, whether it ended at the window's end)."""
         off, high, tries, cur = self.off, self.high, self.tries, self.cur
-        hits: list[int] = []
+        hits, over = self.hits, self.over
         add = hits.append
-        over: dict[int, int] = {}
         pos = gained = 0
-        last = -1
+        last, skip = -1, False
         for r, q, watched in zip(rr, qs, wa, strict=True):
             if r != last:
-                if watched and r in cur:  # changed before its turn: the next chunk starts here
-                    return len(hits), pos, hits, over, False
-                last, gained = r, 0
+                last, gained, skip = r, 0, False
+                if watched and r in cur:  # changed (as a partner) before its turn
+                    got = self.redo(w, rr, qs, wa, pos)
+                    if got < 0:  # past the window: the next chunk starts here
+                        return (*self.cut(r, rr), True)
+                    pos, skip = got, True
+                    continue
+            elif skip:
+                continue
             else:
                 q |= gained  # the labels its earlier swaps brought
             start = pos
@@ -193,14 +220,9 @@ class _Chunk:
                 continue
             pos, c = self.settle(w, q, pos, start)
             if c == -1:  # past the window: the row starts the next chunk
-                k = len(hits)
-                while k and rr[k - 1] == r:
-                    k -= 1
-                for j in [j for j in over if j >= k]:
-                    del over[j]
-                end = 0 if k == 0 else hits[k - 1] + 1 if hits[k - 1] >= 0 else ~hits[k - 1]
-                return k, end, hits[:k], over, True
+                return (*self.cut(r, rr), True)
             if c < 0:
+                self.miss.append(len(hits))
                 add(~pos)
                 continue
             over[len(hits)] = c
@@ -209,7 +231,55 @@ class _Chunk:
             if watched:
                 self.write(r, watched - 1, c)
             pos += 1
-        return len(hits), pos, hits, over, False
+        return len(hits), pos, False
+
+    def cut(self, r: int, rr: list[int]) -> tuple[int, int]:
+        """Forget row r's repeats (the chunk ends before it): (repeats done, tries they used)."""
+        hits = self.hits
+        k = len(hits)
+        while k and rr[k - 1] == r:
+            k -= 1
+        del hits[k:]
+        for j in [j for j in self.over if j >= k]:
+            del self.over[j]
+        self.miss = [j for j in self.miss if j < k]
+        self.extra = [x for x in self.extra if x[0] < k]
+        return k, 0 if k == 0 else hits[k - 1] + 1 if hits[k - 1] >= 0 else ~hits[k - 1]
+
+    def redo(self, w: list[int], rr: list[int], qs: list[int], wa: list[int], pos: int) -> int:
+        """The repeats of a row changed before its turn, walked from its labels now (they may differ from
+        those the chunk found: its swaps go to ``extra``, and its repeats in ``hits`` read ~(its end)).
+        Returns the position after them, or -1 past the window (nothing recorded)."""
+        k0 = len(self.hits)
+        r = rr[k0]
+        held = list(self.cur[r])
+        rset = sum(1 << x for x in set(held))
+        p = self.grid.shape[1]
+        swaps, missed = [], False
+        for a, x in [(a, x) for a, x in enumerate(held) if x in held[:a]]:
+            q = (1 << x) | (rset << self.off)
+            start = pos
+            while w[pos] & q:
+                pos += 1
+            pos, c = self.settle(w, q, pos, start)
+            if c == -1:
+                return -1
+            if c < 0:
+                missed = True
+                continue
+            s = int(self.s_try[pos])
+            swaps.append((k0, r * p + a, c, s * p + int(self.b_try[pos]), x))
+            rset |= 1 << c
+            self.write(r, a, c)
+            pos += 1
+        k1 = k0
+        while k1 < len(rr) and rr[k1] == r:
+            k1 += 1
+        self.hits.extend([~pos] * (k1 - k0))
+        self.extra.extend(swaps)
+        if missed:
+            self.miss.append(k0)
+        return pos
 
     def settle(self, w: list[int], q: int, pos: int, start: int) -> tuple[int, int]:
         """The scan of one repeat from a suspect (or past its budget) on: (position, label c of the swap),
