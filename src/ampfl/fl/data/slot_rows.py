@@ -151,12 +151,13 @@ def _write(
         return
     p = grid.shape[1]
     cells = grid.reshape(-1)
+    cells[targets] = values
     ordered = np.sort(targets)
-    if (ordered[1:] == ordered[:-1]).any():
-        last, at = np.unique(targets[::-1], return_index=True)
-        cells[last] = values[::-1][at]
-    else:
-        cells[targets] = values
+    twice = ordered[1:][ordered[1:] == ordered[:-1]]
+    if twice.size:  # cells written more than once: their writes again, one by one, in order
+        at = np.flatnonzero(np.isin(targets, twice))
+        for x, y in zip(targets[at].tolist(), values[at].tolist(), strict=True):
+            cells[x] = y
     changed = targets // p  # (a row twice: the same set written twice)
     sets[changed] = _sets(grid[changed], bit)
 
