@@ -1,4 +1,4 @@
-"""The repair walk of :mod:`ampfl.fl.data.slot_grid` for three or more labels per client, in chunks (issue 17).
+"""The repair walk of :mod:`ampfl.fl.data.slot_grid` for 3+ labels per client, in chunks (issue 17).
 
 The walk visits the rows holding a label twice in order; a repeat (row r, position a, label v: v also sits
 earlier in r) takes tries (s, b) until one qualifies — v not in row s, and s[b] not among r's labels as they
@@ -136,7 +136,7 @@ def walk_many(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _Pai
 
 def _sets(grid: np.ndarray, bit: np.ndarray) -> np.ndarray:
     """Each row's labels as a bit set."""
-    out = bit[grid[:, 0]]
+    out: np.ndarray = bit[grid[:, 0]]
     for a in range(1, grid.shape[1]):
         out |= bit[grid[:, a]]
     return out
@@ -190,7 +190,8 @@ class _Chunk:
     def chain(self, w: list[int], rr: list[int], qs: list[int], wa: list[int]) -> tuple[int, int, bool]:
         """Walk the repeats in order (row ``rr[k]``, word ``qs[k]`` = bit(v) | set(r) << off as the chunk
         found it, ``wa[k]`` = position + 1 where the row is watched, else 0), filling ``hits``, ``over``,
-        ``miss`` and ``extra``. Returns (repeats done, tries they used, whether it ended at the window's end)."""
+        ``miss`` and ``extra``. Returns (repeats done, tries they used, whether it ended at the window's
+        end)."""
         off, high, tries, cur = self.off, self.high, self.tries, self.cur
         hits, over = self.hits, self.over
         add = hits.append
