@@ -11,13 +11,15 @@ so this module walks it exactly, but on precomputed words instead of rows:
 - a try whose row may have changed earlier in the chunk — a row of the chunk, or a row tried twice in the
   window (a row changes only as a chunk row or as the partner of an earlier try) — is a *suspect*: its word
   is 0, so the scan stops there, and it is decided on the row as it is then (kept in ``cur`` for such rows);
-- a chunk row changed (as a partner) before its turn is walked from its labels then (the same repeats, or
-  the chunk ends there); a row whose tries run past the window ends the chunk at the row's start (the first
-  row of a chunk: the window is doubled).
+- a chunk row changed (as a partner) before its turn is walked from its labels then (its repeats may
+  differ); a row whose tries run past the window ends the chunk at the row's start (the first row of a
+  chunk: the window is doubled). A window is shorter than a repeat's budget of tries, so no repeat fails
+  here: where it would not be (a short budget, rare partners), the rest of the pass is the one-swap-at-a-time
+  loop of :mod:`~ampfl.fl.data.slot_grid`.
 
 Only Python integer operations per try; the swaps are written to the grid at the chunk's end (the last write
 of a cell wins). The result, and the pairs taken, are the one-swap-at-a-time walk's, bit for bit (tests in
-``tests/fl/test_partitions_identity*.py``). Only numpy is imported here.
+``tests/fl/test_partitions_identity.py``). Only numpy is imported here.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def walk_many(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _Pai
     flag = np.zeros(n, dtype=bool)
     m = max(8, int(_ROWS_AT_1M * np.sqrt(n / 1e6)))
     per_rep = 2.0
-    span_min, failed, first = 0, False, True
+    span_min, first = 0, True
     i = 0
     while i < bad.size:
         rows = bad[i : i + m]
@@ -71,6 +73,11 @@ def walk_many(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _Pai
             i += rows.size
             continue
         span = max(span_min, int(per_rep * ri.size * 1.2) + 64)
+        if span >= tries:  # a repeat could spend its budget in the window: the rest one swap at a time
+            from ampfl.fl.data.slot_grid import _walk_rows
+
+            t, missed = _walk_rows(grid, bad[i:], t, tries, draws)
+            return t, missed
         s_all, b_all = draws.upto(t + span)
         s_try, b_try = s_all[t : t + span], b_all[t : t + span]
         c_try = cells[s_try * p + b_try]
@@ -98,13 +105,12 @@ def walk_many(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _Pai
             ]
             q = [(1 << x) | (y << 64) for x, y in zip(v.tolist(), sets[rows[ri]].tolist(), strict=True)]
         w_list.append(0)  # the window's end: a suspect
-        ctx = _Chunk(grid, s_try, b_try, off, width, tries, span)
+        ctx = _Chunk(grid, s_try, b_try, off, width, span)
         done, used, short = ctx.chain(w_list, rows[ri].tolist(), q, np.where(watched, ai + 1, 0).tolist())
         span_min = 2 * span if short and done == 0 else 0
         if done:
-            failed |= bool(ctx.miss)
             h = np.asarray(ctx.hits, dtype=np.int64)
-            k = np.flatnonzero(h >= 0)  # the swaps (a repeat without one: ~ its tries' end)
+            k = np.flatnonzero(h >= 0)  # the swaps (the repeats of rows walked again: ~ their end)
             j = h[k]
             c = c_try[j]
             if ctx.over:  # labels of swaps decided on a suspect (the row had changed)
@@ -131,7 +137,7 @@ def walk_many(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _Pai
             first = False
             draws.upto(t + int(1.1 * used / step * (bad.size - i - step)) + span)
         i += step
-    return t, failed
+    return t, False
 
 
 def _sets(grid: np.ndarray, bit: np.ndarray) -> np.ndarray:
@@ -166,15 +172,13 @@ class _Chunk:
     """One chunk's scalar walk (:meth:`chain`) and its exact decisions on suspect tries."""
 
     def __init__(
-        self, grid: np.ndarray, s_try: np.ndarray, b_try: np.ndarray, off: int, width: int, tries: int,
-        span: int,
-    ) -> None:  # fmt: skip
+        self, grid: np.ndarray, s_try: np.ndarray, b_try: np.ndarray, off: int, width: int, span: int
+    ) -> None:
         self.grid, self.s_try, self.b_try = grid, s_try, b_try
-        self.off, self.high, self.tries, self.span = off, ((1 << width) - 1) << off, tries, span
+        self.off, self.high, self.span = off, ((1 << width) - 1) << off, span
         self.cur: dict[int, list[int]] = {}  # current labels of the watched rows the chunk changed
-        self.hits: list[int] = []  # each repeat's try, or ~(its tries' end) without a swap
+        self.hits: list[int] = []  # each repeat's try (the repeats of a row walked again: ~ its end)
         self.over: dict[int, int] = {}  # {repeat: label} of swaps decided on a suspect
-        self.miss: list[int] = []  # repeats that found no swap
         self.extra: list[tuple[int, int, int, int, int]] = []  # (repeat, cell, label, cell, label)
 
     def row(self, s: int) -> list[int]:
@@ -189,47 +193,41 @@ class _Chunk:
 
     def chain(self, w: list[int], rr: list[int], qs: list[int], wa: list[int]) -> tuple[int, int, bool]:
         """Walk the repeats in order (row ``rr[k]``, word ``qs[k]`` = bit(v) | set(r) << off as the chunk
-        found it, ``wa[k]`` = position + 1 where the row is watched, else 0), filling ``hits``, ``over``,
-        ``miss`` and ``extra``. Returns (repeats done, tries they used, whether it ended at the window's
-        end)."""
-        off, high, tries, cur = self.off, self.high, self.tries, self.cur
-        hits, over = self.hits, self.over
+        found it, ``wa[k]`` = position + 1 where the row is watched, else 0), filling ``hits``, ``over`` and
+        ``extra``. Returns (repeats done, tries they used, whether it ended at the window's end)."""
+        off, high, cur, hits, over = self.off, self.high, self.cur, self.hits, self.over
         add = hits.append
         pos = gained = 0
-        last, skip = -1, False
-        for r, q, watched in zip(rr, qs, wa, strict=True):
+        last = skip = -1
+        for r, q, watched in zip(rr, qs, wa, strict=False):
             if r != last:
-                last, gained, skip = r, 0, False
+                last = r
                 if watched and r in cur:  # changed (as a partner) before its turn
-                    got = self.redo(w, rr, qs, wa, pos)
-                    if got < 0:  # past the window: the next chunk starts here
+                    pos = self.redo(w, rr, qs, wa, pos)
+                    if pos < 0:  # past the window: the next chunk starts here
                         return (*self.cut(r, rr), True)
-                    pos, skip = got, True
+                    skip = r
                     continue
-            elif skip:
+                gained = 0
+            elif r == skip:
                 continue
-            else:
-                q |= gained  # the labels its earlier swaps brought
-            start = pos
+            else:  # the labels its earlier swaps brought
+                h = hits[-1]
+                gained |= w[h] & high or 1 << (over[len(hits) - 1] + off)
+                q |= gained
             while w[pos] & q:
                 pos += 1
-            if pos - start < tries and w[pos]:
+            if w[pos]:
                 add(pos)
-                gained |= w[pos] & high
                 if watched:
                     self.write(r, watched - 1, ((w[pos] & high) >> off).bit_length() - 1)
                 pos += 1
                 continue
-            pos, c = self.settle(w, q, pos, start)
-            if c == -1:  # past the window: the row starts the next chunk
+            pos, c = self.settle(w, q, pos)
+            if c < 0:  # past the window: the row starts the next chunk
                 return (*self.cut(r, rr), True)
-            if c < 0:
-                self.miss.append(len(hits))
-                add(~pos)
-                continue
             over[len(hits)] = c
             add(pos)
-            gained |= 1 << (c + off)
             if watched:
                 self.write(r, watched - 1, c)
             pos += 1
@@ -244,7 +242,6 @@ class _Chunk:
         del hits[k:]
         for j in [j for j in self.over if j >= k]:
             del self.over[j]
-        self.miss = [j for j in self.miss if j < k]
         self.extra = [x for x in self.extra if x[0] < k]
         return k, 0 if k == 0 else hits[k - 1] + 1 if hits[k - 1] >= 0 else ~hits[k - 1]
 
@@ -257,20 +254,15 @@ class _Chunk:
         held = list(self.cur[r])
         rset = sum(1 << x for x in set(held))
         p = self.grid.shape[1]
-        swaps, missed = [], False
+        swaps = []
         for a, x in [(a, x) for a, x in enumerate(held) if x in held[:a]]:
             q = (1 << x) | (rset << self.off)
-            start = pos
             while w[pos] & q:
                 pos += 1
-            pos, c = self.settle(w, q, pos, start)
-            if c == -1:
-                return -1
+            pos, c = self.settle(w, q, pos)
             if c < 0:
-                missed = True
-                continue
-            s = int(self.s_try[pos])
-            swaps.append((k0, r * p + a, c, s * p + int(self.b_try[pos]), x))
+                return -1
+            swaps.append((k0, r * p + a, c, int(self.s_try[pos]) * p + int(self.b_try[pos]), x))
             rset |= 1 << c
             self.write(r, a, c)
             pos += 1
@@ -279,18 +271,14 @@ class _Chunk:
             k1 += 1
         self.hits.extend([~pos] * (k1 - k0))
         self.extra.extend(swaps)
-        if missed:
-            self.miss.append(k0)
         return pos
 
-    def settle(self, w: list[int], q: int, pos: int, start: int) -> tuple[int, int]:
-        """The scan of one repeat from a suspect (or past its budget) on: (position, label c of the swap),
-        (start + tries, -2) when none qualifies in its budget, (pos, -1) at the window's end."""
+    def settle(self, w: list[int], q: int, pos: int) -> tuple[int, int]:
+        """The scan of one repeat from a suspect on: (position, label c of the swap), or (pos, -1) at the
+        window's end."""
         v = (q & ((1 << self.off) - 1)).bit_length() - 1
         rset = q >> self.off
         while True:
-            if pos - start >= self.tries:
-                return start + self.tries, -2
             if w[pos]:
                 return pos, ((w[pos] & self.high) >> self.off).bit_length() - 1
             if pos >= self.span:
