@@ -63,7 +63,7 @@ def walk_many(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _Pai
     i = 0
     while i < bad.size:
         rows = bad[i : i + m]
-        g = grid[rows]
+        g = _gather(grid, rows)
         rep = np.zeros(g.shape, dtype=bool)
         for a in range(1, p):
             for c in range(a):
@@ -72,7 +72,7 @@ def walk_many(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _Pai
         if ri.size == 0:
             i += rows.size
             continue
-        span = max(span_min, int(per_rep * ri.size * 1.2) + 64)
+        span = max(span_min, int(per_rep * ri.size * 1.08) + 64)
         if span >= tries:  # a repeat could spend its budget in the window: the rest one swap at a time
             from ampfl.fl.data.slot_grid import _walk_rows
 
@@ -119,16 +119,10 @@ def walk_many(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _Pai
             targets = np.stack([rows[ri[k]] * p + ai[k], s_try[j] * p + b_try[j]], axis=1).reshape(-1)
             values = np.stack([c, v[k]], axis=1).reshape(-1)
             if ctx.extra:  # swaps of rows walked from their labels then, at their place in the order
-                key, cell_r, c_x, cell_s, v_x = (
-                    np.array(z, dtype=np.int64) for z in zip(*ctx.extra, strict=True)
-                )
-                order = np.argsort(np.concatenate([k, key]), kind="stable")
-                both = np.concatenate([targets.reshape(-1, 2), np.stack([cell_r, cell_s], axis=1)])
-                targets = both[order].reshape(-1)
-                held = np.concatenate(
-                    [values.reshape(-1, 2), np.stack([c_x, v_x], axis=1).astype(values.dtype)]
-                )
-                values = held[order].reshape(-1)
+                x = np.array(ctx.extra, dtype=np.int64)  # (repeat, cell, label, cell, label)
+                at = np.searchsorted(k, x[:, 0])
+                targets = np.insert(targets.reshape(-1, 2), at, x[:, 1::2], axis=0).reshape(-1)
+                values = np.insert(values.reshape(-1, 2), at, x[:, 2::2], axis=0).reshape(-1)
             _write(grid, sets, bit, targets, values)
             t += used
             per_rep = 0.5 * per_rep + 0.5 * max(used, 1) / done
@@ -165,7 +159,15 @@ def _write(
         for x, y in zip(targets[at].tolist(), values[at].tolist(), strict=True):
             cells[x] = y
     changed = targets // p  # (a row twice: the same set written twice)
-    sets[changed] = _sets(grid[changed], bit)
+    sets[changed] = _sets(_gather(grid, changed), bit)
+
+
+def _gather(grid: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``grid[rows]``, each row gathered as one item of ``p`` bytes (faster than a 2-D gather)."""
+    if not grid.flags.c_contiguous:  # pragma: no cover - the walk's grid is a fresh C array
+        return grid[rows]
+    items = grid.view(np.dtype((np.void, grid.shape[1] * grid.itemsize))).reshape(-1)
+    return items[rows].view(grid.dtype).reshape(-1, grid.shape[1])
 
 
 class _Chunk:
