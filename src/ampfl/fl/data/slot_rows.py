@@ -165,9 +165,9 @@ def _write(
 def _gather(grid: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``grid[rows]``, each row gathered as one item of ``p`` bytes (faster than a 2-D gather)."""
     if not grid.flags.c_contiguous:  # pragma: no cover - the walk's grid is a fresh C array
-        return grid[rows]
+        return np.asarray(grid[rows])
     items = grid.view(np.dtype((np.void, grid.shape[1] * grid.itemsize))).reshape(-1)
-    return items[rows].view(grid.dtype).reshape(-1, grid.shape[1])
+    return np.asarray(items[rows].view(grid.dtype)).reshape(-1, grid.shape[1])
 
 
 class _Chunk:
