@@ -12,9 +12,10 @@ Builds a task of N = 10^6 clients on a generated training set of 2·N examples (
 and the peak resident memory of the process (``resource.getrusage``; the generated data are 80 MB of it).
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python bench/scale.py [--clients N] [--per-client E]
-[--scheme iid|fixed|label_skew|dirichlet]`` (E examples per client, default 2; ``dirichlet`` needs more,
-e.g. ``--clients 100000 --per-client 50``, or it refuses: a client stays empty). It uses only the public
-API, so ``PYTHONPATH=<older checkout>/src`` times an older version the same way (before/after).
+[--scheme iid|fixed|label_skew|dirichlet] [--classes C] [--labels-per-client L]`` (E examples per client,
+default 2; C labels drawn uniformly, default 4; L for ``label_skew``, default 2; ``dirichlet`` needs more
+examples, e.g. ``--clients 100000 --per-client 50``, or it refuses: a client stays empty). It uses only
+the public API, so ``PYTHONPATH=<older checkout>/src`` times an older version the same way (before/after).
 Target: the first round (partition + set-up + round 0) under 1 s, memory under 1 GB.
 """
 
@@ -50,11 +51,11 @@ def _peak_mb() -> float:
     return kb / 1024.0 if sys.platform != "darwin" else kb / 2**20
 
 
-def _dataset(n: int) -> Dataset:
+def _dataset(n: int, classes: int = 4) -> Dataset:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n, 10), dtype=np.float32)
-    y = rng.integers(0, 4, size=n).astype(np.int64)
-    return Dataset("scale", x, y, x[:1000].copy(), y[:1000].copy(), num_classes=4, source="generated")
+    y = rng.integers(0, classes, size=n).astype(np.int64)
+    return Dataset("scale", x, y, x[:1000].copy(), y[:1000].copy(), num_classes=classes, source="generated")
 
 
 def main() -> None:
@@ -62,16 +63,28 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=1_000_000)
     parser.add_argument("--scheme", choices=("iid", "fixed", "label_skew", "dirichlet"), default="iid")
     parser.add_argument("--per-client", type=int, default=2, help="examples per client")
+    parser.add_argument("--classes", type=int, default=4, help="labels, drawn uniformly")
+    parser.add_argument("--labels-per-client", type=int, default=2, help="label_skew only")
     args = parser.parse_args()
     torch.set_num_threads(1)
     n_clients, per = args.clients, args.per_client
-    ds = _dataset(per * n_clients)
-    print(f"N = {n_clients} clients, {per * n_clients} examples, scheme {args.scheme}; times in ms")
+    ds = _dataset(per * n_clients, args.classes)
+    print(
+        f"N = {n_clients} clients, {per * n_clients} examples, {args.classes} classes, scheme {args.scheme}"
+        + (f" ({args.labels_per_client} labels per client)" if args.scheme == "label_skew" else "")
+        + "; times in ms"
+    )
     print(f"  memory after generating the data: {_peak_mb():.0f} MB")
     parts, t_part = _timed(
         "partition_clients",
         lambda: partition_clients(
-            ds.y_train, scheme=args.scheme, num_clients=n_clients, seed=0, samples_per_client=per, alpha=1.0
+            ds.y_train,
+            scheme=args.scheme,
+            num_clients=n_clients,
+            seed=0,
+            samples_per_client=per,
+            alpha=1.0,
+            labels_per_client=args.labels_per_client,
         ),
     )
     task = Task(dataset=ds, client_indices=parts, model="logreg")

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ampfl.fl.data import partition_clients, slot_grid
+from ampfl.fl.data import partition_clients, slot_grid, slot_rows
 from ampfl.fl.data.partitions import _allocate_slots
 from ampfl.fl.data.slot_grid import assign_distinct
 from ampfl.fl.stream_draws import lemire_block, rewind
@@ -37,6 +37,16 @@ DIGESTS = [
     ("uniform", 100000, 4, 2, 50000, 9, "8ada655797b763eec336a5cf41730d1614822c1b07080cb37d1b94a061130bac"),
     ("neg", 60000, 2, 1, 60000, 10, "99a8ace0c7e87d9342230d0bd92cc553e28a6c5bc398fb4162365df6e6991903"),
     ("sparse", 50000, 9, 2, 25000, 11, "2c1e68fd1d7fc5323d0409e847b6d4b1c55de389b370262784c0c750bc011e4e"),
+    # 3-5 labels per client (17-f: the chunked walk of slot_rows; 40 labels: two-word tries; 70: the old
+    # loop; the first row: client << bits beyond int32), made with main at 8ce51e2, before that change
+    ("uniform", 200000, 10, 3, 60000, 12, "6a11a63782b66c6f574f610821f9b6c69f61fbb858b693c30e472156d5adec9f"),
+    ("skewed", 50000, 9, 4, 12000, 13, "ecbf46b053a7fb0d752497afcd942ec04bf306ab22049a04aaa66972be704dc9"),
+    ("sparse", 30000, 11, 5, 6000, 14, "f9a97164bb2037d614a39ee643eb0957d278ac132323ccde0ab660c94fa8aa04"),
+    ("neg", 9000, 6, 3, 3000, 15, "88fe97bfd25076edcea7723a471665c8047f8055ad6959bf48d05e6d6f9d6789"),
+    ("uniform", 4000, 12, 5, 800, 16, "56ed898d52a743a4c85e5126e6ee206311d0ffe55b2e479b39d1a630ad3ef698"),
+    ("uniform", 20000, 40, 3, 6000, 17, "47ead9928c1aa7de2711b13b102161a423ed43f194729f665e24bc2644b3a63c"),
+    ("skewed", 5000, 70, 3, 1500, 18, "a9a87ee1133bb1f60e9594ba69e364c1f617e03e065051bc5b4c4f48b5228abd"),
+    ("uniform", 3000, 3, 3, 1000, 19, "48644efec7b7dd57307c93f55ea2f7a9e03747231782eb5089932e70761d39b5"),
 ]
 
 
@@ -70,11 +80,13 @@ def _reference(slot_labels, num_clients, per_client, rng, tries):
     grid = rng.permutation(slot_labels).reshape(num_clients, per_client)
     if np.unique(slot_labels).size == per_client:
         return np.sort(slot_labels).reshape(per_client, num_clients).T.copy()
+    failed = True
     for _ in range(50):
         ordered = np.sort(grid, axis=1)
         bad = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
         if bad.size == 0:
             return grid
+        failed = False
         for r in bad:
             _, first = np.unique(grid[r], return_index=True)
             for a in np.setdiff1d(np.arange(per_client), first):
@@ -84,6 +96,10 @@ def _reference(slot_labels, num_clients, per_client, rng, tries):
                     if s != r and value not in grid[s] and grid[s, b] not in grid[r]:
                         grid[r, a], grid[s, b] = grid[s, b], value
                         break
+                else:
+                    failed = True
+    if not failed:  # (since 17-e: a 50th pass in which every repeat found its swap keeps the grid; the
+        return grid  # pre-issue-17 loop dealt the fallback then, one more pass would have found no repeat)
     grid = np.sort(slot_labels).reshape(per_client, num_clients).T.copy()
     return grid[rng.permutation(num_clients)]
 
@@ -159,3 +175,82 @@ def test_lemire_block_rewinds_to_any_prefix_of_the_calls(calls):
     assert values[:calls].tolist() == want
     rewind(rng, mark, calls)
     assert rng.integers(0, 2**31) == ref.integers(0, 2**31) and rng.random() == ref.random()
+
+
+# 3+ labels per client (slot_rows.walk_many, 17-f): short budgets, chunks of any size (suspect tries, rows
+# changed before their turn, windows running out), rare partners, two-word tries (32-63 labels), the old loop
+# beyond 64 labels
+
+
+def _slots(counts: np.ndarray, clients: int, per_client: int, dtype: type = np.uint8) -> np.ndarray:
+    return np.repeat(
+        np.arange(counts.size), _allocate_slots(counts, clients * per_client, cap=clients)
+    ).astype(dtype)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    counts=st.lists(st.integers(1, 60), min_size=3, max_size=8),
+    clients=st.integers(2, 120),
+    per_client=st.integers(3, 5),
+    tries=st.integers(1, 12),
+    seed=st.integers(0, 2**31),
+)
+def test_short_try_budgets_with_three_to_five_labels(counts, clients, per_client, tries, seed):
+    counts = np.array(counts)
+    per_client = min(per_client, counts.size)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(slot_grid, "_tries", lambda n: tries)
+        _check(_slots(counts, clients, per_client), clients, per_client, seed, tries)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    counts=st.lists(st.integers(1, 400), min_size=3, max_size=12),
+    clients=st.integers(50, 700),
+    per_client=st.integers(3, 5),
+    rows=st.sampled_from([50, 400, 4096, 10**6]),
+    seed=st.integers(0, 2**31),
+)
+def test_chunks_of_any_size_walk_as_the_swap_loop(counts, clients, per_client, rows, seed):
+    # _ROWS_AT_1M = 10^6: a chunk holds every bad row (many suspects, rows changed before their turn);
+    # 50: chunks of 8 rows (many chunk ends)
+    counts = np.array(counts)
+    per_client = min(per_client, counts.size)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(slot_rows, "_ROWS_AT_1M", rows)
+        _check(_slots(counts, clients, per_client), clients, per_client, seed, 4 * clients + 100)
+
+
+@pytest.mark.parametrize("per_client", [3, 4, 5])
+def test_thousands_of_rows_as_the_swap_loop(per_client):
+    counts = np.random.default_rng(per_client).integers(1, 9, 10)
+    clients = 4000
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(slot_rows, "_ROWS_AT_1M", 20000)  # chunks of ~1260 rows at N = 4000
+        _check(_slots(counts, clients, per_client), clients, per_client, per_client, 4 * clients + 100)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rare_partners_run_past_the_window_as_the_swap_loop(seed):
+    # Labels 0 and 1 sit in every row, 2 in all but 3: a row [0, 1, 2]-less repeat of 2 finds one of 3
+    # partners in ~100 tries, past the window's estimate (the window doubles)
+    clients = 300
+    slots = np.repeat(np.arange(4, dtype=np.uint8), [clients, clients, clients - 3, 3])
+    _check(slots, clients, 3, seed, 4 * clients + 100)
+
+
+@pytest.mark.parametrize(("labels", "dtype"), [(40, np.int16), (63, np.int64), (70, np.int32)])
+def test_wide_labels_as_the_swap_loop(labels, dtype):
+    # 32-63 labels: a try is two words (Python integers); 70: the old one-swap-at-a-time loop
+    counts = np.random.default_rng(labels).integers(1, 5, labels) * 40
+    clients = 600
+    assert slot_rows.fits(_slots(counts, clients, 3, dtype).reshape(-1, 3)) == (labels <= 64)
+    _check(_slots(counts, clients, 3, dtype), clients, 3, labels, 4 * clients + 100)
+
+
+def test_fits_only_small_non_negative_integer_labels():
+    assert slot_rows.fits(np.array([[0, 63, 5]]))
+    assert not slot_rows.fits(np.array([[0, 64, 5]]))
+    assert not slot_rows.fits(np.array([[-1, 3, 5]], dtype=np.int8))
+    assert not slot_rows.fits(np.zeros((0, 3), dtype=np.int64))

@@ -15,6 +15,7 @@ against numpy's own calls (``tests/fl/test_sampling.py``): a numpy that changed 
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ import numpy as np
 _LOW = np.uint64(0xFFFFFFFF)
 _SHIFT = np.uint64(32)
 _CHUNK = 4096
+_LITTLE = sys.byteorder == "little"
 
 
 def supports(rng: np.random.Generator) -> bool:
@@ -33,10 +35,14 @@ def _words(bitgen: Any, buffered: int | None, count: int) -> np.ndarray:
     """The next ``count`` 32-bit words of the stream (uint64); advances ``bitgen`` (restored by callers)."""
     head = [] if buffered is None else [buffered]
     raw = bitgen.random_raw(max(0, -(-(count - len(head)) // 2)))
-    pairs = np.empty((raw.size, 2), dtype=np.uint64)
-    pairs[:, 0] = raw & _LOW
-    pairs[:, 1] = raw >> _SHIFT
-    return np.concatenate([np.asarray(head, dtype=np.uint64), pairs.reshape(-1)])
+    out = np.empty(len(head) + 2 * raw.size, dtype=np.uint64)
+    out[: len(head)] = head
+    if _LITTLE:  # the uint32 halves of each output in memory: low, then high
+        out[len(head) :] = raw.view(np.uint32)
+    else:  # pragma: no cover - big-endian machines
+        out[len(head) :: 2] = raw & _LOW
+        out[len(head) + 1 :: 2] = raw >> _SHIFT
+    return out
 
 
 def lemire_values(rng: np.random.Generator, bounds: np.ndarray) -> np.ndarray:
@@ -125,7 +131,8 @@ def _draws(rng: np.random.Generator, bounds: np.ndarray, skips: list[int]) -> np
             shift = int(pos[-1]) + 1 - hi
         out[lo:hi] = m
     _commit(bitgen, saved, buffered, t + shift)
-    return (out >> _SHIFT).astype(np.int64)
+    out >>= _SHIFT
+    return out.view(np.int64)
 
 
 def _refetch(bitgen: Any, saved: Any, buffered: int | None, count: int) -> np.ndarray:

@@ -235,6 +235,7 @@ def _label_skew(
     bits = max(1, (n - 1).bit_length())
     keys = np.empty(int(counts[slots > 0].sum()), dtype=np.int64)
     cells = _label_members(grid, np.arange(classes.size), slots)  # each label's slots in grid order
+    piece = np.zeros(grid.size, dtype=np.int64)  # each slot's piece length (client sizes: sums of L slots)
     done = 0
     for k, members in enumerate(_label_members(y, classes, counts)):
         s = int(slots[k])
@@ -244,13 +245,15 @@ def _label_skew(
         base, extra = divmod(shuffled.size, s)
         lengths = np.full(s, base, dtype=np.int64)
         lengths[:extra] += 1
-        owner = (cells[k][::-1] // labels_per_client) << bits  # piece P's client, P = 0 .. s - 1
+        at = cells[k][::-1]  # piece P's slot, P = 0 .. s - 1
+        piece[at] = lengths
+        owner = (at.astype(np.int64) // labels_per_client) << bits
         part = keys[done : done + shuffled.size]
         part[...] = np.repeat(owner, lengths)
         part |= shuffled
         done += shuffled.size
     keys.sort()
-    sizes = np.bincount(keys >> bits, minlength=num_clients)
+    sizes = piece.reshape(num_clients, labels_per_client).sum(axis=1)
     keys &= (1 << bits) - 1
     return ClientPartition(keys, np.concatenate([[0], np.cumsum(sizes)]))
 
@@ -269,8 +272,17 @@ def _label_members(y: np.ndarray, classes: np.ndarray, counts: np.ndarray) -> li
     """``np.flatnonzero(y == c)`` for every class c (with many classes: one stable sort, not a pass each)."""
     if classes.size <= 8:
         return [np.flatnonzero(y == c) for c in classes]
-    code = np.searchsorted(classes, y).astype(np.min_scalar_type(classes.size))
+    kind = np.min_scalar_type(classes.size)
+    low, high = int(classes[0]), int(classes[-1])
+    if low >= 0 and high <= max(1024, 4 * y.size) and np.can_cast(y.dtype, np.intp):
+        table = np.zeros(high + 1, dtype=kind)  # label -> its class number, read by index (no search)
+        table[classes] = np.arange(classes.size)
+        code = table[y]
+    else:
+        code = np.searchsorted(classes, y).astype(kind)
     order = np.argsort(code, kind="stable")
+    if order.size < 2**31:  # (int32: the members' shuffles draw the same numbers and move half the bytes)
+        order = order.astype(np.int32)
     return np.split(order, np.cumsum(counts)[:-1])
 
 

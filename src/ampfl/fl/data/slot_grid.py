@@ -13,7 +13,9 @@ repeat, from lookup tables), then the first repeat whose outcome could depend on
 chunk (a try, or the repeat's own row, on a row that swap changed) is found, and the chunk is cut there. The
 cut repeat starts the next chunk, on the updated grid, so the result is the one-swap-at-a-time walk's, bit
 for bit (issue 17; tests in ``tests/fl/test_partitions*.py`` against the one-``rng.integers``-at-a-time loop
-and against digests of splits made by the code before).
+and against digests of splits made by the code before). Three or more labels per client (labels in [0, 63]):
+:func:`~ampfl.fl.data.slot_rows.walk_many`, chunks walked on precomputed words per try; other labels, and
+passes whose try budget is shorter than a chunk's window, keep the one-swap-at-a-time :func:`_walk_rows`.
 Only numpy is imported here.
 """
 
@@ -23,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ampfl.fl.data.slot_rows import fits, walk_many
 from ampfl.fl.stream_draws import LemireMark, lemire_block, rewind, supports
 
 __all__ = ["assign_distinct"]
@@ -77,12 +80,12 @@ def _repair(
     draws = _PairDraws(rng, num_clients, per_client)
     grid = np.array(grid, copy=True)
     t = 0  # pairs taken
+    walk = _walk_pairs if per_client == 2 else walk_many if fits(grid) else _walk_rows
     try:
         for _ in range(_REPAIR_PASSES):
             bad = np.flatnonzero(_repeats(grid))
             if bad.size == 0:
                 return grid
-            walk = _walk_pairs if per_client == 2 else _walk_rows
             t, failed = walk(grid, bad, t, tries, draws)
             if not failed:
                 return grid
@@ -92,7 +95,8 @@ def _repair(
 
 
 def _walk_rows(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _PairDraws) -> tuple[int, bool]:
-    """One pass of the walk, any number of labels per row, on Python lists; changes ``grid`` in place and
+    """One pass of the walk, any number of labels per row, on Python lists, one swap at a time (labels
+    outside [0, 63], or what is left of a pass with a short try budget); changes ``grid`` in place and
     returns (pairs taken, whether some repeat found no swap)."""
     n, p = grid.shape
     cells: list[int] = grid.reshape(-1).tolist()  # row r: cells[r * p : (r + 1) * p]
