@@ -113,3 +113,34 @@ def test_reading_rarely_gives_the_same_floats_across_length_changes():
             assert rare.get_epsilon(1e-6) == eps
     assert len(lengths) >= 3  # the window outgrew the FFT length at least twice
     assert once.get_epsilon(1e-6) == rare.get_epsilon(1e-6) == eps
+
+
+@pytest.mark.parametrize(("q", "z"), [(0.01, 1.0), (0.2, 1.2), (0.5, 0.8)])
+def test_look_ahead_bound_changes_no_reading(q, z, monkeypatch):
+    """Read every round, the add adjacency's coarse bound is taken AHEAD draws ahead and serves the readings
+    up to there: each reading is still bit for bit ε of the whole composed PLD, and fewer coarse bounds are
+    computed than readings made."""
+    from ampfl.accounting.accountants import pld_cache
+    from ampfl.accounting.accountants.pld_cache import GridState
+    from ampfl.accounting.events import GaussianEvent, PoissonSampledEvent
+
+    event = PoissonSampledEvent(sampling_rate=q, event=GaussianEvent(noise_multiplier=z))
+    one = pld_fast.gaussian_pld(z, q, 1e-3)
+    bounds = []
+    coarse = pld_cache._Spectrum.coarse_epsilon
+
+    def counted(self, delta, factor, ahead=0):
+        bounds.append(ahead)
+        return coarse(self, delta, factor, ahead)
+
+    monkeypatch.setattr(pld_cache._Spectrum, "coarse_epsilon", counted)
+    live, calls, seen = GridState(lambda e: one), [], []
+    for _ in range(40):
+        calls.append((event, 1))
+        assert live.advance(calls)
+        seen.append(live.epsilon(1e-6))
+    assert len(bounds) < 40 and any(bounds)  # the look-ahead served several readings
+    for t in (1, 7, 8, 9, 23, 40):
+        once = GridState(lambda e: one)
+        assert once.advance(calls[:t])
+        assert seen[t - 1] == pld_fast.epsilon_for_delta(once.composed(), 1e-6)

@@ -37,6 +37,8 @@ Calls = list[tuple[PrivacyEvent, int]]
 
 #: Bin width (grid points) of the coarse bound that decides whether an adjacency's PMF must be rebuilt.
 COARSE = 16
+#: Draws ahead at which that bound is taken, so that one bound serves the readings up to there.
+AHEAD = 8
 
 
 def fft_length(n: int) -> int:
@@ -77,12 +79,13 @@ class _Spectrum:
             float(dense._infinity_mass),
         )
         self._mgfs = pld_fast.log_mgfs(self._probs)
-        self._last_window: tuple[int, tuple[int, int, int]] = (-1, (0, 0, 0))
+        self._windows: dict[int, tuple[int, int, int]] = {}
         self.times, self._length, self._start = 0, 0, 0
         self._base = self._power = np.ones(1, dtype=np.complex128)
         self._pending: list[int] | None = None  # calls since the last length change, not yet multiplied in
         self._read: tuple[int, pld_pmf.DensePLDPmf] | None = None
         self._first_block = 4096  # the walk's first block: where the last reading stopped, and a margin
+        self._powers: tuple[tuple[int, int], np.ndarray] = ((0, 0), self._base)  # (length, count): spectrum
 
     @property
     def interval(self) -> float:
@@ -90,17 +93,21 @@ class _Spectrum:
         return float(self._h)
 
     def _window(self, times: int) -> tuple[int, int, int]:
-        """(first index, size, FFT length) of the ``times``-fold composition's window; the last one is kept
-        (a round asks for it three times: adding, reading and the coarse bound)."""
-        if self._last_window[0] != times:
+        """(first index, size, FFT length) of the ``times``-fold composition's window; the last few are kept
+        (a round asks for its own several times, and the look-ahead for later ones)."""
+        if times not in self._windows:
+            if len(self._windows) > 2 * AHEAD:
+                self._windows.clear()
             lower, upper = pld_fast.chernoff_window(self._mgfs, len(self._probs), times, pld_fast.TAIL_MASS)
             size = upper - lower + 1
-            self._last_window = (times, (lower, size, fft_length(max(size, len(self._probs)))))
-        return self._last_window[1]
+            self._windows[times] = (lower, size, fft_length(max(size, len(self._probs))))
+        return self._windows[times]
 
-    def _infinity(self) -> float:
-        """The composed infinity mass: ``times`` draws' infinite losses plus the truncated tails."""
-        return pld_fast.TAIL_MASS - math.expm1(self.times * math.log1p(-self._inf))
+    def _infinity(self, times: int | None = None) -> float:
+        """The composed infinity mass: ``times`` (default: all) draws' infinite losses plus the truncated
+        tails."""
+        n = self.times if times is None else times
+        return pld_fast.TAIL_MASS - math.expm1(n * math.log1p(-self._inf))
 
     def add(self, count: int) -> None:
         """Compose ``count`` more draws. When the window outgrows the length, the spectrum at the new length
@@ -148,9 +155,13 @@ class _Spectrum:
         self._first_block = max(4096, walked + walked // 16 + 512)
         return eps
 
-    def coarse_epsilon(self, delta: float, factor: int) -> float | None:
+    def coarse_epsilon(self, delta: float, factor: int, ahead: int = 0) -> float | None:
         """An upper bound on the ε(δ) of :meth:`read`'s PMF from a ``factor``-times coarser one, without the
-        full inverse FFT (``None`` where the window leaves no room for the bins' alignment).
+        full inverse FFT (``None`` where the window leaves no room for the bins' alignment). With ``ahead``,
+        the bound is that of the composition ``ahead`` draws later, on the current length (``None`` unless its
+        window fits there: then the wrap-around is the one a reading at this length makes), which bounds every
+        composition up to then as well: composing one more draw of a PLD whose finite part has Σ p·e^{−loss} ≤
+        1 (every pessimistic PLD) never lowers δ(ε) (Jensen), so ε(δ) never falls as draws are added.
 
         The circular PMF x (length N) is summed over aligned bins of ``factor`` points, c_J = Σ_{r<D}
         x_{JD+r}: in the Fourier domain the box sum is a product (X_k · Σ_r e^{2πi rk/N}) and taking every
@@ -160,12 +171,13 @@ class _Spectrum:
         never raises δ). Points outside the window (≤ the tail mass, already counted at infinity, plus FFT
         rounding ~1e-18) join a bin below the window's first point or above its last one."""
         self._materialize()
-        lower, size, length = self._window(self.times)
-        d = factor
+        times, length, d = self.times + ahead, self._length, factor
+        lower, size, _ = self._window(times)
         if d < 2 or length % (2 * d) or length - size < d - 1 or self._power.size != length // 2 + 1:
             return None
+        power = self._power if ahead == 0 else self._power * self._base_power(ahead)
         m, h = length // d, length // d // 2
-        half = self._power * _box(length, d)  # Y_k, k ≤ N/2; Y_{N−k} = conj(Y_k)
+        half = power * _box(length, d)  # Y_k, k ≤ N/2; Y_{N−k} = conj(Y_k)
         folded = half[: h + 1].copy()
         for r in range(1, d // 2):  # C_m = (1/D) Σ_r Y_{m + rM}, m ≤ M/2: the indices ≤ N/2 ...
             folded += half[r * m : r * m + h + 1]
@@ -174,10 +186,24 @@ class _Spectrum:
         folded /= d
         coarse = fft.irfft(folded, m)
         first = lower // d  # the bin holding the window's first point: the coarse PMF starts there
-        top_of_first = self._lower * self.times + first * d + d - 1  # its largest fine loss index
+        top_of_first = self._lower * times + first * d + d - 1  # its largest fine loss index
         probs = np.roll(coarse, -first)
-        pmf = pld_pmf.DensePLDPmf(self._h * d, -(-top_of_first // d), probs, self._infinity(), True)
+        pmf = pld_pmf.DensePLDPmf(self._h * d, -(-top_of_first // d), probs, self._infinity(times), True)
         return pld_fast.pmf_epsilon(pmf, delta)
+
+    def room_ahead(self, factor: int) -> int:
+        """The most draws, at most AHEAD, whose composition's window still fits the current length with
+        ``factor`` − 1 points to spare (what :meth:`coarse_epsilon` needs); 0 if not even one."""
+        for ahead in (AHEAD, AHEAD // 2, AHEAD // 4):
+            if self._length - self._window(self.times + ahead)[1] >= factor - 1:
+                return ahead
+        return 0
+
+    def _base_power(self, count: int) -> np.ndarray:
+        """The spectrum of ``count`` draws at the current length (kept per length and count)."""
+        if self._powers[0] != (self._length, count):
+            self._powers = ((self._length, count), pld_fast.spectrum_power(self._base, count))
+        return self._powers[1]
 
 
 class _Run:
@@ -188,6 +214,8 @@ class _Run:
         self._symmetric = bool(pld._symmetric)
         self._remove = _Spectrum(pld._pmf_remove)
         self._add = None if self._symmetric else _Spectrum(pld._pmf_add)
+        self._ahead: dict[float, tuple[int, float]] = {}  # δ -> (draws up to which the bound holds, bound)
+        self._retry_ahead = 0  # draws from which a look-ahead bound is tried again
 
     def add(self, count: int) -> None:
         self._remove.add(count)
@@ -203,12 +231,30 @@ class _Run:
         """``pld_fast.epsilon_for_delta(self.pld(), delta)`` = the larger ε of the two adjacencies. The add
         adjacency's PMF is rebuilt only when its coarse bound (:meth:`_Spectrum.coarse_epsilon`, one inverse
         FFT of 1/COARSE the length) comes within COARSE grid steps of the remove adjacency's ε: otherwise the
-        larger ε is the remove adjacency's, and the answer is the same float."""
+        larger ε is the remove adjacency's, and the answer is the same float. The bound is taken up to AHEAD
+        draws ahead where the length has room (:meth:`_Spectrum.room_ahead`): it then holds for the readings
+        up to there, since the add adjacency's ε only grows with the draws (one coarse bound per AHEAD rounds
+        read, each checked against the remove adjacency's ε of its own reading)."""
         eps = self._remove.epsilon(delta)
         if self._add is None:
             return eps
-        bound = self._add.coarse_epsilon(delta, COARSE)
-        if bound is not None and bound + COARSE * self._add.interval <= eps:
+        margin = COARSE * self._add.interval
+        times = self._add.times
+        until, bound = self._ahead.get(delta, (-1, math.inf))
+        if times <= until and bound + margin <= eps:
+            return eps
+        # δ far above the truncated tail mass, whose wrap-around differs between FFT lengths: its effect on ε
+        # stays far inside the margin
+        looks = times >= self._retry_ahead and delta >= 1e4 * pld_fast.TAIL_MASS
+        ahead = self._add.room_ahead(COARSE) if looks else 0
+        if ahead:
+            bound_ahead = self._add.coarse_epsilon(delta, COARSE, ahead)
+            if bound_ahead is not None and bound_ahead + margin <= eps:
+                self._ahead[delta] = (times + ahead, bound_ahead)
+                return eps
+            self._retry_ahead = times + AHEAD  # the adjacencies' ε are close: not again for a while
+        bound_now = self._add.coarse_epsilon(delta, COARSE)
+        if bound_now is not None and bound_now + margin <= eps:
             return eps
         return max(eps, self._add.epsilon(delta))
 
