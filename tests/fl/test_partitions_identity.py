@@ -123,10 +123,7 @@ def test_assign_distinct_is_bit_identical_to_the_swap_loop(counts, clients, per_
     per_client = min(per_client, counts.size)
     slots = _allocate_slots(counts, clients * per_client, cap=clients)
     slot_labels = np.repeat(np.arange(counts.size), slots)
-    ref, rng = np.random.default_rng(seed), np.random.default_rng(seed)
-    want = _reference(slot_labels, clients, per_client, ref, 4 * clients + 100)  # the default budget
-    np.testing.assert_array_equal(assign_distinct(slot_labels, clients, per_client, rng), want)
-    assert rng.random() == ref.random()  # the cut's permutations that follow are drawn from the same state
+    _check(slot_labels, clients, per_client, seed, 4 * clients + 100)  # the default budget, generator too
 
 
 @settings(max_examples=40, deadline=None)
