@@ -50,7 +50,9 @@ from ampfl.accounting.random_checkin.pld_pairs import refined_pld, refined_weigh
 
 __all__ = [
     "ExplicitSearch",
+    "binned_pair_epsilon",
     "explicit_epsilon",
+    "explicit_pair_masses",
     "explicit_pair_pld",
     "mix_cell_masses",
     "refined_pld",
@@ -145,6 +147,63 @@ def _rounded_pmf(loss: FloatArray, log_mass: FloatArray, h: float) -> pld_pmf.De
     return pld_pmf.DensePLDPmf(h, lower, probs, 0.0, False)
 
 
+def _direction_epsilon(log_p: FloatArray, log_q: FloatArray, delta: float) -> float:
+    """Exact ε where δ(ε) = Σ_i (P_i − e^ε Q_i)₊ of a finite pair falls to ``delta`` (may be < 0 or ∞)."""
+    pm, qm = np.exp(log_p), np.exp(log_q)
+    infinite = float(pm[(qm == 0.0) & (pm > 0.0)].sum())  # loss +∞: in δ at every ε
+    if infinite > delta:
+        return math.inf
+    both = (pm > 0.0) & (qm > 0.0)
+    order = np.argsort(log_q[both] - log_p[both], kind="stable")  # losses in decreasing order
+    loss = (log_p[both] - log_q[both])[order]
+    above_p = np.concatenate([[0.0], np.cumsum(pm[both][order])])  # mass of the losses above loss[k]
+    above_q = np.concatenate([[0.0], np.cumsum(qm[both][order])])
+    # On [loss[k], loss[k − 1]] δ(ε) = infinite + above_p[k] − e^ε·above_q[k]; its value at each breakpoint:
+    at_breaks = infinite + above_p[:-1] - np.exp(loss) * above_q[:-1]
+    over = at_breaks > delta  # False then True (δ grows as ε falls); at_breaks[0] = infinite ≤ delta
+    k = int(np.argmax(over)) if over.any() else loss.size
+    if k == 0:  # no finite loss: δ(ε) = infinite ≤ delta everywhere
+        return -math.inf
+    return math.log((infinite + above_p[k] - delta) / above_q[k])
+
+
+def binned_pair_epsilon(log_p: FloatArray, log_q: FloatArray, delta: float) -> float:
+    """Exact ε(δ) (the larger direction, at least 0) of the finite pair with log cell masses ``log_p`` (with
+    x′) and ``log_q`` (without): no loss grid, so no rounding. For the binned pair of an explicit dataset it
+    is a lower bound on the mechanism's ε(δ) (binning is a post-processing) and at least the ε of any
+    optimistically rounded PLD of the same cells."""
+    return max(0.0, _direction_epsilon(log_p, log_q, delta), _direction_epsilon(log_q, log_p, delta))
+
+
+def explicit_pair_masses(
+    *,
+    a: float,
+    b: float = 0.0,
+    participation: float,
+    sampling_rate: float,
+    local_dataset_size: int,
+    noise_multiplier: float,
+    cells_per_sigma: int | None = None,
+) -> tuple[FloatArray, FloatArray]:
+    """(log P, log Q) cell masses of the binned pair of the explicit dataset (a, b) (module docstring).
+
+    Client 1's d other records have gradient C(a·u + b·v), v ⊥ u (a² + b² ≤ 1); b = 0 is the auditor's
+    1-D family. ``cells_per_sigma`` sets the binning (default 256 on the line, 32 on the plane: keep the
+    2-D grid ≤ 64).
+    """
+    p = check_probability("participation", participation)
+    q = check_probability("sampling_rate", sampling_rate)
+    d = check_int("local_dataset_size", local_dataset_size, minimum=0, maximum=1_000_000)
+    z = check_positive("noise_multiplier", noise_multiplier)
+    a_ = check_range("a", a, -1.0, 1.0)
+    b_ = check_range("b", b, 0.0, 1.0)
+    if a_ * a_ + b_ * b_ > 1.0 + 1e-9:
+        raise ValueError(f"a**2 + b**2 must be at most 1 (gradient norm at most C). Found a={a_}, b={b_}.")
+    default_cells = 256 if b_ == 0.0 else 32
+    cells = check_int("cells_per_sigma", cells_per_sigma or default_cells, minimum=4, maximum=4096)
+    return _explicit_log_masses(a_, b_, p, q, d, z, cells)
+
+
 def explicit_pair_pld(
     *,
     a: float,
@@ -156,23 +215,18 @@ def explicit_pair_pld(
     value_discretization_interval: float = 1e-4,
     cells_per_sigma: int | None = None,
 ) -> pld_lib.PrivacyLossDistribution:
-    """Optimistic PLD (a lower bound, both directions) of the explicit dataset (a, b) (module docstring).
-
-    Client 1's d other records have gradient C(a·u + b·v), v ⊥ u (a² + b² ≤ 1); b = 0 is the auditor's
-    1-D family. ``cells_per_sigma`` sets the binning (a 2-D grid when b ≠ 0: keep it ≤ 64).
-    """
-    p = check_probability("participation", participation)
-    q = check_probability("sampling_rate", sampling_rate)
-    d = check_int("local_dataset_size", local_dataset_size, minimum=0, maximum=1_000_000)
-    z = check_positive("noise_multiplier", noise_multiplier)
-    a_ = check_range("a", a, -1.0, 1.0)
-    b_ = check_range("b", b, 0.0, 1.0)
-    if a_ * a_ + b_ * b_ > 1.0 + 1e-9:
-        raise ValueError(f"a**2 + b**2 must be at most 1 (gradient norm at most C). Found a={a_}, b={b_}.")
+    """Optimistic PLD (a lower bound, both directions) of the explicit dataset (a, b): the cells of
+    :func:`explicit_pair_masses`, each loss rounded DOWN to the grid (module docstring)."""
     h = check_positive("value_discretization_interval", value_discretization_interval)
-    default_cells = 256 if b_ == 0.0 else 32
-    cells = check_int("cells_per_sigma", cells_per_sigma or default_cells, minimum=4, maximum=4096)
-    log_p, log_q = _explicit_log_masses(a_, b_, p, q, d, z, cells)
+    log_p, log_q = explicit_pair_masses(
+        a=a,
+        b=b,
+        participation=participation,
+        sampling_rate=sampling_rate,
+        local_dataset_size=local_dataset_size,
+        noise_multiplier=noise_multiplier,
+        cells_per_sigma=cells_per_sigma,
+    )
     loss = log_p - log_q
     return pld_lib.PrivacyLossDistribution(_rounded_pmf(loss, log_p, h), _rounded_pmf(-loss, log_q, h))
 
@@ -212,7 +266,9 @@ def explicit_epsilon(
 
     Two families: collinear, gradients a·C·u for a in ``a_values``; tilted, full norm at an angle θ (degrees,
     ``angles``) from x′, i.e. C(cos θ·u + sin θ·v). The best grid point is refined by ``refine``
-    golden-section steps within its family, between its grid neighbours.
+    golden-section steps within its family, between its grid neighbours. One round (T = 1): each dataset's
+    ε is its binned pair's exact ε (:func:`binned_pair_epsilon`, no loss grid); T > 1: the optimistic PLD on
+    a loss grid of ``value_discretization_interval`` = h composed T times, which lowers ε by less than T·h.
 
     Returns:
         An :class:`ExplicitSearch`: the largest ε found, its dataset, and the best collinear one.
@@ -223,17 +279,19 @@ def explicit_epsilon(
     def eps_of(a: float, b: float) -> float:
         key = (round(a, 12), round(b, 12))
         if key not in cache:
-            one = explicit_pair_pld(
-                a=key[0],
-                b=key[1],
-                participation=participation,
-                sampling_rate=sampling_rate,
-                local_dataset_size=local_dataset_size,
-                noise_multiplier=noise_multiplier,
-                value_discretization_interval=value_discretization_interval,
-            )
-            pld = one if t == 1 else one.self_compose(t)
-            cache[key] = max(0.0, float(pld.get_epsilon_for_delta(delta)))
+            kw = {
+                "a": key[0],
+                "b": key[1],
+                "participation": participation,
+                "sampling_rate": sampling_rate,
+                "local_dataset_size": local_dataset_size,
+                "noise_multiplier": noise_multiplier,
+            }
+            if t == 1:  # the binned pair's exact ε: no loss grid
+                cache[key] = binned_pair_epsilon(*explicit_pair_masses(**kw), delta)
+            else:
+                one = explicit_pair_pld(**kw, value_discretization_interval=value_discretization_interval)
+                cache[key] = max(0.0, float(one.self_compose(t).get_epsilon_for_delta(delta)))
         return cache[key]
 
     def tilted(theta: float) -> tuple[float, float]:
