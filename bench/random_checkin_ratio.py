@@ -17,6 +17,9 @@ and the ratios (≥ 1 always: the sound bounds are never below an explicit datas
   composed ε over the sound candidates (:func:`ampfl.accounting.random_checkin.pld_pairs.
   best_hidden_epsilon`: the refinement and the per-count noise split, issue 11-f), and which one won.
 
+- ``--verdict``: per row the explicit ε (one round: each dataset's binned pair's exact ε, no loss grid;
+  composed: loss grid 1e-5), ``event`` (what a DP-DSGD-RP run's ledger reports), ``best`` (as above).
+
 - ``--gap`` (issue 11 step 2a; rows selectable by ``--rows A:B``, indices into the settings list): per row,
   ``explicit`` (identical records, as above), ``two-type``: the best dataset with two record types (k records
   at g₁, d − k at g₂; :func:`ampfl.accounting.audit.random_checkin_datasets.search_record_types`, its PLD
@@ -27,6 +30,7 @@ and the ratios (≥ 1 always: the sound bounds are never below an explicit datas
 
     PYTHONPATH=src python bench/random_checkin_ratio.py [--quick] [--composed-only | --single-only]
     PYTHONPATH=src python bench/random_checkin_ratio.py --gap --rows 0:3 [--no-envelope]
+    PYTHONPATH=src python bench/random_checkin_ratio.py --verdict [--single-only | --composed-only]
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ A_SINGLE = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 A_COMPOSED = (0.0, 0.5, 1.0)
 ANGLES_COMPOSED = (30.0, 60.0, 90.0)
 SPLITS = (0.5, 0.7)
+#: loss grid of the composed explicit PLDs (optimistic rounding lowers a T-fold ε by < T·h: 0.005 at T = 500)
+EXPLICIT_COMPOSED_INTERVAL = 1e-5
 
 
 def single_settings(quick: bool) -> list[tuple[float, float, int, float, int, float]]:
@@ -87,6 +93,7 @@ def row(p: float, q: float, d: int, z: float, t: int, delta: float) -> tuple[flo
         a_values=A_SINGLE if t == 1 else A_COMPOSED,
         angles=(15.0, 30.0, 45.0, 60.0, 75.0, 90.0) if t == 1 else ANGLES_COMPOSED,
         refine=6 if t == 1 else 2,
+        value_discretization_interval=EXPLICIT_COMPOSED_INTERVAL,
     )
     return wcs, max(0.0, refined), found
 
@@ -212,6 +219,9 @@ def main() -> None:
     only.add_argument("--composed-only", action="store_true")
     parser.add_argument("--split-only", action="store_true", help="only the noise-split column, per row")
     parser.add_argument("--hidden-only", action="store_true", help="only the hidden-participation columns")
+    parser.add_argument(
+        "--verdict", action="store_true", help="explicit, the run's event and the best sound bound, per row"
+    )
     parser.add_argument("--min-noise", type=float, default=0.0, help="only rows with z at least this")
     parser.add_argument("--gap", action="store_true", help="two-type datasets and the envelope diagnostic")
     parser.add_argument("--no-envelope", action="store_true", help="with --gap: skip the envelope columns")
@@ -243,6 +253,23 @@ def main() -> None:
                 print(random_row(p, q, d, z, delta, args.random_types), flush=True)
             else:
                 print(gap_row(p, q, d, z, t, delta, not args.no_envelope), flush=True)
+        return
+    if args.verdict:
+        print(
+            "| p | q | d | z | T | δ | ε explicit (a, b) | ε event (a run's ledger) | ε best sound "
+            "| event ÷ explicit | best ÷ explicit | s |"
+        )
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for p, q, d, z, t, delta in settings:
+            t0 = time.perf_counter()
+            _, _, found = row(p, q, d, z, t, delta)
+            eps, best, _ = hidden_columns(p, q, d, z, t, delta)
+            print(
+                f"| {p:g} | {q:g} | {d} | {z:g} | {t} | {delta:g} | {found.epsilon:.4g} ({found.a:.2f}, "
+                f"{found.b:.2f}) | {eps:.4g} | {best:.4g} | {eps / found.epsilon:.3f} "
+                f"| {best / found.epsilon:.3f} | {time.perf_counter() - t0:.0f} |",
+                flush=True,
+            )
         return
     if args.hidden_only:
         print("| p | q | d | z | T | δ | ε event (hidden) | ε best | best pair | s |")

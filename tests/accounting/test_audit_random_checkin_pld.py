@@ -27,7 +27,10 @@ H = 1e-3  # a coarse grid keeps the tests fast; every relation below holds on an
 
 
 def _wcs_delta(p, q, d, z, eps, steps=1, interval=H):
-    event = RandomCheckInEvent(participation=p, sampling_rate=q, noise_multiplier=z, local_dataset_size=d)
+    """δ of Thm 5.2's pair (participation revealed), composed ``steps`` times."""
+    event = RandomCheckInEvent(
+        participation=p, sampling_rate=q, noise_multiplier=z, local_dataset_size=d, participation_hidden=False
+    )
     return PLDAccountant(interval, refine=False).compose(event, steps).get_delta(eps)
 
 

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +18,6 @@ from ampfl.accounting.audit.random_checkin_pld import (
     explicit_pair_masses,
     explicit_pair_pld,
 )
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 
 def _delta(pm: np.ndarray, qm: np.ndarray, eps: float) -> float:
@@ -76,7 +76,7 @@ def test_edge_cases():
 @pytest.mark.parametrize(("a", "d", "delta"), [(1.0, 10, 1e-5), (0.5, 4, 1e-6), (-0.6, 6, 1e-6)])
 def test_explicit_dataset_epsilon_is_a_close_lower_bound_of_the_exact_integral(a, d, delta):
     """1-D datasets: bisection on the exact integral (``true_delta``) gives the dataset's ε; the binned pair's
-    exact ε is at most that and within 0.5 % of it; the PLD rounded to a 1e-4 loss grid is 4–7 % lower here."""
+    exact ε is at most that and within 0.5 % of it; the PLD rounded to a 1e-4 loss grid is 4–7 % lower."""
     kw = {"participation": 0.1, "sampling_rate": 0.01, "local_dataset_size": d, "noise_multiplier": 3.0}
 
     def exact_delta(eps: float) -> float:

@@ -106,7 +106,7 @@ def test_reading_rarely_gives_the_same_floats_across_length_changes():
         for acc in (every, rare, once):
             acc.compose(event, 1)
         eps = every.get_epsilon(1e-6)
-        grid = every._grids[every._interval]
+        grid = every._grids[(0, every._interval)]
         assert grid is not None and grid._run is not None
         lengths.add(grid._run._remove._length)
         if t % 7 == 0:

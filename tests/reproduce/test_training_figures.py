@@ -146,7 +146,7 @@ def test_hasircioglu_training_figure_quick(
     assert float(wcs["noise_multiplier_paper_rates"]) == pytest.approx(
         float(wcs["noise_multiplier_printed"]), rel=0.01
     )
-    # the wcs run calibrated z with its PLD accountant on the event it composes: close to the closed form
+    # the wcs run uses Thm 5.2's closed-form z at the rescaled rates (participation revealed, as in 004)
     run = next(r for r in result["runs"] if r["method"] == "wcs")
     assert run["noise_multiplier"] == pytest.approx(float(wcs["noise_multiplier_fmnist_rates"]), rel=0.01)
     # the paper's curve uses the σ 004 prints for Thm 4.1, never σ = 0

@@ -212,8 +212,9 @@ class RandomCheckInEvent(PrivacyEvent):
 
     Accounting: :meth:`dominating` is the worst-case-sampling pair (004 Thm 5.2), sound in both cases, used by
     the RDP accountant. The PLD accountant uses :func:`ampfl.accounting.random_checkin.pld_pairs.
-    random_checkin_pld`: with hidden participation a tighter pair that depends on d
-    (docs/pld_random_checkin.md, issue 11).
+    random_checkin_pld`: with hidden participation a tighter pair that depends on d, and also composes a
+    second one (:func:`~ampfl.accounting.random_checkin.pld_pairs.count_split_alternative`), reporting the
+    smaller ε (docs/pld_random_checkin.md, issue 11).
     Thm 4.1's d-dependent bound is not sound (docs/audit.md).
     """
 

@@ -13,8 +13,9 @@ on the PLD accountant (default) or the RDP one, and ``paper`` by optimal composi
 
 ``analyses["hidden-participation"]`` (issue 11) is what an ampfl run accounts: the same event with
 participation hidden from the observer (004 §3.1: trusted server, secure channels; only the models are
-released) and ``--d`` an upper bound on the client's other records, on the PLD accountant — the empty-sample
-refinement of Thm 5.2's pair (:mod:`ampfl.accounting.random_checkin.pld_pairs`), never above ``wcs``.
+released) and ``--d`` an upper bound on the client's other records, on the PLD accountant — the smaller of
+two compositions, the empty-sample refinement of Thm 5.2's pair and the per-count noise split
+(:mod:`ampfl.accounting.random_checkin.pld_pairs`), never above ``wcs``.
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ HIDDEN = "hidden-participation"
 _HIDDEN_NOTE = (
     "Thm 5.2's pair refined for participation hidden from the observer (004 §3.1: trusted server, secure "
     "channels; only the models released) with --d an upper bound on the client's other records; PLD "
-    "accountant; what ampfl runs account (docs/pld_random_checkin.md)"
+    "accountant, the smaller of the empty-sample refinement and the per-count noise split; what ampfl runs "
+    "account (docs/pld_random_checkin.md)"
 )
 
 

@@ -15,6 +15,11 @@ convolution; tighter than RDP. It supports:
   (:mod:`ampfl.accounting.partition.subsampled_pld`);
 - self-composition and composition.
 
+Second pairs (issue 11): a hidden-participation random check-in round has two dominating pairs, neither below
+the other at every ε (:mod:`ampfl.accounting.random_checkin.pld_pairs`). Once such an event is composed, the
+accountant keeps a second composition of the same history with each of those rounds on its second pair
+(:func:`second_pld`) and answers the smaller ε (δ) of the two: both are upper bounds.
+
 Error: pessimistic rounding makes every reported ε and δ an upper bound; the discretisation interval
 (default 1e-4) bounds how loose (docs/accounting.md); small ε (below 2 × compositions × interval) are
 recomputed on 4× finer grids until two agree to 0.5% (``refine``, issue 11).
@@ -54,7 +59,7 @@ from ampfl.accounting.events import (
     SelfComposedEvent,
 )
 
-__all__ = ["PLD_DISCRETIZATION", "PLDAccountant", "event_pld"]
+__all__ = ["PLD_DISCRETIZATION", "PLDAccountant", "event_pld", "has_second_pair", "second_pld"]
 
 #: Default value discretisation interval of the privacy-loss grid.
 PLD_DISCRETIZATION = 1e-4
@@ -135,6 +140,27 @@ def event_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> pld_
     raise UnsupportedEventError(f"no PLD for {type(base).__name__} yet (use the rdp accountant).")
 
 
+def has_second_pair(event: PrivacyEvent) -> bool:
+    """Whether ``event`` has a second dominating pair the accountant also composes (module docstring)."""
+    if not isinstance(event, RandomCheckInEvent):
+        return False
+    from ampfl.accounting.random_checkin.pld_pairs import count_split_alternative
+
+    return count_split_alternative(event) is not None
+
+
+def second_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> pld_lib.PrivacyLossDistribution:
+    """The PLD of ``event``'s second pair if it has one (:func:`has_second_pair`), else :func:`event_pld`."""
+    if has_second_pair(event):
+        from ampfl.accounting.random_checkin.pld_pairs import count_split_random_checkin_pld
+
+        assert isinstance(event, RandomCheckInEvent)
+        return count_split_random_checkin_pld(
+            event, check_positive("value_discretization_interval", interval)
+        )
+    return event_pld(event, interval)
+
+
 def _partition_pld(event: ModelSplitEvent | DropoutEvent, h: float) -> pld_lib.PrivacyLossDistribution:
     from ampfl.accounting.partition.allocation_pld import model_split_pld_any
 
@@ -192,34 +218,58 @@ class PLDAccountant(Accountant):
         self._calls_seen: Calls = []
         self._steps = 0  # Σ count over the calls: the refinement's threshold, kept instead of re-summed
         self._version = 0
-        self._grids: dict[float, GridState | None] = {self._interval: GridState(self._one)}
+        self._pairs = 1  # 2 once an event with a second pair is composed (module docstring)
+        self._grids: dict[tuple[int, float], GridState | None] = {(0, self._interval): GridState(self._one)}
 
-    def _at(self, interval: float) -> GridState | None:
-        """The state on a finer grid (``None`` if dp-accounting cannot build it there), kept across rounds."""
-        if interval not in self._grids:
+    def _at(self, pair: int, interval: float) -> GridState | None:
+        """The state of composition ``pair`` (0: each event's pair, 1: the second pairs) on a grid (``None``
+        if dp-accounting cannot build it there), kept across rounds."""
+        if (pair, interval) not in self._grids:
             cache: dict[PrivacyEvent, pld_lib.PrivacyLossDistribution] = {}
+            build = event_pld if pair == 0 else second_pld
 
             def one(event: PrivacyEvent) -> pld_lib.PrivacyLossDistribution:
                 if event not in cache:
-                    cache[event] = event_pld(event, interval)
+                    cache[event] = build(event, interval)
                 return cache[event]
 
-            self._grids[interval] = GridState(one)
-        return self._grids[interval]
+            self._grids[(pair, interval)] = GridState(one)
+        return self._grids[(pair, interval)]
 
-    def _answer(self, kind: str, arg: float, value: Callable[[GridState], float]) -> float | None:
+    def _best(self, kind: str, arg: float, value: Callable[[GridState], float], small: float | None) -> float:
+        """The smaller ``value`` over the compositions (each refined, :meth:`_refined`; ``small``: the ε that
+        decides refining, ``None``: the answer itself); 0 for an empty history. A second composition that
+        cannot be built is left out (the first answers alone, as without it)."""
+        out: float | None = None
+        for pair in range(self._pairs):
+            try:
+                first = self._answer(pair, kind, arg, value)
+                if first is None:
+                    return 0.0
+                got = self._refined(pair, kind, arg, value, first, first if small is None else small)
+            except NumericalError:
+                if pair == 0:
+                    raise
+                self._grids[(pair, self._interval)] = None
+                continue
+            out = got if out is None else min(out, got)
+        assert out is not None
+        return out
+
+    def _answer(self, pair: int, kind: str, arg: float, value: Callable[[GridState], float]) -> float | None:
         """``value`` of the history on the reporting grid (cached per history); ``None`` when it is empty."""
         from ampfl.accounting.subsampling import dp_accounting_guard
 
-        grid = self._grids[self._interval]
-        assert grid is not None
+        grid = self._at(pair, self._interval)
+        if grid is None:
+            raise NumericalError("this composition could not be built on the reporting grid.")
         with dp_accounting_guard("PLD composition"):
             if not grid.advance(self._calls_seen):
                 return None
             return grid.answer(kind, arg, self._version, partial(value, grid))
 
     def _refined(
-        self, kind: str, arg: float, value: Callable[[GridState], float], out: float, small: float
+        self, pair: int, kind: str, arg: float, value: Callable[[GridState], float], out: float, small: float
     ) -> float:
         """``out`` = ``value`` on the reporting grid, refined while ``small`` < PLD_REFINE_BELOW ×
         compositions × grid (4× finer grids until two agree to PLD_REFINE_RTOL; the smaller of two upper
@@ -229,7 +279,7 @@ class PLDAccountant(Accountant):
         h = self._interval
         steps = self._steps
         while self._refine and 0.0 < small < PLD_REFINE_BELOW * steps * h and h / 4.0 >= PLD_MIN_INTERVAL:
-            grid = self._at(h / 4.0)
+            grid = self._at(pair, h / 4.0)
             if grid is None:
                 break
             try:
@@ -237,7 +287,9 @@ class PLDAccountant(Accountant):
                     grid.advance(self._calls_seen)
                     finer = grid.answer(kind, arg, self._version, partial(value, grid))
             except NumericalError:
-                self._grids[h / 4.0] = None  # this grid cannot hold the history: it will not hold more
+                self._grids[(pair, h / 4.0)] = (
+                    None  # this grid cannot hold the history: nor will it hold more
+                )
                 break
             h = h / 4.0
             done = abs(out - finer) <= PLD_REFINE_RTOL * abs(finer)
@@ -264,6 +316,8 @@ class PLDAccountant(Accountant):
         if count == 0:
             return
         self._one(event)
+        if self._pairs == 1 and has_second_pair(event):
+            self._pairs = 2
         self._calls_seen.append((event, count))
         self._steps += count
         self._version += 1
@@ -274,10 +328,7 @@ class PLDAccountant(Accountant):
         def value(grid: GridState) -> float:
             return grid.epsilon(dlt)
 
-        eps = self._answer("epsilon", dlt, value)
-        if eps is None:
-            return 0.0
-        return max(0.0, self._refined("epsilon", dlt, value, eps, eps))
+        return max(0.0, self._best("epsilon", dlt, value, None))
 
     def get_delta(self, target_epsilon: float) -> float:
         eps = check_nonnegative("epsilon", target_epsilon)
@@ -285,10 +336,7 @@ class PLDAccountant(Accountant):
         def value(grid: GridState) -> float:
             return float(grid.composed().get_delta_for_epsilon(eps))
 
-        dlt = self._answer("delta", eps, value)
-        if dlt is None:
-            return 0.0
-        return min(1.0, max(0.0, self._refined("delta", eps, value, dlt, eps)))
+        return min(1.0, max(0.0, self._best("delta", eps, value, eps)))
 
     def _state(self) -> dict[str, Any]:
         return {"value_discretization_interval": self._interval}

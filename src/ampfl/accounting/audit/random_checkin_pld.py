@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from dp_accounting.pld import pld_pmf
@@ -279,7 +280,7 @@ def explicit_epsilon(
     def eps_of(a: float, b: float) -> float:
         key = (round(a, 12), round(b, 12))
         if key not in cache:
-            kw = {
+            kw: dict[str, Any] = {
                 "a": key[0],
                 "b": key[1],
                 "participation": participation,

@@ -28,8 +28,9 @@ The four analyses (:data:`ANALYSES`; :data:`SOUND` says which are upper bounds, 
 
 Hidden participation (issue 11-f): ``RandomCheckInEvent.participation_hidden`` (default True: the observer
 sees the released sums only, 004 §3.1) lets the PLD accountant compose the empty-sample refinement of the
-``wcs`` pair (:mod:`.pld_pairs`, never looser); :func:`.pld_pairs.best_hidden_epsilon` also tries the
-per-count noise split (:mod:`.count_split`) and keeps the smallest composed ε. The ``wcs`` analysis keeps
+``wcs`` pair (:mod:`.pld_pairs`, never looser) and, as a second composition, the per-count noise split
+(:mod:`.count_split`; splits chosen at the refinement's one-round ε(1e-5)), reporting the smaller ε;
+:func:`.pld_pairs.best_hidden_epsilon` also tries a second choice of splits. The ``wcs`` analysis keeps
 Thm 5.2's meaning (its event sets ``participation_hidden=False``).
 
 Modules: :mod:`.analyses` (catalogue, events), :mod:`.theorem41`, :mod:`.per_iteration` (closed forms),

@@ -30,19 +30,40 @@ the update's scale 1/(p N q d) does not depend on who joined (004 §3.1's threat
 secure channels). The accounted release does not cover the run's logged metrics (participant count, sample
 count, train loss: un-noised functions of the data) nor what the server sees (it sums the clear g_i).
 
+**A second pair** (:func:`count_split_alternative`): the per-count noise split
+(:mod:`~ampfl.accounting.random_checkin.count_split`) is also a dominating pair of the hidden round, tighter
+than the refinement where participation is nearly hidden by the noise (z ≳ 2, small d·q: one round up to 4×
+smaller ε) but not at every ε (its tails are heavier), so neither pair is below the other after every
+composition. The PLD accountant composes the history with each (every random check-in round on the split pair,
+the other events unchanged) and reports the smaller ε (or δ): two upper bounds, so their minimum is one.
+
 Provenance: [C] (our derivation; docs/pld_random_checkin.md).
 """
 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from ampfl.accounting._checks import check_int, check_positive, check_probability
 from ampfl.accounting.events import RandomCheckInEvent
 
-__all__ = ["best_hidden_epsilon", "hidden_components", "random_checkin_pld", "refined_pld", "refined_weights"]
+__all__ = [
+    "COUNT_SPLIT_REFERENCE_DELTA",
+    "best_hidden_epsilon",
+    "count_split_alternative",
+    "count_split_random_checkin_pld",
+    "hidden_components",
+    "random_checkin_pld",
+    "refined_pld",
+    "refined_weights",
+]
+
+#: δ at which the PLD accountant's second pair for hidden participation chooses its per-count splits: at the
+#: refinement's one-round ε(δ) (:func:`count_split_alternative`).
+COUNT_SPLIT_REFERENCE_DELTA = 1e-5
 
 
 def refined_weights(
@@ -131,7 +152,9 @@ def best_hidden_epsilon(
 ) -> tuple[float, str]:
     """The smallest ε(δ) over candidate pairs for hidden participation, each composed ``iterations`` times
     (each is an upper bound, so their minimum is one): the refinement (the event's pair) and the per-count
-    noise split chosen at two reference ε (the refinement's one-round ε(δ) and ε_T(δ)/T). Returns (ε, name).
+    noise split chosen at two reference ε (the refinement's one-round ε(δ) and ε_T(δ)/T). One round is
+    answered from the closed forms (no loss grid), more by the PLDs on a grid of
+    ``value_discretization_interval``. Returns (ε, name).
     """
     from ampfl.accounting.random_checkin.count_split import count_split_components, count_splits, mixture_pld
 
@@ -143,8 +166,9 @@ def best_hidden_epsilon(
     h = check_positive("value_discretization_interval", value_discretization_interval)
 
     def composed(comps: list[tuple[float, float, float]]) -> float:
-        one = mixture_pld(comps, h)
-        return max(0.0, float((one if t == 1 else one.self_compose(t)).get_epsilon_for_delta(delta)))
+        if t == 1:  # closed forms, no loss grid
+            return _epsilon_at(comps, delta)
+        return max(0.0, float(mixture_pld(comps, h).self_compose(t).get_epsilon_for_delta(delta)))
 
     refined = hidden_components(p, q, d, z)
     best, name = composed(refined), "refined"
@@ -177,3 +201,37 @@ def random_checkin_pld(event: RandomCheckInEvent, h: float) -> pld_lib.PrivacyLo
     comps = hidden_components(event.participation, event.sampling_rate, event.local_dataset_size, z)
     with dp_accounting_guard("random check-in PLD"):
         return mixture_pld(comps, h)
+
+
+@lru_cache(maxsize=64)
+def count_split_alternative(event: RandomCheckInEvent) -> tuple[tuple[float, float, float], ...] | None:
+    """The components (weight, rate, std) of the per-count noise split that the PLD accountant composes as a
+    second pair for ``event`` (module docstring), or ``None`` when there is none: participation revealed,
+    d unknown or 0, p = 1, q = 1, z = 0 or ∞, or no count gains from a split. The splits are chosen at the
+    refinement's one-round ε(:data:`COUNT_SPLIT_REFERENCE_DELTA`) (a choice fixed by the event alone: any
+    choice is sound)."""
+    from ampfl.accounting.random_checkin.count_split import count_split_components, count_splits
+
+    p, q, d, z = event.participation, event.sampling_rate, event.local_dataset_size, event.noise_multiplier
+    if not event.participation_hidden or d is None or d == 0 or p >= 1.0 or q >= 1.0:
+        return None
+    if z <= 0.0 or math.isinf(z):
+        return None
+    reference = _epsilon_at(hidden_components(p, q, d, z), COUNT_SPLIT_REFERENCE_DELTA)
+    splits = count_splits(p, q, d, z, max(reference, 1e-6))
+    if not any(s > 0.0 for s in splits.values()):
+        return None
+    return tuple(count_split_components(p, q, d, z, splits))
+
+
+def count_split_random_checkin_pld(event: RandomCheckInEvent, h: float) -> pld_lib.PrivacyLossDistribution:
+    """The PLD of :func:`count_split_alternative`'s pair on a grid of ``h`` (it must exist)."""
+    from ampfl.accounting.random_checkin.count_split import mixture_pld
+    from ampfl.accounting.subsampling import check_pld_size, dp_accounting_guard
+
+    comps = count_split_alternative(event)
+    if comps is None:
+        raise ValueError("this random check-in event has no count-split pair.")
+    check_pld_size(min(c[2] for c in comps), h)
+    with dp_accounting_guard("random check-in PLD"):
+        return mixture_pld(list(comps), h)

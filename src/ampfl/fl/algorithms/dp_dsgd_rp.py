@@ -20,12 +20,13 @@ can be reproduced.
 
 Privacy (unit: one record). Whatever chose z, each round reports
 ``RandomCheckInEvent(participation=p, sampling_rate=q, noise_multiplier=z, local_dataset_size=d)`` and the
-run's accountant composes it (RDP: 004 Thm 5.2's worst-case-sampling pair; PLD: the tighter pair for hidden
-participation, :mod:`ampfl.accounting.random_checkin.pld_pairs`). Participation is hidden in what is
-released: the models w_t only; a joined client with an empty sample adds 0 to the sum, as a client that did
-not join, and the scale 1/(p N q d) is fixed (004 §3.1: trusted server, secure channels; the logged metrics
-— participants, examples, train loss — are un-noised diagnostics, not part of the release). d is an upper
-bound on the other records x′'s client uses: every client uses all its records and holds at most d.
+run's accountant composes it (RDP: 004 Thm 5.2's worst-case-sampling pair; PLD: the smaller ε of two
+tighter pairs for hidden participation, :mod:`ampfl.accounting.random_checkin.pld_pairs`). Participation is
+hidden in what is released: the models w_t only; a joined client with an empty sample adds 0 to the sum,
+as a client that did not join, and the scale 1/(p N q d) is fixed (004 §3.1: trusted server, secure
+channels; the logged metrics — participants, examples, train loss — are un-noised diagnostics, not part of
+the release). d is an upper bound on the other records x′'s client uses: every client uses all its records
+and holds at most d.
 z = 0 gives no guarantee (``privacy_unit`` None, ε = ∞).
 
 004 has "N clients with d samples each". d is ``local_dataset_size`` when given (a public bound: a client
