@@ -100,6 +100,7 @@ def test_mixed_history_and_resume():
         _event(participation_hidden=False),  # Thm 5.2's pair only
         RandomCheckInEvent(participation=0.1, sampling_rate=0.01, noise_multiplier=3.0),  # d unknown
         _event(p=0.5, q=0.01, d=10, z=1.0),  # no count gains from a split at z = 1
+        _event(p=0.5, q=0.5, d=18, z=4.0),  # splits chosen, but one round gains < 1 %: not worth composing
         _event(p=1.0),
     ],
 )
