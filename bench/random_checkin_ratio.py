@@ -20,6 +20,10 @@ and the ratios (≥ 1 always: the sound bounds are never below an explicit datas
 - ``--verdict``: per row the explicit ε (one round: each dataset's binned pair's exact ε, no loss grid;
   composed: loss grid 1e-5), ``event`` (what a DP-DSGD-RP run's ledger reports), ``best`` (as above).
 
+- ``--paths`` (one-round rows): the count-hidden path diagnostic (:func:`ampfl.accounting.audit.
+  random_checkin_envelope.count_hidden_path_epsilon`, an estimate from below of a relaxation that is an upper
+  bound), started from the best identical dataset.
+
 - ``--gap`` (issue 11 step 2a; rows selectable by ``--rows A:B``, indices into the settings list): per row,
   ``explicit`` (identical records, as above), ``two-type``: the best dataset with two record types (k records
   at g₁, d − k at g₂; :func:`ampfl.accounting.audit.random_checkin_datasets.search_record_types`, its PLD
@@ -31,6 +35,7 @@ and the ratios (≥ 1 always: the sound bounds are never below an explicit datas
     PYTHONPATH=src python bench/random_checkin_ratio.py [--quick] [--composed-only | --single-only]
     PYTHONPATH=src python bench/random_checkin_ratio.py --gap --rows 0:3 [--no-envelope]
     PYTHONPATH=src python bench/random_checkin_ratio.py --verdict [--single-only | --composed-only]
+    PYTHONPATH=src python bench/random_checkin_ratio.py --paths --single-only
 """
 
 from __future__ import annotations
@@ -49,7 +54,11 @@ from ampfl.accounting.audit.random_checkin_datasets import (
     search_record_types,
     types_pair_pld,
 )
-from ampfl.accounting.audit.random_checkin_envelope import envelope_epsilon, per_count_pld
+from ampfl.accounting.audit.random_checkin_envelope import (
+    count_hidden_path_epsilon,
+    envelope_epsilon,
+    per_count_pld,
+)
 from ampfl.accounting.audit.random_checkin_pld import ExplicitSearch, explicit_epsilon, refined_pld, split_pld
 from ampfl.accounting.events import RandomCheckInEvent
 from ampfl.accounting.random_checkin.pld_pairs import best_hidden_epsilon
@@ -222,6 +231,7 @@ def main() -> None:
     parser.add_argument(
         "--verdict", action="store_true", help="explicit, the run's event and the best sound bound, per row"
     )
+    parser.add_argument("--paths", action="store_true", help="one round: the count-hidden path diagnostic")
     parser.add_argument("--min-noise", type=float, default=0.0, help="only rows with z at least this")
     parser.add_argument("--gap", action="store_true", help="two-type datasets and the envelope diagnostic")
     parser.add_argument("--no-envelope", action="store_true", help="with --gap: skip the envelope columns")
@@ -253,6 +263,29 @@ def main() -> None:
                 print(random_row(p, q, d, z, delta, args.random_types), flush=True)
             else:
                 print(gap_row(p, q, d, z, t, delta, not args.no_envelope), flush=True)
+        return
+    if args.paths:
+        print("| p | q | d | z | δ | ε identical (straight) | ε count-hidden path | path ÷ identical | s |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for p, q, d, z, t, delta in settings:
+            if t != 1:
+                continue
+            t0 = time.perf_counter()
+            _, _, found = row(p, q, d, z, t, delta)
+            got = count_hidden_path_epsilon(
+                participation=p,
+                sampling_rate=q,
+                local_dataset_size=d,
+                noise_multiplier=z,
+                delta=delta,
+                reference_epsilon=found.epsilon,
+                start=(found.a, found.b),
+            )
+            print(
+                f"| {p:g} | {q:g} | {d} | {z:g} | {delta:g} | {got.start_epsilon:.5g} | {got.epsilon:.5g} "
+                f"| {got.epsilon / got.start_epsilon:.3f} | {time.perf_counter() - t0:.0f} |",
+                flush=True,
+            )
         return
     if args.verdict:
         print(

@@ -12,15 +12,23 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from ampfl.accounting.accountants import PLDAccountant
 from ampfl.accounting.audit.random_checkin_datasets import (
+    _log_masses,
     binned_delta,
     random_record_types,
     search_record_types,
     sum_distribution,
     types_pair_pld,
 )
-from ampfl.accounting.audit.random_checkin_envelope import envelope_epsilon, fixed_sum_deltas, per_count_pld
-from ampfl.accounting.audit.random_checkin_pld import explicit_pair_pld
+from ampfl.accounting.audit.random_checkin_envelope import (
+    count_hidden_path_epsilon,
+    envelope_epsilon,
+    fixed_sum_deltas,
+    per_count_pld,
+)
+from ampfl.accounting.audit.random_checkin_pld import binned_pair_epsilon, explicit_pair_pld
+from ampfl.accounting.events import RandomCheckInEvent
 from ampfl.accounting.random_checkin.count_split import count_split_components, count_splits, mixture_pld
 from ampfl.accounting.random_checkin.pld_pairs import best_hidden_epsilon, refined_pld
 
@@ -185,3 +193,28 @@ def test_random_three_type_search_is_reproducible_and_below_the_refinement():
     assert val == pytest.approx(binned_delta(types, **kw), rel=1e-12)
     ref = refined_pld(participation=0.3, sampling_rate=0.3, local_dataset_size=5, noise_multiplier=1.0)
     assert 0.0 < val <= ref.get_delta_for_epsilon(0.4)
+
+
+def test_count_hidden_path_search_starts_at_identical_records_and_stays_below_thm52():
+    """The straight start path is the identical-record dataset (same binned cells, exact ε); the search
+    only raises ε, and the relaxation (any law of S on its disk) is still dominated by Thm 5.2's pair."""
+    p, q, d, z, g = 0.1, 0.1, 4, 1.0, (0.5, math.sqrt(0.75))
+    found = count_hidden_path_epsilon(
+        participation=p,
+        sampling_rate=q,
+        local_dataset_size=d,
+        noise_multiplier=z,
+        delta=1e-5,
+        reference_epsilon=0.7,
+        start=g,
+        levels=3,
+    )
+    means, log_w = sum_distribution([(d, g)], q)
+    identical = binned_pair_epsilon(*_log_masses(means, log_w, p, q, z, 16, 10.0), 1e-5)
+    assert found.start_epsilon == pytest.approx(identical, rel=1e-9)
+    assert found.epsilon > 1.2 * found.start_epsilon  # curved paths beat the straight one at z = 1
+    wcs = RandomCheckInEvent(
+        participation=p, sampling_rate=q, noise_multiplier=z, local_dataset_size=d, participation_hidden=False
+    )
+    assert found.epsilon <= PLDAccountant().compose(wcs).get_epsilon(1e-5)
+    assert len(found.path) >= 2 and all(0.0 <= r <= 1.0 for r, _ in found.path)

@@ -22,6 +22,10 @@ v ≥ 0 by symmetry, then a local pattern search) and each δ_s is the binned pa
 "identical records with M revealed"), which separates the two reasons the identical-record datasets stay below
 the envelope: hiding M (explicit vs revealed) and one direction for all counts (revealed vs envelope).
 
+:func:`count_hidden_path_epsilon` looks the other way: M stays hidden, but given M = m the sum is a free
+point of its disk (a relaxation that contains every dataset), searched as a path over the counts; where it
+finds nothing above identical records, the gap left is the accountant's (docs/pld_random_checkin.md, (f)).
+
 Provenance: [C] (our construction; docs/pld_random_checkin.md).
 """
 
@@ -38,10 +42,17 @@ from scipy import stats
 from ampfl.accounting._checks import check_int, check_positive, check_probability
 from ampfl.accounting.audit._mixture_integral import FloatArray
 from ampfl.accounting.audit.random_checkin_datasets import _log_masses
-from ampfl.accounting.audit.random_checkin_pld import _rounded_pmf
+from ampfl.accounting.audit.random_checkin_pld import _rounded_pmf, binned_pair_epsilon
 from ampfl.accounting.random_checkin.count_split import _hockey
 
-__all__ = ["Envelope", "envelope_epsilon", "fixed_sum_deltas", "per_count_pld"]
+__all__ = [
+    "Envelope",
+    "PathSearch",
+    "count_hidden_path_epsilon",
+    "envelope_epsilon",
+    "fixed_sum_deltas",
+    "per_count_pld",
+]
 
 
 def fixed_sum_deltas(
@@ -251,3 +262,84 @@ def per_count_pld(
     log_q = np.concatenate([y for _, y in parts])
     loss = log_p - log_q
     return pld_lib.PrivacyLossDistribution(_rounded_pmf(loss, log_p, h), _rounded_pmf(-loss, log_q, h))
+
+
+@dataclass(frozen=True, slots=True)
+class PathSearch:
+    """Result of :func:`count_hidden_path_epsilon` (one round; estimates from below, see there).
+
+    Attributes:
+        epsilon: ε(δ) of the best path found; ``start_epsilon``: of the straight start path s_m = m·g;
+        ``path``: per count m = 1 … K, (‖s_m‖ / m, θ_m in degrees).
+    """
+
+    epsilon: float
+    start_epsilon: float
+    path: tuple[tuple[float, float], ...]
+
+
+def count_hidden_path_epsilon(
+    *,
+    participation: float,
+    sampling_rate: float,
+    local_dataset_size: int,
+    noise_multiplier: float,
+    delta: float,
+    reference_epsilon: float,
+    start: tuple[float, float] = (1.0, 0.0),
+    levels: int = 5,
+    cells_per_sigma: int = 16,
+) -> PathSearch:
+    """DIAGNOSTIC, one round: the count-hidden relaxation. M ~ Bin(d, q) stays hidden, but given M = m the
+    sum S is a free point s_m of the disk ‖s‖ ≤ m in the plane of x′ (every real dataset gives a mixture of
+    such points, so by convexity the relaxation's worst case is a path of points; it is an upper bound on
+    the mechanism that this search estimates from below). A pattern search over (‖s_m‖/m, θ_m) for the
+    counts of mass ≥ 1e-7 (heavier-tail counts stay on the start direction ``start`` = g), from the straight
+    path s_m = m·g (identical records), scored by the binned pair's δ at ``reference_epsilon``; ε(δ) of the
+    binned pair, exact (:func:`~ampfl.accounting.audit.random_checkin_pld.binned_pair_epsilon`)."""
+    p = check_probability("participation", participation)
+    q = check_probability("sampling_rate", sampling_rate)
+    d = check_int("local_dataset_size", local_dataset_size, minimum=1, maximum=100_000)
+    z = check_positive("noise_multiplier", noise_multiplier)
+    ref = check_positive("reference_epsilon", reference_epsilon)
+    ms = np.arange(d + 1)
+    w = stats.binom.pmf(ms, d, q)
+    keep = w > 1e-18
+    ms, log_w = ms[keep], np.log(w[keep])
+    k = max(1, int(ms[w[keep] > 1e-7].max()))
+    norm, angle = math.hypot(*start), math.degrees(math.atan2(start[1], start[0]))
+
+    def masses(path: np.ndarray) -> tuple[FloatArray, FloatArray]:
+        pts = np.zeros((ms.size, 2))
+        for i, m in enumerate(ms):
+            r, th = (path[m - 1] if 1 <= m <= k else (norm, angle)) if m > 0 else (0.0, 0.0)
+            pts[i] = (m * r * math.cos(math.radians(th)), m * r * math.sin(math.radians(th)))
+        return _log_masses(pts, log_w, p, q, z, cells_per_sigma, 10.0)
+
+    def score(path: np.ndarray) -> float:
+        lp, lq = masses(path)
+        pm, qm, e = np.exp(lp), np.exp(lq), math.exp(ref)
+        return float(max(np.maximum(pm - e * qm, 0.0).sum(), np.maximum(qm - e * pm, 0.0).sum()))
+
+    first = np.array([(norm, angle)] * k, dtype=np.float64)
+    path, best = first.copy(), score(first)
+    step_r, step_t = 0.1, 15.0
+    for _ in range(levels):
+        moved = True
+        while moved:
+            moved = False
+            for i in range(k):
+                for col, step in ((0, step_r), (0, -step_r), (1, step_t), (1, -step_t)):
+                    trial = path.copy()
+                    trial[i, col] = (
+                        min(max(trial[i, col] + step, 0.0), 1.0) if col == 0 else trial[i, col] + step
+                    )
+                    val = score(trial)
+                    if val > best * (1.0 + 1e-9):
+                        path, best, moved = trial, val, True
+        step_r, step_t = step_r / 2.0, step_t / 2.0
+    return PathSearch(
+        binned_pair_epsilon(*masses(path), delta),
+        binned_pair_epsilon(*masses(first), delta),
+        tuple((float(r), float(t)) for r, t in path),
+    )
