@@ -32,7 +32,12 @@ from scipy import stats
 
 from ampfl.accounting._checks import check_int, check_positive, check_probability
 from ampfl.accounting.audit._mixture_integral import FloatArray
-from ampfl.accounting.audit.random_checkin_pld import _log_cell_masses, _rounded_pmf, mix_cell_masses
+from ampfl.accounting.audit.random_checkin_pld import (
+    _log_cell_masses,
+    _rounded_pmf,
+    binned_pair_delta,
+    mix_cell_masses,
+)
 
 __all__ = [
     "DatasetSearch",
@@ -144,10 +149,7 @@ def binned_delta(
     the mechanism's δ(ε) (data processing; no loss grid)."""
     p, q, z = _check(participation, sampling_rate, noise_multiplier)
     means, log_w = sum_distribution(types, q)
-    log_p, log_q = _log_masses(means, log_w, p, q, z, cells_per_sigma, tail)
-    pm, qm = np.exp(log_p), np.exp(log_q)
-    e = math.exp(epsilon)
-    return float(max(np.maximum(pm - e * qm, 0.0).sum(), np.maximum(qm - e * pm, 0.0).sum()))
+    return binned_pair_delta(*_log_masses(means, log_w, p, q, z, cells_per_sigma, tail), epsilon)
 
 
 def types_pair_pld(

@@ -42,7 +42,7 @@ from scipy import stats
 from ampfl.accounting._checks import check_int, check_positive, check_probability
 from ampfl.accounting.audit._mixture_integral import FloatArray
 from ampfl.accounting.audit.random_checkin_datasets import _log_masses
-from ampfl.accounting.audit.random_checkin_pld import _rounded_pmf, binned_pair_epsilon
+from ampfl.accounting.audit.random_checkin_pld import _rounded_pmf, binned_pair_delta, binned_pair_epsilon
 from ampfl.accounting.random_checkin.count_split import _hockey
 
 __all__ = [
@@ -317,9 +317,7 @@ def count_hidden_path_epsilon(
         return _log_masses(pts, log_w, p, q, z, cells_per_sigma, 10.0)
 
     def score(path: np.ndarray) -> float:
-        lp, lq = masses(path)
-        pm, qm, e = np.exp(lp), np.exp(lq), math.exp(ref)
-        return float(max(np.maximum(pm - e * qm, 0.0).sum(), np.maximum(qm - e * pm, 0.0).sum()))
+        return binned_pair_delta(*masses(path), ref)
 
     first = np.array([(norm, angle)] * k, dtype=np.float64)
     path, best = first.copy(), score(first)

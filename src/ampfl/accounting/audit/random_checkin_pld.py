@@ -51,6 +51,7 @@ from ampfl.accounting.random_checkin.pld_pairs import refined_pld, refined_weigh
 
 __all__ = [
     "ExplicitSearch",
+    "binned_pair_delta",
     "binned_pair_epsilon",
     "explicit_epsilon",
     "explicit_pair_masses",
@@ -166,6 +167,12 @@ def _direction_epsilon(log_p: FloatArray, log_q: FloatArray, delta: float) -> fl
     if k == 0:  # no finite loss: δ(ε) = infinite ≤ delta everywhere
         return -math.inf
     return math.log((infinite + above_p[k] - delta) / above_q[k])
+
+
+def binned_pair_delta(log_p: FloatArray, log_q: FloatArray, epsilon: float) -> float:
+    """δ(ε) (the larger direction) of the finite pair with log cell masses ``log_p`` and ``log_q``."""
+    pm, qm, e = np.exp(log_p), np.exp(log_q), math.exp(epsilon)
+    return float(max(np.maximum(pm - e * qm, 0.0).sum(), np.maximum(qm - e * pm, 0.0).sum()))
 
 
 def binned_pair_epsilon(log_p: FloatArray, log_q: FloatArray, delta: float) -> float:
