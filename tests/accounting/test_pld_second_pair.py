@@ -122,3 +122,34 @@ def test_a_second_composition_that_cannot_be_built_is_left_out(monkeypatch):
     acc = PLDAccountant(H, refine=False).compose(event, 10)
     assert acc.get_epsilon(1e-5) == pytest.approx(expected, rel=1e-6)
     assert acc.get_epsilon(1e-5) == pytest.approx(expected, rel=1e-6)  # and again, once it is marked
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    p=st.floats(0.05, 0.9),
+    shrink=st.floats(0.0, 0.95),
+    q=st.floats(0.005, 0.5),
+    d=st.integers(1, 40),
+    z=st.floats(1.0, 5.0),
+    eps=st.floats(0.0, 3.0),
+)
+def test_pairs_grow_with_participation(p, shrink, q, d, z, eps):
+    """A client joining with p′ ≤ p (the sampler accounts max_i p_i): both pairs at p′, the split pair with
+    p's own splits, are below the pairs at p, in both directions (module docstring of pld_pairs)."""
+    from ampfl.accounting.random_checkin.count_split import (
+        count_split_components,
+        count_splits,
+        directional_deltas,
+    )
+
+    low = p * (1.0 - shrink)
+    refined_p, refined_low = hidden_components(p, q, d, z), hidden_components(low, q, d, z)
+    assert all(
+        directional_deltas(refined_low, eps) <= directional_deltas(refined_p, eps) * (1 + 1e-9) + 1e-15
+    )
+    splits = count_splits(p, q, d, z, 0.05)
+    split_p, split_low = (
+        count_split_components(p, q, d, z, splits),
+        count_split_components(low, q, d, z, splits),
+    )
+    assert all(directional_deltas(split_low, eps) <= directional_deltas(split_p, eps) * (1 + 1e-9) + 1e-15)

@@ -37,6 +37,13 @@ smaller ε) but not at every ε (its tails are heavier), so neither pair is belo
 composition. The PLD accountant composes the history with each (every random check-in round on the split pair,
 the other events unchanged) and reports the smaller ε (or δ): two upper bounds, so their minimum is one.
 
+**Monotone in p** (so p = max_i p_i bounds every client, :class:`~ampfl.fl.sampling.RandomCheckInSampler`).
+Both pairs, and the split pair for any fixed choice of splits, are public mixtures whose selector value v
+has probability P_v and includes x′ with probability q·A_v/P_v, where (A_v, P_v) is affine in p (e.g. the
+pooled group: A = p·Bin(0; d, q), P = Bin(0; d, q) + (1 − p)·Σ Bin(m; d, q) over revealing counts). Their δ at
+any ε, either direction, is Σ_v P_v·h(q·A_v/P_v) with h the (convex, h(0) = 0) δ of the subsampled
+Gaussian in its rate: a sum of perspectives of h, convex in p and 0 at p = 0, hence nondecreasing in p.
+
 Provenance: [C] (our derivation; docs/pld_random_checkin.md).
 """
 
