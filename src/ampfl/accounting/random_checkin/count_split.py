@@ -210,7 +210,7 @@ def _hockey(rate: FloatArray, std: FloatArray, eps: float) -> tuple[FloatArray, 
     """(remove, add) hockey-stick δ(ε) of r-subsampled Gaussians (closed forms; rate 0 gives 0)."""
     e = math.exp(eps)
     r = np.clip(rate, 1e-300, 1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # r → 0: x = +∞, δ terms 0
         x = std * std * np.log((e - (1.0 - r)) / r) + 0.5
         rem = (
             (1.0 - r) * special.ndtr(-x / std)
