@@ -110,17 +110,7 @@ def _config(
     elif label == "paper":  # the σ printed for Thm 4.1, never its z = 0 at the rescaled rates
         algorithm.update(clip=1.0, analysis="paper", noise_multiplier=PRINTED_SIGMA[figure]["paper"])
     elif label == "wcs":  # Thm 5.2 as the paper calibrates it (the run's own accountant would need less)
-        from ampfl.accounting.random_checkin import calibrate_noise_multiplier
-
-        z = calibrate_noise_multiplier(
-            analysis="wcs",
-            participation=s["p"],
-            sampling_rate=s["q"],
-            local_dataset_size=int(s["d"]),
-            epsilon=EPSILON,
-            delta=DELTA,
-        )
-        algorithm.update(clip=1.0, analysis="wcs", noise_multiplier=z)
+        algorithm.update(clip=1.0, analysis="wcs", noise_multiplier=_round_noise("wcs", s))
     else:
         algorithm.update(clip=1.0, analysis=label)
     return parse_config(
@@ -138,30 +128,29 @@ def _config(
     )
 
 
-def sigma_cross_check(figure: str) -> list[dict[str, Any]]:
-    """z of each analysis at the paper's own (p, q, d) and at the rescaled rates, next to 004's printed σ."""
+def _round_noise(analysis: str, rates: dict[str, Any]) -> float:
+    """z of ``analysis``'s closed-form calibration for the per-iteration (ε, δ) of 004 Sec. 6 at ``rates``
+    (keys p, q, d)."""
     from ampfl.accounting.random_checkin import calibrate_noise_multiplier
 
+    return calibrate_noise_multiplier(
+        analysis=analysis,
+        participation=rates["p"],
+        sampling_rate=rates["q"],
+        local_dataset_size=int(rates["d"]),
+        epsilon=EPSILON,
+        delta=DELTA,
+    )
+
+
+def sigma_cross_check(figure: str) -> list[dict[str, Any]]:
+    """z of each analysis at the paper's own (p, q, d) and at the rescaled rates, next to 004's printed σ."""
     rates = PAPER_RATES[figure]
     s = scenario(figure)
     rows = []
     for analysis, printed in PRINTED_SIGMA[figure].items():
-        ours = calibrate_noise_multiplier(
-            analysis=analysis,
-            participation=rates["p"],
-            sampling_rate=rates["q"],
-            local_dataset_size=int(rates["d"]),
-            epsilon=EPSILON,
-            delta=DELTA,
-        )
-        rescaled = calibrate_noise_multiplier(
-            analysis=analysis,
-            participation=s["p"],
-            sampling_rate=s["q"],
-            local_dataset_size=int(s["d"]),
-            epsilon=EPSILON,
-            delta=DELTA,
-        )
+        ours = _round_noise(analysis, rates)
+        rescaled = _round_noise(analysis, s)
         rows.append(
             {
                 "analysis": analysis,

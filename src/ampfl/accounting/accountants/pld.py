@@ -287,9 +287,8 @@ class PLDAccountant(Accountant):
                     grid.advance(self._calls_seen)
                     finer = grid.answer(kind, arg, self._version, partial(value, grid))
             except NumericalError:
-                self._grids[(pair, h / 4.0)] = (
-                    None  # this grid cannot hold the history: nor will it hold more
-                )
+                # this grid cannot hold the history: nor will it hold more
+                self._grids[(pair, h / 4.0)] = None
                 break
             h = h / 4.0
             done = abs(out - finer) <= PLD_REFINE_RTOL * abs(finer)

@@ -164,9 +164,10 @@ def _direction_epsilon(log_p: FloatArray, log_q: FloatArray, delta: float) -> fl
     at_breaks = infinite + above_p[:-1] - np.exp(loss) * above_q[:-1]
     over = at_breaks > delta  # False then True (δ grows as ε falls); at_breaks[0] = infinite ≤ delta
     k = int(np.argmax(over)) if over.any() else loss.size
-    if k == 0:  # no finite loss: δ(ε) = infinite ≤ delta everywhere
+    rest = infinite + above_p[k] - delta
+    if k == 0 or rest <= 0.0:  # no finite loss, or less than delta of mass: δ(ε) ≤ delta everywhere
         return -math.inf
-    return math.log((infinite + above_p[k] - delta) / above_q[k])
+    return math.log(rest / above_q[k])
 
 
 def binned_pair_delta(log_p: FloatArray, log_q: FloatArray, epsilon: float) -> float:
