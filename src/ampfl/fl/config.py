@@ -109,12 +109,22 @@ class PrivacyConfig(_Section):
             amplification used) or ``"no-amplification"`` (each event mapped by
             :func:`ampfl.accounting.unamplified.without_amplification`: the baseline amplification is measured
             against). Also applies to calibrating a ``target_epsilon``.
+        neighbouring: ``"add-remove"`` (default: neighbouring datasets differ by one unit added or removed;
+            every server step divides by a public constant declared in the config, never by a size computed
+            from the data) or ``"replace-one"`` (the dataset sizes are public: one unit replaced, sensitivity
+            2C; the normalisers may then come from the data; docs/threat_model.md).
+        reproducible: ``False`` (default): the privacy randomness (participation, sampling, noise, secret
+            blocks) comes from a per-run key drawn from the operating system and kept only in the private
+            checkpoint. ``True``: the key is derived from ``seed`` — a simulation, not a release (the summary
+            says ``privacy_randomness = "seeded: a simulation, not a release"``).
     """
 
     accountant: Literal["auto", "rdp", "pld"] = "auto"
     accounting: Literal["amplified", "no-amplification"] = "amplified"
     delta: float = Field(1e-5, gt=0, lt=1)
     max_epsilon: float | None = Field(None, gt=0)
+    neighbouring: Literal["add-remove", "replace-one"] = "add-remove"
+    reproducible: bool = False
 
 
 class AlgorithmConfig(_Section):

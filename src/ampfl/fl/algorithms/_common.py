@@ -73,8 +73,11 @@ class FederatedAlgorithm(Algorithm):
         seed: int,
         engine: Engine | None = None,
         privacy: PrivacyConfig | None = None,
+        privacy_key: int | None = None,
     ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
+        super().__init__(
+            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
+        )
         ds = task.dataset
         if task.num_clients < 1:
             raise ValueError("task must have at least one client.")

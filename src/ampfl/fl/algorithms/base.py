@@ -7,9 +7,16 @@ them in the run's one accountant (``ampfl.fl.privacy``), calls :meth:`Algorithm.
 never compute ε themselves (issue 10, part 6).
 
 Randomness rule: every random draw of round r comes from a generator seeded by
-``np.random.SeedSequence([seed, r, role])`` (see :meth:`Algorithm.rng` and :meth:`Algorithm.torch_generator`),
+``np.random.SeedSequence([root, r, role])`` (see :meth:`Algorithm.rng` and :meth:`Algorithm.torch_generator`),
 one per role (sampling, data, noise, ...), never from a global RNG. A run resumed from a checkpoint after
 round r therefore continues bit-identically to an uninterrupted one.
+
+Two roots (issue 26, docs/threat_model.md): the *public* roles (:data:`PUBLIC_ROLES`: initialisation and
+evaluation) use the run's ``seed``, which the config and the summary publish; every other role — the
+randomness a privacy guarantee rests on: participation, cohort and local sampling, noise, secret blocks and
+masks — uses :attr:`Algorithm.privacy_key`, a 128-bit key drawn from the operating system's entropy unless
+``[privacy] reproducible = true`` (then the key is the seed: a simulation, not a release). A new role is
+secret unless it is added to :data:`PUBLIC_ROLES`. The run keeps the key only in its private checkpoint.
 """
 
 from __future__ import annotations
@@ -41,6 +48,16 @@ ROLE_NOISE = 3
 ROLE_CHECKIN = 4
 ROLE_EVAL = 5
 
+#: Roles whose draws are public (derived from the published ``seed``); every other role is privacy randomness.
+PUBLIC_ROLES = frozenset({ROLE_INIT, ROLE_EVAL})
+
+
+def new_privacy_key() -> int:
+    """A fresh 128-bit privacy key from the operating system's entropy (:mod:`secrets`)."""
+    import secrets
+
+    return secrets.randbits(128)
+
 
 class Algorithm(ABC):
     """A federated learning algorithm on the simulator.
@@ -63,6 +80,8 @@ class Algorithm(ABC):
         engine: the engine running the clients' local work; a default vectorised engine when None.
         privacy: the run's ``[privacy]`` settings (accountant, δ), used to calibrate a ``target_epsilon``;
             the defaults when None.
+        privacy_key: the root of the privacy randomness (module docstring); when None, the seed if
+            ``privacy.reproducible`` else a fresh key from the operating system (:func:`new_privacy_key`).
     """
 
     name: ClassVar[str]
@@ -78,6 +97,7 @@ class Algorithm(ABC):
         seed: int,
         engine: Engine | None = None,
         privacy: PrivacyConfig | None = None,
+        privacy_key: int | None = None,
     ) -> None:
         if not isinstance(params, self.Params):
             raise ValueError(
@@ -93,16 +113,24 @@ class Algorithm(ABC):
             from ampfl.fl.config import PrivacyConfig
 
             privacy = PrivacyConfig.model_validate({})
+        if privacy_key is None:
+            privacy_key = int(seed) if privacy.reproducible else new_privacy_key()
+        elif isinstance(privacy_key, bool) or not isinstance(privacy_key, int) or privacy_key < 0:
+            raise ValueError(f"privacy_key must be a non-negative integer. Found {privacy_key!r}.")
         self.params = params
         self.task = task
         self.seed = int(seed)
+        #: Root of the privacy randomness: secret (never in the config, summary or metrics).
+        self.privacy_key = int(privacy_key)
         self.engine = engine
         self.privacy = privacy
 
     # -- randomness -----------------------------------------------------------------------------------
     def seed_sequence(self, round_index: int, role: int) -> np.random.SeedSequence:
-        """The seed sequence of one role in one round (``round_index = -1`` for initialisation)."""
-        return np.random.SeedSequence([self.seed, int(round_index) + 1, int(role)])
+        """The seed sequence of one role in one round (``round_index = -1`` for initialisation): rooted at the
+        public ``seed`` for :data:`PUBLIC_ROLES`, at the secret :attr:`privacy_key` otherwise."""
+        root = self.seed if role in PUBLIC_ROLES else self.privacy_key
+        return np.random.SeedSequence([root, int(round_index) + 1, int(role)])
 
     def rng(self, round_index: int, role: int) -> np.random.Generator:
         """A numpy generator for one role in one round."""

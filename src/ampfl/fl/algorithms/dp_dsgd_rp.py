@@ -101,8 +101,11 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
         seed: int,
         engine: Engine | None = None,
         privacy: PrivacyConfig | None = None,
+        privacy_key: int | None = None,
     ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
+        super().__init__(
+            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
+        )
         self.p: DPDSGDRPParams = params  # type: ignore[assignment]
         n = task.num_clients
         sizes = task.client_sizes()
@@ -203,7 +206,12 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
     def server_update(self, total: torch.Tensor, generator: torch.Generator) -> None:
         """Server side (Eq. 4 and momentum): ĝ = (Σ_i g_i + N(0, σ²I)) / (p N q d), w ← w − η v."""
         noise = torch.randn(total.shape, generator=generator) * self.noise_std
-        g_hat = (total + noise) * self.scale()  # Eq. (4)
+        self.apply_noised_sum(total + noise)
+
+    def apply_noised_sum(self, noised: torch.Tensor) -> None:
+        """Server side after the noise (Eq. 4 and momentum) on Σ_i g_i + N(0, σ²I), however it was noised
+        (centrally by :meth:`server_update`, or by the clients' noise shares under secure aggregation)."""
+        g_hat = noised * self.scale()  # Eq. (4)
         self.velocity = self.p.momentum * self.velocity + g_hat
         self.global_params = self.global_params - self.p.learning_rate * self.velocity
 

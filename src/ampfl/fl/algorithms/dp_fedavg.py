@@ -78,8 +78,11 @@ class DPFedAvg(FederatedAlgorithm):
         seed: int,
         engine: Engine | None = None,
         privacy: PrivacyConfig | None = None,
+        privacy_key: int | None = None,
     ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
+        super().__init__(
+            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
+        )
         self.p: DPFedAvgParams = params  # type: ignore[assignment]
         self.sampler = self.make_cohort_sampler(self.p)
         self.neighboring_relation = self.sampler.neighboring_relation
@@ -150,5 +153,10 @@ class DPFedAvg(FederatedAlgorithm):
         else:  # shares N(0, z²C²/m) per client; they sum to N(0, z²C²) (fixed cohort of size m)
             shares = torch.randn((num_clients, self.global_params.numel()), generator=generator)
             noise = (shares * (std / math.sqrt(num_clients))).sum(0)
+        return self.apply_noised_sum(total + noise)
+
+    def apply_noised_sum(self, noised: torch.Tensor) -> torch.Tensor:
+        """The new global model w + η_s · noised / m̄ from Σ_i Δ̃_i + ξ, however it was noised (centrally by
+        :meth:`server_update`, or by the clients' noise shares under secure aggregation)."""
         expected = self.sampler.expected_cohort()
-        return self.global_params + self.p.server_learning_rate * (total + noise) / expected
+        return self.global_params + self.p.server_learning_rate * noised / expected

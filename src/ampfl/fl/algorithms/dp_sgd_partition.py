@@ -119,8 +119,11 @@ class DPSGDPartition(FederatedAlgorithm):
         seed: int,
         engine: Engine | None = None,
         privacy: PrivacyConfig | None = None,
+        privacy_key: int | None = None,
     ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
+        super().__init__(
+            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
+        )
         self.p: DPSGDPartitionParams = params  # type: ignore[assignment]
         p = self.p
         n = task.num_clients

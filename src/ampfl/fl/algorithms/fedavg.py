@@ -39,8 +39,11 @@ class FedAvg(FederatedAlgorithm):
         seed: int,
         engine: Engine | None = None,
         privacy: PrivacyConfig | None = None,
+        privacy_key: int | None = None,
     ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
+        super().__init__(
+            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
+        )
         self.p: FedAvgParams = params  # type: ignore[assignment]
         self.sampler = self.make_cohort_sampler(self.p)
 

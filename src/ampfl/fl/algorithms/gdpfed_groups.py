@@ -89,8 +89,11 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
         seed: int,
         engine: Engine | None = None,
         privacy: PrivacyConfig | None = None,
+        privacy_key: int | None = None,
     ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
+        super().__init__(
+            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
+        )
         self.p: GroupParams = params  # type: ignore[assignment]
         self.labels, self.budgets = self._groups()
         g = self.budgets.size

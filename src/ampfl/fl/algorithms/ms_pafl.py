@@ -102,8 +102,11 @@ class MSPAFL(FederatedAlgorithm):
         seed: int,
         engine: Engine | None = None,
         privacy: PrivacyConfig | None = None,
+        privacy_key: int | None = None,
     ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
+        super().__init__(
+            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
+        )
         self.p: MSPAFLParams = params  # type: ignore[assignment]
         n = task.num_clients
         if isinstance(self.p.participation, list) and len(self.p.participation) != n:

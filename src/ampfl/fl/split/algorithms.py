@@ -66,8 +66,11 @@ class SplitFed(SplitAlgorithm):
         seed: int,
         engine: Engine | None = None,
         privacy: PrivacyConfig | None = None,
+        privacy_key: int | None = None,
     ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
+        super().__init__(
+            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
+        )
         self.bottom = self.initial_bottom.clone()
 
     def _stacked(self, leaves: list[torch.Tensor], step: int) -> list[torch.Tensor]:
@@ -107,8 +110,11 @@ class Standalone(SplitFed):
         seed: int,
         engine: Engine | None = None,
         privacy: PrivacyConfig | None = None,
+        privacy_key: int | None = None,
     ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
+        super().__init__(
+            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
+        )
         self.store = self.initial_bottom.expand(task.num_clients, -1).clone()
 
     def run_round(self, round_index: int) -> dict[str, float]:
@@ -167,8 +173,11 @@ class PMSFL(SplitAlgorithm):
         seed: int,
         engine: Engine | None = None,
         privacy: PrivacyConfig | None = None,
+        privacy_key: int | None = None,
     ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
+        super().__init__(
+            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
+        )
         self.p: PMSFLParams = params  # type: ignore[assignment]
         d = self.initial_bottom.numel()
         self.weights = self.initial_bottom  # frozen (003 Sec. 4.1)

@@ -134,8 +134,11 @@ class SplitAlgorithm(Algorithm):
         seed: int,
         engine: Engine | None = None,
         privacy: PrivacyConfig | None = None,
+        privacy_key: int | None = None,
     ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
+        super().__init__(
+            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
+        )
         self.sp: SplitParams = params  # type: ignore[assignment]
         if task.model != SPLIT_MODEL:
             raise ValueError(
