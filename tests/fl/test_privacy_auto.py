@@ -59,8 +59,17 @@ class _Fake(Algorithm):
         target_epsilon: float | None = None
         num_rounds: int = 4
 
-    def __init__(self, params: BaseModel, task: Task, *, seed: int, engine: Any = None, privacy: Any = None):
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
+    def __init__(
+        self,
+        params: BaseModel,
+        task: Task,
+        *,
+        seed: int,
+        engine: Any = None,
+        privacy: Any = None,
+        privacy_key: int | None = None,
+    ):
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         p: Any = params
         self.p = p
         self.noise_multiplier = float(p.noise_multiplier)

@@ -76,9 +76,16 @@ class NoisyAveraging(Algorithm):
         event_noise: float = Field(4.0, gt=0)
 
     def __init__(
-        self, params: BaseModel, task: Task, *, seed: int, engine: Any = None, privacy: Any = None
+        self,
+        params: BaseModel,
+        task: Task,
+        *,
+        seed: int,
+        engine: Any = None,
+        privacy: Any = None,
+        privacy_key: int | None = None,
     ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy)
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         generator = self.torch_generator(-1, 0)
         self.weights = torch.randn(task.dataset.x_train.shape[1], generator=generator) * 0.01
         self.visits = np.zeros(task.num_clients, dtype=np.int64)

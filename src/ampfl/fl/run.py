@@ -4,13 +4,21 @@ A run folder holds:
 
 - ``config.json`` and ``config.toml``: the resolved configuration (every default filled in; the TOML file
   can be given back to ``ampfl run``);
-- ``metrics.jsonl``: one JSON object per evaluated round: ``round`` (rounds done), the round's training
-  metrics, the test metrics (always ``accuracy``), ``epsilon`` (composed so far, at the run's δ), ``delta``
-  and ``wall_seconds``;
-- ``checkpoint.pt``: the latest checkpoint (``torch.save`` of the algorithm's ``state_dict()``, the run
-  accountant's ``state_dict()``, the number of rounds done, the metrics so far, the global torch RNG state and
-  the configuration), replaced atomically;
-- ``summary.json`` and the plots ``accuracy.png`` and ``epsilon.png`` at the end.
+- ``metrics.jsonl`` (released): one JSON object per evaluated round: ``round`` (rounds done), the metrics of
+  released models on held-out data (the algorithm's ``released_metrics``, always ``accuracy`` for a global
+  model), ``epsilon`` (composed so far, at the run's δ), ``delta`` and ``wall_seconds``;
+- ``diagnostics.jsonl`` (NOT differentially private, keep it on the trusted side): a header line, then per
+  evaluated round the statistics of the private training data (participants, examples, train loss, clipped
+  fraction, accuracy on clients' own data, ...): :mod:`ampfl.fl.release`;
+- ``checkpoint.pt`` (private): the latest checkpoint (``torch.save`` of the algorithm's ``state_dict()``, the
+  run accountant's ``state_dict()``, the privacy key, the number of rounds done, the lines so far, the global
+  torch RNG state and the configuration), replaced atomically;
+- ``summary.json`` (released) and the plots ``accuracy.png`` and ``epsilon.png`` at the end; the summary
+  states ``protects_against``, ``participation_hidden_from``, ``neighbouring`` and ``privacy_randomness``.
+
+docs/threat_model.md has the table of every file and whether ε covers it. The privacy randomness comes from
+a per-run secret key (``Algorithm.privacy_key``), kept only in the checkpoint, unless ``[privacy]
+reproducible = true``.
 
 Privacy (``ampfl.fl.privacy``): the run owns one accountant (``[privacy] accountant``). Before round r it asks
 the algorithm for the round's events, stops if they would push ε above ``[privacy] max_epsilon``
@@ -40,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from ampfl.fl.config import RunConfig, config_to_dict, to_toml
 from ampfl.fl.divergence import TrainingDiverged, diverged_message, numerical_failure
 from ampfl.fl.ledger_thread import LedgerThread
+from ampfl.fl.release import DIAGNOSTICS, DIAGNOSTICS_HEADER, privacy_randomness, split_line, threat_model
 from ampfl.fl.run_folder import (
     CHECKPOINT,
     CONFIG_JSON,
@@ -59,6 +68,7 @@ __all__ = [  # the run folder's names and checkpoint functions are re-exported f
     "CHECKPOINT",
     "CONFIG_JSON",
     "CONFIG_TOML",
+    "DIAGNOSTICS",
     "METRICS",
     "RESUMABLE_CHANGES",
     "SUMMARY",
@@ -69,6 +79,7 @@ __all__ = [  # the run folder's names and checkpoint functions are re-exported f
     "load_checkpoint",
     "run_experiment",
     "run_or_reuse",
+    "run_privacy_key",
     "save_checkpoint",
 ]
 
@@ -113,17 +124,37 @@ def build_engine(config: RunConfig) -> Engine:
 
 
 def build_algorithm(
-    config: RunConfig, task: Task, *, algorithms: Mapping[str, type[Algorithm]] | None = None
+    config: RunConfig,
+    task: Task,
+    *,
+    algorithms: Mapping[str, type[Algorithm]] | None = None,
+    privacy_key: int | None = None,
 ) -> Algorithm:
-    """Instantiate the configured algorithm on ``task``."""
+    """Instantiate the configured algorithm on ``task`` (``privacy_key``: the root of its privacy randomness;
+    None: the seed under ``[privacy] reproducible``, else a fresh secret key)."""
     if algorithms is None:
         from ampfl.fl.algorithms import ALGORITHMS
 
         algorithms = ALGORITHMS
     cls = algorithms[config.algorithm.name]
     return cls(
-        config.algorithm.params, task, seed=config.seed, engine=build_engine(config), privacy=config.privacy
+        config.algorithm.params,
+        task,
+        seed=config.seed,
+        engine=build_engine(config),
+        privacy=config.privacy,
+        privacy_key=privacy_key,
     )
+
+
+def run_privacy_key(config: RunConfig, checkpoint: Mapping[str, Any] | None) -> int:
+    """The privacy key of a run: the checkpoint's on resume (a checkpoint written before keys existed was
+    seeded), the seed under ``[privacy] reproducible``, else a fresh key from the operating system."""
+    from ampfl.fl.algorithms.base import new_privacy_key
+
+    if checkpoint is not None:
+        return int(checkpoint.get("privacy_key", config.seed))
+    return config.seed if config.privacy.reproducible else new_privacy_key()
 
 
 def _run_experiment(
@@ -172,8 +203,12 @@ def _run_experiment(
         task = build_task(config)
     from ampfl.fl.privacy import algorithm_and_ledger
 
+    key = run_privacy_key(config, checkpoint)
+
     def build(privacy: Any) -> Algorithm:  # "auto" resolved once: the ledger's accountant calibrates too
-        return build_algorithm(config.model_copy(update={"privacy": privacy}), on, algorithms=algorithms)
+        return build_algorithm(
+            config.model_copy(update={"privacy": privacy}), on, algorithms=algorithms, privacy_key=key
+        )
 
     on = task
     algorithm, ledger = algorithm_and_ledger(build, config.privacy)
@@ -181,6 +216,8 @@ def _run_experiment(
     atomic_write_json(out / CONFIG_JSON, resolved)
     atomic_write_text(out / CONFIG_TOML, to_toml(resolved))
     metrics: list[dict[str, Any]] = []
+    diagnostics: list[dict[str, Any]] = []
+    released = tuple(algorithm.released_metrics)
     rounds_done = 0
     wall_before = 0.0
     if checkpoint is not None:
@@ -191,9 +228,13 @@ def _run_experiment(
         torch.set_rng_state(checkpoint["torch_rng_state"])
         rounds_done = int(checkpoint["rounds_done"])
         metrics = list(checkpoint["metrics"])
+        diagnostics = list(checkpoint.get("diagnostics", []))
         wall_before = float(checkpoint["wall_seconds"])
     # Lines written after the last checkpoint by an interrupted run are dropped here.
     atomic_write_text(out / METRICS, "".join(dumps_json(line) + "\n" for line in metrics))
+    atomic_write_text(
+        out / DIAGNOSTICS, "".join(dumps_json(line) + "\n" for line in [DIAGNOSTICS_HEADER, *diagnostics])
+    )
 
     last = config.rounds if stop_after is None else min(config.rounds, max(stop_after, rounds_done))
 
@@ -219,15 +260,26 @@ def _run_experiment(
                 break
             pending.pop(0)
             last = _with_privacy(line, seconds, fields.result())
-            metrics.append(last)
-            handle.write(dumps_json(last) + "\n")
+            release, diagnostic = split_line(last, released)
+            metrics.append(release)
+            diagnostics.append(diagnostic)
+            handle.write(dumps_json(release) + "\n")
             handle.flush()
+            diagnostics_handle.write(dumps_json(diagnostic) + "\n")
+            diagnostics_handle.flush()
         return last
 
     def checkpoint_now(done: int) -> None:
         books.drain()
         save_checkpoint(
-            out, algorithm, rounds_done=done, metrics=metrics, config=resolved, wall=wall(), privacy=ledger
+            out,
+            algorithm,
+            rounds_done=done,
+            metrics=metrics,
+            diagnostics=diagnostics,
+            config=resolved,
+            wall=wall(),
+            privacy=ledger,
         )
 
     saved_at = rounds_done if checkpoint is not None else -1
@@ -235,6 +287,7 @@ def _run_experiment(
     with _progress_bar(progress, config.rounds, rounds_done, label or config.algorithm.name) as advance:
         with (
             open(out / METRICS, "a", encoding="utf-8") as handle,
+            open(out / DIAGNOSTICS, "a", encoding="utf-8") as diagnostics_handle,
             _ledger_thread(books, lambda: write_done(wait=True, quiet=True)),
         ):
             for round_index in range(rounds_done, last):
@@ -284,27 +337,33 @@ def _run_experiment(
     final = metrics[-1] if metrics else None
     if final is None:  # no evaluation ran (a run stopped before its first round)
         fields = _privacy_fields(ledger, algorithm.group_budgets())
-        final = _with_privacy(_evaluation_line(algorithm, done, {}), wall(), fields)
-    files = (
-        write_plots(out, metrics, title=f"{config.algorithm.name} on {config.dataset.name}") if plots else []
-    )
+        final = split_line(_with_privacy(_evaluation_line(algorithm, done, {}), wall(), fields), released)[0]
+    headline = released[0] if released else "accuracy"
+    title = f"{config.algorithm.name} on {config.dataset.name}"
+    files = write_plots(out, metrics, title=title, metric=headline) if plots else []
     summary: dict[str, Any] = {
         "algorithm": config.algorithm.name,
         "dataset": config.dataset.name,
         "rounds": config.rounds,
         "rounds_completed": done,
         "stopped": stopped,
-        "final_accuracy": final["accuracy"],
+        "final_accuracy": final.get(headline),
+        "accuracy_metric": headline,  # the released metric final_accuracy and best_accuracy report
         "epsilon": ledger.epsilon(),
         "delta": ledger.delta,
         "max_epsilon": config.privacy.max_epsilon,
         "privacy_unit": algorithm.privacy_unit,
+        "neighbouring": config.privacy.neighbouring if ledger.private else None,
+        **threat_model(private=ledger.private),
+        "privacy_randomness": privacy_randomness(config.privacy.reproducible),
         "accountant": ledger.kind,  # the resolved one ("pld" or "rdp"; None without a guarantee)
         "accountant_requested": config.privacy.accountant if ledger.private else None,
         "accounting": config.privacy.accounting if ledger.private else "none",
         "analysis": ledger.analysis(),
         "wall_seconds": wall(),
-        "best_accuracy": max((m["accuracy"] for m in metrics), default=final["accuracy"]),
+        "best_accuracy": max(
+            (m[headline] for m in metrics if m.get(headline) is not None), default=final.get(headline)
+        ),
         "final_metrics": final,
         "num_clients": task.num_clients,
         "partition": config.partition.scheme,
@@ -316,7 +375,8 @@ def _run_experiment(
         "completed": True,
         "out_dir": str(out),
         "files": [
-            str(out / name) for name in (CONFIG_JSON, CONFIG_TOML, METRICS, CHECKPOINT, SUMMARY, *files)
+            str(out / name)
+            for name in (CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, CHECKPOINT, SUMMARY, *files)
         ],
     }
     atomic_write_json(out / SUMMARY, summary)

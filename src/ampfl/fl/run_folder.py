@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ampfl.fl.release import DIAGNOSTICS
 from ampfl.fl.run_plots import ACCURACY_PNG, EPSILON_PNG
 from ampfl.io import atomic_write_bytes
 
@@ -30,6 +31,7 @@ __all__ = [
     "clear_run_folder",
     "load_checkpoint",
     "open_run_folder",
+    "read_lines",
     "save_checkpoint",
 ]
 
@@ -51,10 +53,28 @@ def clear_run_folder(folder: str | Path) -> None:
     Used by the demo and the figure reproductions, which own their run folders and may run again.
     """
     path = Path(folder)
-    for name in (CONFIG_JSON, CONFIG_TOML, METRICS, CHECKPOINT, SUMMARY, ACCURACY_PNG, EPSILON_PNG):
+    names = (CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, CHECKPOINT, SUMMARY, ACCURACY_PNG, EPSILON_PNG)
+    for name in names:
         (path / name).unlink(missing_ok=True)
     if path.is_dir() and not any(path.iterdir()):
         path.rmdir()
+
+
+def read_lines(folder: str | Path, *, diagnostics: bool = False) -> list[dict[str, Any]]:
+    """The evaluation lines of a run folder's ``metrics.jsonl``; with ``diagnostics``, each merged with the
+    same round's line of ``diagnostics.jsonl`` (for experiments on the trusted side: the merged lines are
+    NOT a release, :mod:`ampfl.fl.release`)."""
+    path = Path(folder)
+    lines = [json.loads(text) for text in (path / METRICS).read_text("utf-8").splitlines() if text.strip()]
+    if not diagnostics or not (path / DIAGNOSTICS).is_file():
+        return lines
+    extra: dict[int, dict[str, Any]] = {}
+    for text in (path / DIAGNOSTICS).read_text("utf-8").splitlines():
+        if text.strip():
+            line = json.loads(text)
+            if "round" in line:
+                extra[int(line["round"])] = line
+    return [{**extra.get(int(line["round"]), {}), **line} for line in lines]
 
 
 def save_checkpoint(
@@ -64,6 +84,7 @@ def save_checkpoint(
     rounds_done: int,
     metrics: list[dict[str, Any]],
     config: dict[str, Any],
+    diagnostics: list[dict[str, Any]] | None = None,
     wall: float,
     privacy: RunAccountant,
 ) -> Path:
@@ -74,6 +95,8 @@ def save_checkpoint(
         "format": _CHECKPOINT_FORMAT,
         "rounds_done": rounds_done,
         "algorithm": algorithm.state_dict(),
+        "privacy_key": algorithm.privacy_key,  # secret: the root of the run's privacy randomness
+        "diagnostics": list(diagnostics or []),
         "privacy": privacy.state_dict(),
         "metrics": list(metrics),
         "torch_rng_state": torch.get_rng_state(),

@@ -12,8 +12,13 @@ ACCURACY_PNG = "accuracy.png"
 EPSILON_PNG = "epsilon.png"
 
 
-def write_plots(out: Path, metrics: list[dict[str, Any]], *, title: str) -> list[str]:
-    """Accuracy over rounds and ε over rounds as PNG files in ``out``; returns the file names."""
+def write_plots(
+    out: Path, metrics: list[dict[str, Any]], *, title: str, metric: str = "accuracy"
+) -> list[str]:
+    """Accuracy (``metric``) over rounds and ε over rounds as PNG files in ``out``; returns the file names.
+
+    The plots are released with the run: draw only released lines (``metrics.jsonl``, never diagnostics).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -21,7 +26,8 @@ def write_plots(out: Path, metrics: list[dict[str, Any]], *, title: str) -> list
 
     rounds = [m["round"] for m in metrics]
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(rounds, [m["accuracy"] for m in metrics], marker=".", label="global model")
+    label = "global model" if metric == "accuracy" else metric.replace("_", " ")
+    ax.plot(rounds, [m.get(metric, math.nan) for m in metrics], marker=".", label=label)
     for prefix, text in (
         ("personal_accuracy", "personal models, whole test set"),
         ("local_accuracy", "model each client uses, on its own distribution"),

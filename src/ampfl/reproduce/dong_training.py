@@ -172,7 +172,7 @@ def finetune(task: Any, start: Any, params: dict[str, Any], *, seed: int = 0) ->
     from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.privacy import RunAccountant
 
-    privacy = PrivacyConfig.model_validate({"accountant": "rdp", "delta": DELTA})
+    privacy = PrivacyConfig.model_validate({"accountant": "rdp", "delta": DELTA, "reproducible": True})
     algorithm = DPSGDPartition(DPSGDPartition.Params(**params), task, seed=seed, privacy=privacy)
     algorithm.global_params = start.clone()
     ledger = RunAccountant(privacy, algorithm)

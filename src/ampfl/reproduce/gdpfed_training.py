@@ -22,7 +22,6 @@ and two learning rates (a few minutes on 2 cores). Finished runs of the same con
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +127,7 @@ def _config(dataset: str, label: str, lr: float, *, quick: bool, clients: int | 
             },
             "model": {"name": s["model"], "options": options},
             "algorithm": algorithm,
-            "privacy": {"accountant": "rdp", "delta": DELTA},
+            "privacy": {"accountant": "rdp", "delta": DELTA, "reproducible": True},  # an experiment
         }
     )
 
@@ -152,9 +151,15 @@ def _dp_fedavg_noise(config: Any, task: Any) -> dict[str, float]:
 
 
 def _result(
-    method: str, dataset: str, lr: float, summary: dict[str, Any], extra: dict[str, float] | None
+    method: str,
+    dataset: str,
+    lr: float,
+    summary: dict[str, Any],
+    final: dict[str, Any],
+    extra: dict[str, float] | None,
 ) -> dict[str, Any]:
-    final = summary["final_metrics"]
+    """A results row; ``final``: the run's last line merged with its diagnostics (the plan's q_g, κ_g, z_g
+    and the realised noise energy)."""
     groups = range(len(BUDGETS))
     if METHODS[method][0] == "dp_fedavg":
         assert extra is not None
@@ -241,9 +246,6 @@ def _shakespeare_task(quick: bool) -> Any:
     return Task(dataset=small, client_indices=parts, model=s["model"], model_options=dict(options))
 
 
-def _read(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
 
 def table2(
     out: Path, *, quick: bool = False, datasets: tuple[str, ...] = ("digits", "fmnist")
@@ -253,6 +255,7 @@ def table2(
 
     from ampfl.fl.data import DataUnavailableError
     from ampfl.fl.run import build_task, run_or_reuse
+    from ampfl.fl.run_folder import read_lines
     from ampfl.io import atomic_write_csv
     from ampfl.reproduce._plot import legend_below, save
 
@@ -284,9 +287,9 @@ def table2(
                 folder = out / dataset / method / f"lr{lr:g}"
                 summary = run_or_reuse(config, folder, task=task, label=f"{dataset} {method} η={lr:g}")
                 extra = _dp_fedavg_noise(config, task) if METHODS[method][0] == "dp_fedavg" else None
-                result = _result(method, dataset, lr, summary, extra)
+                lines = read_lines(folder, diagnostics=True)  # with diagnostics: not covered by ε
+                result = _result(method, dataset, lr, summary, lines[-1], extra)
                 runs.append(result)
-                lines = _read(folder / "metrics.jsonl")
                 for m in lines:
                     rows.append([dataset, method, lr, m["round"], m["accuracy"], m["epsilon"]])
                 if best is None or result["final_accuracy"] > best[0]:

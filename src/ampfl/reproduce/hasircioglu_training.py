@@ -123,7 +123,7 @@ def _config(
             "partition": {"scheme": "fixed", "num_clients": s["num_clients"], "samples_per_client": s["d"]},
             "model": {"name": "cnn"},
             "algorithm": algorithm,
-            "privacy": {"accountant": "pld", "delta": DELTA_TOTAL},
+            "privacy": {"accountant": "pld", "delta": DELTA_TOTAL, "reproducible": True},  # an experiment
         }
     )
 
@@ -165,6 +165,7 @@ def sigma_cross_check(figure: str) -> list[dict[str, Any]]:
 def _figure(figure: str, out: Path, *, quick: bool) -> dict[str, Any]:
     from ampfl.fl.data import DataUnavailableError
     from ampfl.fl.run import build_task, run_or_reuse
+    from ampfl.fl.run_folder import read_lines
     from ampfl.io import atomic_write_csv
     from ampfl.reproduce._plot import legend_below, new_figure, save
 
@@ -188,7 +189,7 @@ def _figure(figure: str, out: Path, *, quick: bool) -> dict[str, Any]:
             folder = out / label / f"lr{lr:g}"
             config = _config(figure, label, iterations, lr, evaluations)
             summary = run_or_reuse(config, folder, task=task, label=f"{figure} {label} η={lr:g}")
-            lines = _read(folder / "metrics.jsonl")
+            lines = read_lines(folder, diagnostics=True)
             z = float(summary["noise"]["noise_multiplier"])
             run = {
                 "method": label,
@@ -257,11 +258,6 @@ def _figure(figure: str, out: Path, *, quick: bool) -> dict[str, Any]:
 
 _CHECK_COLUMNS = ("noise_multiplier_printed", "noise_multiplier_paper_rates", "noise_multiplier_fmnist_rates")
 
-
-def _read(path: Path) -> list[dict[str, Any]]:
-    import json
-
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def fig6(out: Path, *, quick: bool = False) -> dict[str, Any]:

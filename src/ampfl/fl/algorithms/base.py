@@ -72,6 +72,9 @@ class Algorithm(ABC):
         privacy_unit: what the guarantee protects, ``"record"`` or ``"client"``; ``None`` for an algorithm
             (or a configuration, e.g. zero noise) without any guarantee: the run reports ε = ∞.
         neighboring_relation: the relation of :meth:`round_events`'s events; the run's accountant uses it.
+        released_metrics: the keys of :meth:`evaluate` that are released (computed from released models on
+            held-out data); the rest of :meth:`evaluate` and all of :meth:`run_round` are diagnostics.
+        privacy_key: the secret root of the privacy randomness (module docstring).
 
     Args:
         params: an instance of ``type(self).Params``.
@@ -86,6 +89,9 @@ class Algorithm(ABC):
 
     name: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
+    #: Evaluation keys computed from released models on held-out data only: they go to ``metrics.jsonl``;
+    #: every other metric is a diagnostic (``diagnostics.jsonl``, not differentially private).
+    released_metrics: ClassVar[tuple[str, ...]] = ("accuracy",)
     privacy_unit: str | None = None
     neighboring_relation: NeighboringRelation = NeighboringRelation.ADD_OR_REMOVE_ONE
 

@@ -124,6 +124,10 @@ class SplitAlgorithm(Algorithm):
     business.
     """
 
+    #: ``accuracy`` averages clients' accuracy on their own (private) label distributions and uses their
+    #: private bottoms: a diagnostic; the shared bottom's ``global_accuracy`` on the test set is released.
+    released_metrics: ClassVar[tuple[str, ...]] = ("global_accuracy",)
+
     full_depth: ClassVar[bool] = False
 
     def __init__(
