@@ -39,6 +39,8 @@ def _task(n_per_client: int = 8, clients: int = 2, **kw: object) -> Task:
 
 def _make(name: str, task: Task, seed: int = 0, privacy: PrivacyConfig | None = None, **params: object):  # type: ignore[no-untyped-def]
     cls = ALGORITHMS[name]
+    if privacy is None:  # reproducible: these tests compare separately built algorithms bit for bit
+        privacy = PrivacyConfig.model_validate({"reproducible": True})
     return cls(cls.Params(**params), task, seed=seed, privacy=privacy)
 
 

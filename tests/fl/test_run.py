@@ -144,7 +144,8 @@ def _config(**overrides: Any):
         "algorithm": {"name": "noisy_avg", "noise_std": 0.05},
     }
     # The RDP numbers below need the RDP accountant ("auto", the default: tests/fl/test_privacy_auto.py).
-    privacy = {"accountant": "rdp", **overrides.pop("privacy", {})}
+    # Reproducible: these tests compare separate runs bit for bit (tests/fl/test_release.py: the secret key).
+    privacy = {"accountant": "rdp", "reproducible": True, **overrides.pop("privacy", {})}
     data.update(overrides, privacy=privacy)
     return parse_config(data, algorithms=REGISTRY)
 
@@ -170,6 +171,7 @@ def test_run_folder_contents_metrics_and_summary(tmp_path):
         "config.json",
         "config.toml",
         "metrics.jsonl",
+        "diagnostics.jsonl",
         "checkpoint.pt",
         "summary.json",
         "accuracy.png",
@@ -182,10 +184,15 @@ def test_run_folder_contents_metrics_and_summary(tmp_path):
     # eval_every = 2 and the last round is always evaluated: rounds 2, 4, 5.
     assert [line["round"] for line in lines] == [2, 4, 5]
     for line in lines:
-        assert {"round", "accuracy", "epsilon", "delta", "participants", "wall_seconds"} <= set(line)
+        assert set(line) == {"round", "accuracy", "epsilon", "delta", "wall_seconds"}  # released values only
         assert line["epsilon"] == pytest.approx(_epsilon(line["round"]), rel=1e-12)
         assert line["delta"] == 1e-5
     assert summary["final_accuracy"] == lines[-1]["accuracy"]
+    header, *diagnostics = [json.loads(line) for line in (folder / "diagnostics.jsonl").read_text().splitlines()]
+    assert header["diagnostics"] == "NOT differentially private"
+    assert [line["round"] for line in diagnostics] == [2, 4, 5]
+    assert all("participants" in line and "epsilon" not in line for line in diagnostics)
+    assert summary["protects_against"] == ["model consumers"] and summary["neighbouring"] == "add-remove"
     assert summary["epsilon"] == lines[-1]["epsilon"] == pytest.approx(_epsilon(5), rel=1e-12)
     assert summary["stopped"] == "rounds" and summary["rounds_completed"] == 5
     assert summary["privacy_unit"] == "client" and summary["accountant"] == "rdp"
@@ -203,6 +210,8 @@ def test_run_folder_contents_metrics_and_summary(tmp_path):
         "accounting": "amplified",
         "delta": 1e-5,
         "max_epsilon": None,
+        "neighbouring": "add-remove",
+        "reproducible": True,
     }
     assert load_checkpoint(folder)["rounds_done"] == 5
 
@@ -418,8 +427,10 @@ def _fedavg_config(**overrides: Any):
     return parse_config(data)
 
 
-def _registry_algorithm(config, task, *, algorithms=None):
-    return NoisyAveraging(config.algorithm.params, task, seed=config.seed, engine=object())
+def _registry_algorithm(config, task, *, algorithms=None, privacy_key=None):
+    return NoisyAveraging(
+        config.algorithm.params, task, seed=config.seed, engine=object(), privacy_key=privacy_key
+    )
 
 
 REAL_PARAMS = {
@@ -443,7 +454,7 @@ def test_real_algorithm_resumes_bit_identically(tmp_path, name):
             "dataset": {"name": "synthetic"},
             "partition": {"scheme": "iid", "num_clients": 12},
             "algorithm": {"name": name, **REAL_PARAMS[name]},
-            "privacy": {"accountant": "rdp"},  # fast; "auto" resumes in tests/fl/test_privacy_auto.py
+            "privacy": {"accountant": "rdp", "reproducible": True},  # fast; "auto" resumes in tests/fl/test_privacy_auto.py
         }
     )
     # Execute
@@ -495,9 +506,9 @@ def test_real_no_amplification_accounting_composes_the_plain_gaussian(tmp_path):
             "noise_multiplier": z,
         },
     }
-    data["privacy"] = {"accountant": "rdp"}  # the independent ε below is RDP's
+    data["privacy"] = {"accountant": "rdp", "reproducible": True}  # the independent ε below is RDP's
     amplified = run_experiment(parse_config(data), tmp_path / "a", progress=False, plots=False)
-    data["privacy"] = {"accountant": "rdp", "accounting": "no-amplification"}
+    data["privacy"] = {"accountant": "rdp", "accounting": "no-amplification", "reproducible": True}
     plain = run_experiment(parse_config(data), tmp_path / "b", progress=False, plots=False)
     # Assert: same training, independently composed Gaussian ε, and amplification is worth something.
     expected = RDPAccountant().compose(GaussianEvent(noise_multiplier=z), rounds).get_epsilon(1e-5)
