@@ -188,7 +188,8 @@ def test_run_folder_contents_metrics_and_summary(tmp_path):
         assert line["epsilon"] == pytest.approx(_epsilon(line["round"]), rel=1e-12)
         assert line["delta"] == 1e-5
     assert summary["final_accuracy"] == lines[-1]["accuracy"]
-    header, *diagnostics = [json.loads(line) for line in (folder / "diagnostics.jsonl").read_text().splitlines()]
+    text = (folder / "diagnostics.jsonl").read_text()
+    header, *diagnostics = [json.loads(line) for line in text.splitlines()]
     assert header["diagnostics"] == "NOT differentially private"
     assert [line["round"] for line in diagnostics] == [2, 4, 5]
     assert all("participants" in line and "epsilon" not in line for line in diagnostics)
@@ -454,7 +455,8 @@ def test_real_algorithm_resumes_bit_identically(tmp_path, name):
             "dataset": {"name": "synthetic"},
             "partition": {"scheme": "iid", "num_clients": 12},
             "algorithm": {"name": name, **REAL_PARAMS[name]},
-            "privacy": {"accountant": "rdp", "reproducible": True},  # fast; "auto" resumes in tests/fl/test_privacy_auto.py
+            # rdp: fast; "auto" resumes in tests/fl/test_privacy_auto.py
+            "privacy": {"accountant": "rdp", "reproducible": True},
         }
     )
     # Execute
