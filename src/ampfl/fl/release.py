@@ -33,9 +33,7 @@ DIAGNOSTICS_HEADER: dict[str, Any] = {
 }
 
 #: Keys of a metrics line that are released whatever the algorithm: the round, privacy, wall-clock time.
-RELEASE_KEYS = frozenset(
-    {"round", "epsilon", "delta", "wall_seconds", "epsilon_by_group", "budget_by_group"}
-)
+RELEASE_KEYS = frozenset({"round", "epsilon", "delta", "wall_seconds", "epsilon_by_group", "budget_by_group"})
 
 #: The parties a guarantee can protect against (``protects_against``, ``participation_hidden_from``).
 MODEL_CONSUMERS = "model consumers"
@@ -46,9 +44,7 @@ SECRET_RANDOMNESS = "secret: a per-run key from the operating system, kept in th
 SEEDED_RANDOMNESS = "seeded: a simulation, not a release"
 
 
-def split_line(
-    line: Mapping[str, Any], released: Collection[str]
-) -> tuple[dict[str, Any], dict[str, Any]]:
+def split_line(line: Mapping[str, Any], released: Collection[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Divide a metrics line into ``(release, diagnostics)``.
 
     Args:
@@ -66,27 +62,36 @@ def split_line(
     return release, diagnostics
 
 
-def threat_model(*, private: bool, server_sees_only_noised_sum: bool = False) -> dict[str, list[str]]:
+def threat_model(
+    *, private: bool, server_sees_only_noised_sum: bool = False, participation_hidden: bool = True
+) -> dict[str, list[str]]:
     """``protects_against`` and ``participation_hidden_from`` of a run.
 
     Args:
         private: whether the run has a guarantee (ε < ∞).
-        server_sees_only_noised_sum: whether the server receives only a sum that is already noised with the
-            calibrated noise, and nothing that tells who took part (clients add their noise shares before
-            secure aggregation and every asked client sends a message). False on the simulator (one trusted
+        server_sees_only_noised_sum: whether ε also holds against the server: it receives only values that
+            are already noised with the accounted noise (clients add their noise shares before secure
+            aggregation, or noise their own uploads) and, where the analysis needs participation hidden,
+            nothing that tells who took part. False on the simulator for server-side noise (one trusted
             process plays the server: 004 §3.1's trusted server) and on Flower without SecAgg+ (the server
             sees every update).
+        participation_hidden: whether the run's analysis needs participation hidden from the parties it
+            protects against (amplification by sampling or hidden check-in). False for an analysis that
+            holds with participation public (MS-PAFL's, SplitFed-DP's).
 
     Returns:
         ``{"protects_against": [...], "participation_hidden_from": [...]}``: empty lists without a guarantee;
-        the model consumers always when private; the server too when ``server_sees_only_noised_sum``.
-        Participation is hidden from exactly the parties protected against (the run releases no count of
-        participants: they are diagnostics).
+        the model consumers always when private, the server too when ``server_sees_only_noised_sum``;
+        participation is hidden from exactly the parties protected against when the analysis needs it (the
+        run releases no count of participants: they are diagnostics), from nobody otherwise.
     """
     if not private:
         return {"protects_against": [], "participation_hidden_from": []}
     parties = [MODEL_CONSUMERS, SERVER] if server_sees_only_noised_sum else [MODEL_CONSUMERS]
-    return {"protects_against": list(parties), "participation_hidden_from": list(parties)}
+    return {
+        "protects_against": list(parties),
+        "participation_hidden_from": list(parties) if participation_hidden else [],
+    }
 
 
 def privacy_randomness(reproducible: bool) -> str:

@@ -354,7 +354,7 @@ def _run_experiment(
         "max_epsilon": config.privacy.max_epsilon,
         "privacy_unit": algorithm.privacy_unit,
         "neighbouring": config.privacy.neighbouring if ledger.private else None,
-        **threat_model(private=ledger.private),
+        **(algorithm.threat_model() if ledger.private else threat_model(private=False)),
         "privacy_randomness": privacy_randomness(config.privacy.reproducible),
         "accountant": ledger.kind,  # the resolved one ("pld" or "rdp"; None without a guarantee)
         "accountant_requested": config.privacy.accountant if ledger.private else None,

@@ -171,6 +171,14 @@ class Algorithm(ABC):
         """
         return []
 
+    def threat_model(self) -> dict[str, list[str]]:
+        """``protects_against`` and ``participation_hidden_from`` of this algorithm on the simulator
+        (:func:`ampfl.fl.release.threat_model`). Default: noise added by the (trusted) server, so ε protects
+        against the consumers of the released models, from whom participation is hidden."""
+        from ampfl.fl.release import threat_model
+
+        return threat_model(private=self.privacy_unit is not None)
+
     def group_budgets(self) -> dict[int, float]:
         """Per-group ε budgets of an algorithm whose events are per-group (``GroupRoundEvent``; default none).
 

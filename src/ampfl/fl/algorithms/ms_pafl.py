@@ -140,6 +140,17 @@ class MSPAFL(FederatedAlgorithm):
             private_state="persistent",
         )
 
+    def threat_model(self) -> dict[str, list[str]]:
+        """ε holds against the server too: each client noises its own public part before upload (Eq. 12)
+        and the accounted event holds with participation public (the server sees who uploads)."""
+        from ampfl.fl.release import threat_model
+
+        return threat_model(
+            private=self.privacy_unit is not None,
+            server_sees_only_noised_sum=True,
+            participation_hidden=False,
+        )
+
     def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
         if self.privacy_unit is None:
             return []

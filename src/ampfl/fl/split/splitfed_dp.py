@@ -92,6 +92,17 @@ class SplitFedDP(SplitFed):
         noisy = self.dp.noise_multiplier > 0.0 and self.dp.smashed_noise_multiplier > 0.0
         self.privacy_unit = "record" if noisy else None
 
+    def threat_model(self) -> dict[str, list[str]]:
+        """ε holds against the server too: each client noises its smashed rows and its gradient sums
+        itself, and no amplification by participation or sampling is claimed."""
+        from ampfl.fl.release import threat_model
+
+        return threat_model(
+            private=self.privacy_unit is not None,
+            server_sees_only_noised_sum=True,
+            participation_hidden=False,
+        )
+
     def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
         if self.privacy_unit is None:
             return []
