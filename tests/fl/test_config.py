@@ -86,6 +86,8 @@ def test_resolved_dict_and_toml_round_trip(tmp_path):
         "accounting": "amplified",
         "delta": 1e-6,
         "max_epsilon": 3.5,
+        "neighbouring": "add-remove",
+        "reproducible": False,
     }
 
 

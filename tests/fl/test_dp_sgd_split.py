@@ -36,7 +36,7 @@ def _task(num_clients: int, per_client: int = 1) -> Task:
 def _algo(task: Task, accountant: str = "rdp", **kw: Any) -> DPSGDPartition:
     params = {**SGD, "sampling": "full", **kw}
     # The RDP numbers below need the RDP accountant ("auto": tests/fl/test_privacy_auto.py).
-    privacy = PrivacyConfig.model_validate({"accountant": accountant})
+    privacy = PrivacyConfig.model_validate({"accountant": accountant, "reproducible": True})
     return DPSGDPartition(DPSGDPartition.Params(**params), task, seed=3, privacy=privacy)
 
 

@@ -5,7 +5,6 @@ gradients as with numpy's per-client draws and autograd."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from unittest import mock
 
@@ -20,6 +19,7 @@ from ampfl.fl.engine import Engine, EngineOptions, FunctionalModel, _rows
 from ampfl.fl.models import build_model
 from ampfl.fl.models.linear import LogisticRegression
 from ampfl.fl.run import run_experiment
+from ampfl.fl.run_folder import read_lines
 
 
 @pytest.mark.parametrize("classes", [2, 5])
@@ -95,12 +95,13 @@ def _config(algorithm: dict) -> object:
             "partition": {"scheme": "iid", "num_clients": 30},
             "model": {"name": "logreg"},
             "algorithm": {"cohort_size": 30, "num_local_steps": 2, "batch_size": 5, **algorithm},
+            "privacy": {"reproducible": True},  # two runs compared bit for bit
         }
     )
 
 
 def _digest(folder: Path) -> tuple[list[dict], list[bytes]]:
-    lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    lines = read_lines(folder, diagnostics=True)
     for line in lines:
         line.pop("wall_seconds")
     state = torch.load(folder / "checkpoint.pt", weights_only=False)["algorithm"]

@@ -72,7 +72,7 @@ def _digits_config(accountant: str, **privacy: Any) -> Any:
             "partition": {"scheme": "iid", "num_clients": 10},
             "model": {"name": "logreg"},
             "algorithm": {"name": "dp_dsgd_rp", "noise_multiplier": 3.0, "participation": 0.5},
-            "privacy": {"accountant": accountant, **privacy},
+            "privacy": {"accountant": accountant, "reproducible": True, **privacy},
         },
         algorithms=ALGORITHMS,
     )

@@ -22,7 +22,7 @@ def _config(name: str, rounds: int = 2, **algo: object):
             "model": {"name": "split_cnn", "options": {"channels": [4, 8, 8], "groups": 2, "split_layer": 2}},
             "algorithm": {"name": name, "client_fraction": 0.5, "num_local_steps": 2, "batch_size": 8,
                           "eval_examples": 200, "eval_clients": 3, **algo},
-            "privacy": {"accountant": "rdp"},
+            "privacy": {"accountant": "rdp", "reproducible": True},
         }
     )  # fmt: skip
 

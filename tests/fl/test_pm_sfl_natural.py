@@ -28,7 +28,7 @@ def _config(name: str, **algo: object):
             "model": {"name": "split_cnn", "options": {"channels": [4, 8], "groups": 2, "split_layer": 1}},
             "algorithm": {"name": name, "client_fraction": 0.5, "num_local_steps": 2, "batch_size": 8,
                           "eval_examples": 0, "eval_clients": 4, "learning_rate": 0.01, **algo},
-            "privacy": {"accountant": "rdp"},
+            "privacy": {"accountant": "rdp", "reproducible": True},
         }
     )  # fmt: skip
 
