@@ -221,6 +221,7 @@ def test_dp_sgd_split_runs_with_poisson_sampling_on_the_pld_accountant():
         num_submodels=2,
         noise_multiplier=1.2,
         num_rounds=3,
+        expected_clients=0.2 * task.num_clients,  # the declared public m̄ (issue 26)
     )
     algo = DPSGDPartition(params, task, seed=3, privacy=privacy)
     assert algo.credit == "split"

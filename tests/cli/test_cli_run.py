@@ -157,7 +157,10 @@ def test_example_config_runs_from_the_cli(tmp_path, capsys):
 
 def test_budget_stop_from_the_cli(tmp_path, capsys):
     # DP-DSGD with random participation, stopped by [privacy] max_epsilon before round 4.
-    text = TINY.replace('name = "fedavg"', 'name = "dp_dsgd_rp"\nnoise_multiplier = 1.0\nparticipation = 0.5')
+    text = TINY.replace(
+        'name = "fedavg"',
+        'name = "dp_dsgd_rp"\nnoise_multiplier = 1.0\nparticipation = 0.5\nlocal_dataset_size = 200',
+    )
     config = tmp_path / "budget.toml"
     # between RDP's ε after 2 and after 3 rounds (the default "auto" would be the tighter PLD here)
     config.write_text(text + '[privacy]\naccountant = "rdp"\nmax_epsilon = 2.4\n')

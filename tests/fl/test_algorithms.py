@@ -41,6 +41,12 @@ def _make(name: str, task: Task, seed: int = 0, privacy: PrivacyConfig | None = 
     cls = ALGORITHMS[name]
     if privacy is None:  # reproducible: these tests compare separately built algorithms bit for bit
         privacy = PrivacyConfig.model_validate({"reproducible": True})
+    # The public constants a private run declares (issue 26), set here to the values the data would give,
+    # so that the numbers below are those of the formulas; tests/fl/test_release_scale.py checks the rule.
+    if name == "dp_dsgd_rp":
+        params.setdefault("local_dataset_size", int(task.client_sizes().max()))
+    if name == "dp_fedavg" and params.get("client_sampling") == "poisson":
+        params.setdefault("expected_clients", float(params["sampling_rate"]) * task.num_clients)  # type: ignore[arg-type]
     return cls(cls.Params(**params), task, seed=seed, privacy=privacy)
 
 
@@ -346,7 +352,7 @@ def test_dp_dsgd_rp_clipping_noise_and_events() -> None:
 def test_dp_dsgd_rp_unequal_clients_use_all_records_and_d_bounds_them() -> None:
     ds = _dataset(10, 2)
     task = Task(ds, [np.arange(0, 4), np.arange(4, 20)], model="logreg")
-    alg = _make("dp_dsgd_rp", task, noise_multiplier=1.0)
+    alg = _make("dp_dsgd_rp", task, noise_multiplier=1.0, local_dataset_size=16)
     assert alg.d == 16 and [len(ix) for ix in alg.local_data] == [4, 16]
     assert alg.round_events(0)[0][0].local_dataset_size == 16
     public = _make("dp_dsgd_rp", task, noise_multiplier=1.0, local_dataset_size=20)
@@ -355,6 +361,13 @@ def test_dp_dsgd_rp_unequal_clients_use_all_records_and_d_bounds_them() -> None:
         ValueError, match=r"algorithm.local_dataset_size: must be >= the largest local dataset \(16\)"
     ):
         _make("dp_dsgd_rp", task, noise_multiplier=1.0, local_dataset_size=10)
+    # d from the data only without a guarantee or with the dataset sizes declared public (replace-one)
+    cls = ALGORITHMS["dp_dsgd_rp"]
+    with pytest.raises(ValueError, match=r"^algorithm.local_dataset_size: required"):
+        cls(cls.Params(noise_multiplier=1.0), task, seed=0)
+    assert cls(cls.Params(noise_multiplier=0.0), task, seed=0).d == 16
+    replace = PrivacyConfig.model_validate({"neighbouring": "replace-one"})
+    assert cls(cls.Params(noise_multiplier=1.0), task, seed=0, privacy=replace).d == 16
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,12 @@ def _algo(task: Task, accountant: str = "rdp", **kw: Any) -> DPSGDPartition:
     params = {**SGD, "sampling": "full", **kw}
     # The RDP numbers below need the RDP accountant ("auto": tests/fl/test_privacy_auto.py).
     privacy = PrivacyConfig.model_validate({"accountant": accountant, "reproducible": True})
+    if "expected_clients" not in params:  # the declared public m̄ (issue 26), here what the data would give
+        n = task.num_clients
+        rate = {"poisson": params.get("sampling_rate"), "full": 1.0}.get(params["sampling"])
+        if rate is None:
+            rate = params["bis_participations"] / params["bis_iterations"]
+        params["expected_clients"] = float(rate) * n
     return DPSGDPartition(DPSGDPartition.Params(**params), task, seed=3, privacy=privacy)
 
 

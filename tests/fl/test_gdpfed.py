@@ -26,7 +26,7 @@ DELTA = 1e-5
 def _config(name: str, rounds: int = 4, privacy: dict[str, Any] | None = None, **algorithm: Any) -> Any:
     params = {"name": name, "participation": 0.4, "learning_rate": 0.2, "num_local_steps": 2, "batch_size": 8}
     if name != "p_fedavg":
-        params.update(group_budgets=[1.0, 4.0], group_sizes=[8, 12])
+        params.update(group_budgets=[1.0, 4.0], group_sizes=[8, 12], expected_group_sizes=[8, 12])
     params.update(algorithm)
     return parse_config(
         {

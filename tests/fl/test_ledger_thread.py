@@ -71,7 +71,12 @@ def _digits_config(accountant: str, **privacy: Any) -> Any:
             "dataset": {"name": "digits"},
             "partition": {"scheme": "iid", "num_clients": 10},
             "model": {"name": "logreg"},
-            "algorithm": {"name": "dp_dsgd_rp", "noise_multiplier": 3.0, "participation": 0.5},
+            "algorithm": {
+                "name": "dp_dsgd_rp",
+                "noise_multiplier": 3.0,
+                "participation": 0.5,
+                "local_dataset_size": 144,  # the largest client's records here (public bound)
+            },
             "privacy": {"accountant": accountant, "reproducible": True, **privacy},
         },
         algorithms=ALGORITHMS,

@@ -216,12 +216,27 @@ def test_auto_epsilon_is_never_above_rdp(q: float, z: float, rounds: int) -> Non
 
 REAL = [  # (algorithm table, resolved accountant)
     (
-        {"name": "dp_fedavg", "client_sampling": "poisson", "sampling_rate": 0.5, "noise_multiplier": 3.0},
+        {
+            "name": "dp_fedavg",
+            "client_sampling": "poisson",
+            "sampling_rate": 0.5,
+            "noise_multiplier": 3.0,
+            "expected_clients": 6,
+        },
         "pld",
     ),
     ({"name": "dp_fedavg", "cohort_size": 4, "noise_multiplier": 3.0}, "rdp"),  # replace-one: no PLD
     ({"name": "ms_pafl", "participation": 0.3, "noise_multiplier": 3.0}, "pld"),
-    ({"name": "dp_dsgd_rp", "participation": 0.5, "sampling_rate": 0.5, "noise_multiplier": 3.0}, "pld"),
+    (
+        {
+            "name": "dp_dsgd_rp",
+            "participation": 0.5,
+            "sampling_rate": 0.5,
+            "noise_multiplier": 3.0,
+            "local_dataset_size": 167,
+        },
+        "pld",
+    ),
 ]
 
 

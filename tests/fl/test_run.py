@@ -439,7 +439,13 @@ REAL_PARAMS = {
     "local_only": {"participation": 0.5},
     "dp_fedavg": {"cohort_size": 4, "noise_multiplier": 1.0},
     "ms_pafl": {"participation": 0.3},
-    "dp_dsgd_rp": {"participation": 0.3, "sampling_rate": 0.1, "momentum": 0.9, "noise_multiplier": 2.0},
+    "dp_dsgd_rp": {
+        "participation": 0.3,
+        "sampling_rate": 0.1,
+        "momentum": 0.9,
+        "noise_multiplier": 2.0,
+        "local_dataset_size": 167,  # the largest client's records (public bound)
+    },
 }
 
 
@@ -506,6 +512,7 @@ def test_real_no_amplification_accounting_composes_the_plain_gaussian(tmp_path):
             "participation": 0.3,
             "sampling_rate": 0.1,
             "noise_multiplier": z,
+            "local_dataset_size": 167,
         },
     }
     data["privacy"] = {"accountant": "rdp", "reproducible": True}  # the independent ε below is RDP's

@@ -91,6 +91,7 @@ ALGORITHM_PARAMS: dict[str, dict[str, Any]] = {
         "noise_multiplier": 1.0,
         "learning_rate": 2.0,
         "momentum": 0.5,
+        "local_dataset_size": 16,  # d: the declared bound on a client's records (13-16 here), public
     },
 }
 

@@ -27,6 +27,11 @@ resolved one (``summary.json``'s ``accountant``). :func:`calibrate_noise` and :f
 ``"auto"`` the same way on the event they are given; :func:`algorithm_and_ledger` builds the algorithm again
 with the ledger's accountant named in the rare case a calibration resolved to another one, so a run never
 calibrates with one accountant and reports with another.
+
+Neighbouring (issue 26): ``[privacy] neighbouring = "replace-one"`` declares the dataset sizes public, so an
+algorithm may divide by sizes computed from the data; then every event of an add/remove algorithm is
+accounted under replace-one (:func:`replace_one_event`: sensitivity 2C, amplification dropped) with the
+accountant's relation REPLACE_ONE (:func:`run_relation`).
 """
 
 from __future__ import annotations
@@ -45,7 +50,14 @@ from ampfl.accounting.accountants import (
     make_accountant,
 )
 from ampfl.accounting.accountants.base import UnsupportedEventError, relation_name
-from ampfl.accounting.events import ComposedEvent, GroupRoundEvent, PrivacyEvent, SelfComposedEvent
+from ampfl.accounting.events import (
+    ComposedEvent,
+    GaussianEvent,
+    GroupRoundEvent,
+    LaplaceEvent,
+    PrivacyEvent,
+    SelfComposedEvent,
+)
 from ampfl.accounting.unamplified import without_amplification
 
 if TYPE_CHECKING:
@@ -59,6 +71,8 @@ __all__ = [
     "as_one_event",
     "calibrate_noise",
     "planned_epsilon",
+    "replace_one_event",
+    "run_relation",
 ]
 
 Events = Sequence[tuple[PrivacyEvent, int]]
@@ -88,8 +102,49 @@ def as_one_event(events: Events) -> tuple[PrivacyEvent, int] | None:
     return ComposedEvent(events=parts), 1
 
 
-def accounted(events: Events, privacy: PrivacyConfig) -> list[tuple[PrivacyEvent, int]]:
-    """The events the run's accountant composes: as reported or without amplification (``accounting``)."""
+def run_relation(privacy: PrivacyConfig, relation: NeighboringRelation) -> NeighboringRelation:
+    """The relation the run's accountant uses: the algorithm's, or REPLACE_ONE under ``[privacy]
+    neighbouring = "replace-one"``."""
+    return NeighboringRelation.REPLACE_ONE if privacy.neighbouring == "replace-one" else relation
+
+
+def replace_one_event(event: PrivacyEvent) -> PrivacyEvent:
+    """An add/remove-one event accounted under replace-one (dataset sizes public).
+
+    Replacing a unit changes its contribution by at most twice the add/remove sensitivity (2C for clipped
+    updates), so every noise multiplier is halved; and the amplification is dropped
+    (:func:`~ampfl.accounting.unamplified.without_amplification`): both neighbours share the unit's sampling,
+    participation and split coins, so by joint convexity of the hockey-stick divergence each round is at
+    most the Gaussian mechanism at sensitivity 2C. Sound and conservative (no replace-one amplification
+    bound is claimed for these mechanisms).
+    """
+    return _doubled_sensitivity(without_amplification(event))
+
+
+def _doubled_sensitivity(event: PrivacyEvent) -> PrivacyEvent:
+    if isinstance(event, GaussianEvent):
+        return GaussianEvent(noise_multiplier=event.noise_multiplier / 2.0)
+    if isinstance(event, LaplaceEvent):
+        return LaplaceEvent(noise_multiplier=event.noise_multiplier / 2.0)
+    if isinstance(event, SelfComposedEvent):
+        return SelfComposedEvent(event=_doubled_sensitivity(event.event), count=event.count)
+    if isinstance(event, ComposedEvent):
+        return ComposedEvent(events=tuple(_doubled_sensitivity(e) for e in event.events))
+    raise ValueError(  # pragma: no cover - without_amplification returns only the kinds above
+        f"neighbouring: {type(event).__name__} cannot be accounted under replace-one; use 'add-remove'."
+    )
+
+
+def accounted(
+    events: Events,
+    privacy: PrivacyConfig,
+    relation: NeighboringRelation = NeighboringRelation.ADD_OR_REMOVE_ONE,
+) -> list[tuple[PrivacyEvent, int]]:
+    """The events the run's accountant composes: as reported or without amplification (``accounting``);
+    under ``neighbouring = "replace-one"`` an add/remove algorithm's (``relation``) events are mapped by
+    :func:`replace_one_event`."""
+    if privacy.neighbouring == "replace-one" and relation == NeighboringRelation.ADD_OR_REMOVE_ONE:
+        return [(replace_one_event(event), count) for event, count in events]
     if privacy.accounting == "amplified":
         return list(events)
     return [(without_amplification(event), count) for event, count in events]
@@ -125,7 +180,9 @@ class RunAccountant:
     def __init__(self, privacy: PrivacyConfig, algorithm: Algorithm) -> None:
         self.privacy = privacy
         self.unit = algorithm.privacy_unit
-        self.relation: NeighboringRelation = algorithm.neighboring_relation
+        #: the relation of the algorithm's events, and the one the accountant uses (``run_relation``)
+        self.event_relation: NeighboringRelation = algorithm.neighboring_relation
+        self.relation: NeighboringRelation = run_relation(privacy, algorithm.neighboring_relation)
         self.rounds_composed = 0
         #: the requested accountant ("auto", "rdp" or "pld") and the resolved one (None: no ledger)
         self.requested = privacy.accountant
@@ -141,7 +198,7 @@ class RunAccountant:
                 )
             return
         try:
-            first = accounted(algorithm.round_events(0), privacy)
+            first = accounted(algorithm.round_events(0), privacy, self.event_relation)
         except ValueError as exc:
             raise ValueError(f"privacy.{exc}") from None
         events = [event for event, _ in first]
@@ -170,7 +227,8 @@ class RunAccountant:
         """(plain events, (group, accounted event, count) of the group events), as accounted."""
         plain: list[tuple[PrivacyEvent, int]] = []
         grouped: list[tuple[int, PrivacyEvent, int]] = []
-        for (raw, _), (event, count) in zip(events, accounted(events, self.privacy), strict=True):
+        accounted_events = accounted(events, self.privacy, self.event_relation)
+        for (raw, _), (event, count) in zip(events, accounted_events, strict=True):
             if isinstance(raw, GroupRoundEvent):
                 grouped.append((int(raw.group), event, int(count)))
             else:
@@ -202,7 +260,7 @@ class RunAccountant:
             return False
         if any(isinstance(event, GroupRoundEvent) for event, _ in events):
             return bool(self.groups_over_budget(events, {}))
-        one = as_one_event(accounted(events, self.privacy))
+        one = as_one_event(accounted(events, self.privacy, self.event_relation))
         if one is None:
             return False
         event, count = one
@@ -295,9 +353,12 @@ def calibrate_noise(
     """
     from ampfl.accounting.calibrate import calibrate
 
+    event_relation = relation  # of make_event's events; the accountant's is run_relation(...)
+
     def accounted_event(z: float) -> PrivacyEvent:
-        event = make_event(z)
-        return event if privacy.accounting == "amplified" else without_amplification(event)
+        return accounted([(make_event(z), 1)], privacy, event_relation)[0][0]
+
+    relation = run_relation(privacy, event_relation)
 
     probe_event = accounted_event(PROBE_NOISE_MULTIPLIER)
     probe = _resolved(privacy, [probe_event], relation)
@@ -325,8 +386,8 @@ def planned_epsilon(
     before training (e.g. with or without a split credit) and report the smaller one; it never composes
     what actually ran (that is :class:`RunAccountant`'s job). ``"auto"`` resolves on ``events``.
     """
-    schedule = accounted(events, privacy)
-    acc = _resolved(privacy, [event for event, _ in schedule], relation)
+    schedule = accounted(events, privacy, relation)
+    acc = _resolved(privacy, [event for event, _ in schedule], run_relation(privacy, relation))
     for event, count in schedule:
         acc.compose(event, count)
     return float(acc.get_epsilon(privacy.delta))

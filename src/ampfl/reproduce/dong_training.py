@@ -173,6 +173,9 @@ def finetune(task: Any, start: Any, params: dict[str, Any], *, seed: int = 0) ->
     from ampfl.fl.privacy import RunAccountant
 
     privacy = PrivacyConfig.model_validate({"accountant": "rdp", "delta": DELTA, "reproducible": True})
+    if "expected_clients" not in params:  # 002's expected batch: q·N (BIS: N/T_e), N the published set size
+        rate = params.get("sampling_rate") or 1.0 / float(params["bis_iterations"])
+        params = {**params, "expected_clients": float(rate) * task.num_clients}
     algorithm = DPSGDPartition(DPSGDPartition.Params(**params), task, seed=seed, privacy=privacy)
     algorithm.global_params = start.clone()
     ledger = RunAccountant(privacy, algorithm)

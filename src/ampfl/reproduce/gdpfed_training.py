@@ -107,9 +107,15 @@ def _config(dataset: str, label: str, lr: float, *, quick: bool, clients: int | 
             sampling_rate=participation,
             target_epsilon=min(BUDGETS),
             clip=1.0,
+            expected_clients=participation * clients,  # public: the protocol's expected cohort
         )
     else:
-        algorithm.update(participation=participation, group_budgets=list(BUDGETS), group_sizes=sizes)
+        algorithm.update(
+            participation=participation,
+            group_budgets=list(BUDGETS),
+            group_sizes=sizes,
+            expected_group_sizes=sizes,  # declared public sizes (the plan and the server step use them)
+        )
         if method != "p_fedavg":
             algorithm["clip"] = 1.0
     algorithm.update(extra)

@@ -104,6 +104,7 @@ def _config(
         "round_delta": DELTA,
         "learning_rate": learning_rate,
         "momentum": 0.9,
+        "local_dataset_size": s["d"],  # 004's d, the public bound (every client holds exactly d records)
     }
     if label == "non-private":
         algorithm.update(noise_multiplier=0.0, clip=1e12, analysis="wcs")  # no noise and, in effect, no clip

@@ -100,6 +100,27 @@ class FederatedAlgorithm(Algorithm):
         self.global_params = self.model.initial()
 
     # -- helpers --------------------------------------------------------------------------------------
+    def public_constant(self, declared: float | None, *, key: str, from_data: float, private: bool) -> float:
+        """The constant a server step divides by: ``declared`` (``algorithm.<key>``, public configuration).
+
+        Under add/remove neighbouring a size computed from the data would change the scale of the released
+        noise between neighbours (the scale itself is then a membership signal: docs/threat_model.md), so a
+        private run must declare it; ``from_data`` is used only without a guarantee or under ``[privacy]
+        neighbouring = "replace-one"`` (dataset sizes declared public).
+
+        Raises:
+            ValueError: one line naming ``algorithm.<key>`` when a private add/remove run leaves it unset.
+        """
+        if declared is not None:
+            return float(declared)
+        if not private or self.privacy.neighbouring == "replace-one":
+            return float(from_data)
+        raise ValueError(
+            f"algorithm.{key}: required: the server step divides by it, so a private run must declare it "
+            f"as a public constant (from this data it would be {from_data:g}); or set [privacy] "
+            'neighbouring = "replace-one" to declare the dataset sizes public'
+        )
+
     def make_cohort_sampler(self, p: CohortParams) -> Sampler:
         """The server-side sampler chosen by ``client_sampling``."""
         n = self.task.num_clients

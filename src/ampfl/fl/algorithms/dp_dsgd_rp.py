@@ -29,12 +29,18 @@ the release). d is an upper bound on the other records x′'s client uses: every
 and holds at most d.
 z = 0 gives no guarantee (``privacy_unit`` None, ε = ∞).
 
-004 has "N clients with d samples each". d is ``local_dataset_size`` when given (a public bound: a client
-holding more is an error), else the largest local dataset (local dataset sizes treated as public, as the
-scale 1/(p N q d) already does). Every client uses all its records. (Until issue 11 clients with more than
-d = min_i |D_i| records kept a random d-subset: that is not an add/remove-one mechanism — an added record
-displaces a used one, and adding to the smallest client changed d and every client's subset — so the
-accounted ε did not cover unequal datasets.)
+004 has "N clients with d samples each". d is ``local_dataset_size``, a declared public bound: a client
+holding more records is refused (one line), never truncated — truncation to a random d-subset is not an
+add/remove-one mechanism (see below). A private run must declare it (issue 26): the server divides by
+p·N·q·d, and a d computed from the data (the largest local dataset) changes with one added record, so the
+released noise's scale would itself reveal membership (measured: ε ≥ 1770 for a sub-release where 14.5 was
+reported; docs/threat_model.md). N, the number of clients, is public for this record-level guarantee (adding a
+record adds no client). Without ``local_dataset_size`` only ``[privacy] neighbouring = "replace-one"``
+(dataset sizes declared public; events accounted under replace-one, sensitivity 2C, by the run) or a
+non-private run (z = 0) may take d from the data. Every client uses all its records. (Until issue 11
+clients with more than d = min_i |D_i| records kept a random d-subset: that is not an add/remove-one
+mechanism — an added record displaces a used one, and adding to the smallest client changed d and every
+client's subset — so the accounted ε did not cover unequal datasets.)
 """
 
 from __future__ import annotations
@@ -76,7 +82,9 @@ class DPDSGDRPParams(BaseModel):
         0.0, ge=0.0, lt=1.0, description="server heavy-ball momentum μ (004 App. B.2: 0.9)"
     )
     local_dataset_size: int | None = Field(
-        None, ge=1, description="d, a public bound on every local dataset; default: the largest one"
+        None,
+        ge=1,
+        description="d, a declared public bound on every local dataset (required for a private run)",
     )
 
     @field_validator("analysis")
@@ -118,7 +126,9 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
                 "algorithm.local_dataset_size: must be >= the largest local dataset "
                 f"({largest}), got {bound}."
             )
-        self.d = largest if bound is None else int(bound)
+        private = self.p.noise_multiplier != 0.0  # None: calibrated, hence private
+        d = self.public_constant(bound, key="local_dataset_size", from_data=largest, private=private)
+        self.d = int(d)
         self.local_data = self.client_indices  # all records: an add/remove-one mechanism (module docstring)
         self.sampler = RandomCheckInSampler(n, self.p.participation)
         if self.p.noise_multiplier is not None:

@@ -7,6 +7,13 @@ broadcasts w^t; each selected client runs Q local SGD steps and forms Δ_i = w_i
 
     w^{t+1} = w^t + η_s · (Σ_i Δ̃_i + ξ) / m̄,   ξ ~ N(0, z² C² I_d),   m̄ = E|S^t| (m, or qN),
 
+where m̄ is a public constant (issue 26, docs/threat_model.md): the cohort size m for fixed-size sampling;
+for Poisson sampling the declared ``expected_clients`` (qN depends on N, the number of clients, which the
+add/remove-one-client relation makes private: dividing by it would change the released noise's scale between
+neighbours). A private Poisson config without ``expected_clients`` is refused in one line, unless ``[privacy]
+neighbouring = "replace-one"`` declares N public (then m̄ = qN and the events are accounted under replace-one,
+sensitivity 2C, by the run: :func:`ampfl.fl.privacy.accounted`).
+
 where z = ``noise_multiplier``. ``noise_placement="distributed"`` draws ξ as per-client shares
 ξ_i ~ N(0, z² C² / m · I_d) that sum to N(0, z² C² I_d) under secure aggregation (Alg. 3 step 4); it requires
 fixed-size sampling, because with Poisson sampling the realised cohort can be smaller than expected and the
@@ -51,6 +58,9 @@ class DPFedAvgParams(CohortParams):
     )
     num_rounds: int | None = Field(None, ge=1, description="T used to calibrate z for target_epsilon")
     noise_placement: Literal["central", "distributed"] = "central"
+    expected_clients: float | None = Field(
+        None, gt=0.0, description="m̄, the public constant the server divides by (Poisson: about qN)"
+    )
     server_learning_rate: float = Field(1.0, gt=0.0, description="η_s")
 
     @model_validator(mode="after")
@@ -102,6 +112,15 @@ class DPFedAvg(FederatedAlgorithm):
             )
         self.noise_std = self.noise_multiplier * self.p.clip
         self.privacy_unit = "client" if self.noise_multiplier > 0.0 else None
+        declared = self.p.expected_clients
+        if declared is None and self.p.client_sampling == "fixed":
+            declared = float(self.p.cohort_size)  # m: public configuration
+        self.normaliser = self.public_constant(
+            declared,
+            key="expected_clients",
+            from_data=self.sampler.expected_cohort(),
+            private=self.privacy_unit is not None,
+        )
 
     # -- privacy events -------------------------------------------------------------------------------
     def event_at(self, noise_multiplier: float) -> PrivacyEvent:
@@ -158,5 +177,4 @@ class DPFedAvg(FederatedAlgorithm):
     def apply_noised_sum(self, noised: torch.Tensor) -> torch.Tensor:
         """The new global model w + η_s · noised / m̄ from Σ_i Δ̃_i + ξ, however it was noised (centrally by
         :meth:`server_update`, or by the clients' noise shares under secure aggregation)."""
-        expected = self.sampler.expected_cohort()
-        return self.global_params + self.p.server_learning_rate * noised / expected
+        return self.global_params + self.p.server_learning_rate * noised / self.normaliser

@@ -4,7 +4,7 @@ The flat parameter vector is divided into a **split part** and an optional **non
 (002 §3.2.2: the parameter tensors whose names start with one of ``shared``). The split part is cut into
 fixed groups (``granularity``: every coordinate, or every output unit of a tensor: row i of a weight and
 element i of the same layer's bias) and, for ``partition = "blocks"``, the groups are dealt into d disjoint
-blocks of (nearly) equal size by a fixed random permutation drawn from the run seed (the partitioning is
+blocks of (nearly) equal size by a fixed random permutation drawn from the privacy key (the partitioning is
 public, 002 §3.2.1). Round t (one DP-SGD step):
 
 1. the server samples units (``sampling``: Poisson at rate q, Balanced Iteration Subsampling with k of T
@@ -17,7 +17,11 @@ public, 002 §3.2.1). Round t (one DP-SGD step):
    Δ_i = w_i − w^t; the split part and the shared part are clipped **separately**,
    Δ_i^s ← Δ_i^s·min(1, C_s/‖Δ_i^s‖), Δ_i^ns ← Δ_i^ns·min(1, C_ns/‖Δ_i^ns‖);
 4. w^{t+1} = w^t + η_s (Σ_i Δ_i + ξ)/m̄ with ξ ~ N(0, z²C_s²) on **every** split coordinate (all blocks: which
-   block a unit trained stays hidden) and N(0, z²C_ns²) on the shared coordinates, m̄ the expected cohort.
+   block a unit trained stays hidden) and N(0, z²C_ns²) on the shared coordinates, m̄ the expected cohort:
+   a public constant, the declared ``expected_clients`` (qN, Nk/T or N computed from the data would change
+   with one added unit, and with it the released noise's scale: issue 26, docs/threat_model.md); a private
+   config without it is refused in one line unless ``[privacy] neighbouring = "replace-one"`` declares N
+   public (then m̄ comes from the data and the run accounts every event under replace-one, sensitivity 2C).
 
 DP-SGD is the special case Q = 1, b = 1, local learning rate 1 and one example per client (Δ_i = −∇ℓ_i, so
 C clips per-example gradients and η_s is the learning rate); the privacy unit is then one record
@@ -86,6 +90,9 @@ class DPSGDPartitionParams(LocalTrainingParams):
     bis_iterations: int | None = Field(None, ge=1, description="T_e, rounds per BIS epoch")
     bis_participations: int | None = Field(None, ge=1, description="k, rounds per unit per BIS epoch")
     split_credit: Literal["auto", "split", "none"] = "auto"
+    expected_clients: float | None = Field(
+        None, gt=0.0, description="m̄, the public constant the server divides by (about qN, Nk/T or N)"
+    )
     server_learning_rate: float = Field(1.0, gt=0.0, description="η_s")
 
     @model_validator(mode="after")
@@ -133,12 +140,15 @@ class DPSGDPartition(FederatedAlgorithm):
         if p.sampling == "poisson":
             assert p.sampling_rate is not None
             self.sampler = PoissonSampler(n, p.sampling_rate)
-            self.expected = p.sampling_rate * n
+            from_data = p.sampling_rate * n
         elif p.sampling == "bis":
             assert p.bis_iterations is not None and p.bis_participations is not None
-            self.expected = n * p.bis_participations / p.bis_iterations
+            from_data = n * p.bis_participations / p.bis_iterations
         else:
-            self.expected = float(n)
+            from_data = float(n)
+        self.expected = self.public_constant(
+            p.expected_clients, key="expected_clients", from_data=from_data, private=p.noise_multiplier != 0.0
+        )
         self._epoch: tuple[int, BalancedIterationSampler] | None = None
         self._calibrated: float | None = None
         self.credit = self._choose_credit()

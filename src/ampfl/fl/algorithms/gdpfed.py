@@ -141,7 +141,7 @@ class GDPFed(GroupFederatedAlgorithm):
         sparse = self.variant == "sparse"
         key = (
             tuple(self.budgets.tolist()),
-            tuple(self.sizes.tolist()),
+            tuple(self.public_sizes.tolist()),
             p.participation,
             p.num_rounds,
             delta,

@@ -52,6 +52,13 @@ class GroupParams(LocalTrainingParams):
     group_budgets: list[float] | None = Field(None, description="ε_g per group (nats)")
     group_sizes: list[int] | None = Field(None, description="N_g per group (sum = number of clients)")
     client_budgets: list[float] | None = Field(None, description="ε_i per client")
+    expected_group_sizes: list[int] | None = Field(
+        None,
+        description=(
+            "N̂_g per group: declared public sizes the plan and the server step use (Σ_g q_g N̂_g); "
+            "required for a private run"
+        ),
+    )
     server_learning_rate: float = Field(1.0, gt=0.0, description="η_s")
     momentum: float = Field(0.0, ge=0.0, lt=1.0, description="server momentum on the aggregated update")
 
@@ -72,6 +79,8 @@ class GroupParams(LocalTrainingParams):
                 raise ValueError(f"{name} must be finite and > 0")
         if self.group_sizes is not None and any(s < 1 for s in self.group_sizes):
             raise ValueError("group_sizes must be >= 1")
+        if self.expected_group_sizes is not None and any(s < 1 for s in self.expected_group_sizes):
+            raise ValueError("expected_group_sizes must be >= 1")
         return self
 
 
@@ -99,6 +108,7 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
         g = self.budgets.size
         self.members = [np.flatnonzero(self.labels == k) for k in range(g)]
         self.sizes = np.array([m.size for m in self.members], dtype=np.int64)
+        self.public_sizes = self._public_sizes()
         self.rates = np.full(g, self.p.participation)
         self.noise_multipliers = np.zeros(g)
         self.kappa = np.ones(g)
@@ -130,6 +140,28 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
         labels[order] = np.repeat(np.arange(len(p.group_sizes)), p.group_sizes)
         return labels, np.asarray(p.group_budgets, dtype=float)
 
+    def _public_sizes(self) -> np.ndarray:
+        """N̂_g: the declared ``expected_group_sizes`` (public), used by the plan (q_g, z_g) and the server
+        step's 1 / Σ_g q_g N̂_g. Sizes counted from the data would change with one added client, and with them
+        the noise and its scale (issue 26, docs/threat_model.md): a private run must declare them, unless
+        ``[privacy] neighbouring = "replace-one"`` declares the sizes public."""
+        declared = self.p.expected_group_sizes
+        g = self.sizes.size
+        if declared is not None:
+            if len(declared) != g:
+                raise ValueError(
+                    "algorithm.expected_group_sizes: must list one size per group "
+                    f"({g}). Found {len(declared)}."
+                )
+            return np.asarray(declared, dtype=np.int64)
+        if not self.private or self.privacy.neighbouring == "replace-one":
+            return self.sizes.copy()
+        raise ValueError(
+            "algorithm.expected_group_sizes: required: the plan and the server step use the group sizes, so "
+            "a private run must declare them as public constants (from this data they would be "
+            f"{self.sizes.tolist()}); or set [privacy] neighbouring = \"replace-one\" to declare them public"
+        )
+
     def group_budgets(self) -> dict[int, float]:
         return {g: float(e) for g, e in enumerate(self.budgets)} if self.private else {}
 
@@ -139,7 +171,7 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
 
     def weights(self) -> np.ndarray:
         """λ_g = q_g N_g / Σ_{active} q_g' N_g' (0 for retired groups)."""
-        w = np.where(self.active, self.rates * self.sizes, 0.0)
+        w = np.where(self.active, self.rates * self.public_sizes, 0.0)
         return w / w.sum() if w.sum() > 0 else w
 
     # -- one round ------------------------------------------------------------------------------------
@@ -249,7 +281,7 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
         if not isinstance(sums, GroupSums):
             raise TypeError(f"server_update takes GroupSums only. Found {type(sums).__name__}.")
         # λ_g / (q_g N_g) = 1 / Σ_{active} q N for every group: one factor for every (aggregated) sum
-        cohort = float(np.where(self.active, self.rates * self.sizes, 0.0).sum())
+        cohort = float(np.where(self.active, self.rates * self.public_sizes, 0.0).sum())
         total = torch.zeros_like(self.global_params)
         kept: list[torch.Tensor | None] = [None] * sums.num_groups
         for a, lead in self._aggregates():

@@ -69,7 +69,7 @@ class IDPFedAvg(GDPFed):
     def _plan(self) -> None:
         q, z = idp_rates(
             self.budgets,
-            self.sizes,
+            self.public_sizes,
             participation=self.p.participation,
             rounds=self.p.num_rounds,
             delta=float(self.privacy.delta),
