@@ -148,3 +148,61 @@ def test_split_line_and_threat_model():
     assert threat_model(private=False) == {"protects_against": [], "participation_hidden_from": []}
     both = threat_model(private=True, server_sees_only_noised_sum=True)
     assert both["protects_against"] == ["model consumers", "server"]
+
+
+#: Every private algorithm, configured small (digits, 12 clients): a default run of each releases no
+#: statistic of its training data and no privacy key.
+PRIVATE_RUNS: dict[str, dict[str, Any]] = {
+    "dp_fedavg": {
+        "client_sampling": "poisson",
+        "sampling_rate": 0.5,
+        "noise_multiplier": 1.0,
+        "expected_clients": 6,
+    },
+    "dp_dsgd_rp": {"participation": 0.5, "noise_multiplier": 1.0, "local_dataset_size": 200},
+    "ms_pafl": {"participation": 0.5},
+    "dp_sgd_split": {
+        "sampling_rate": 0.5,
+        "noise_multiplier": 1.0,
+        "expected_clients": 6,
+        "num_submodels": 2,
+    },
+    "gdpfed": {"group_budgets": [2.0, 6.0], "group_sizes": [6, 6], "expected_group_sizes": [6, 6]},
+    "gdpfed_plus": {"group_budgets": [2.0, 6.0], "group_sizes": [6, 6], "expected_group_sizes": [6, 6]},
+    "idp_fedavg": {"group_budgets": [2.0, 6.0], "group_sizes": [6, 6], "expected_group_sizes": [6, 6]},
+    "splitfed_dp": {"noise_multiplier": 1.0, "smashed_noise_multiplier": 1.0, "eval_clients": 3},
+}
+
+
+@pytest.mark.parametrize("name", list(PRIVATE_RUNS))
+def test_every_private_algorithm_releases_only_model_values(tmp_path, name):
+    # Prepare
+    model: dict[str, Any] = {"name": "logreg"}
+    if name == "splitfed_dp":
+        model = {"name": "split_cnn", "options": {"channels": [4, 8, 8], "groups": 2, "split_layer": 2}}
+    config = parse_config(
+        {
+            "seed": 0,
+            "rounds": 2,
+            "dataset": {"name": "digits"},
+            "partition": {"scheme": "iid", "num_clients": 12},
+            "model": model,
+            "algorithm": {"name": name, **PRIVATE_RUNS[name]},
+            "privacy": {"accountant": "rdp"},
+        }
+    )
+    # Execute
+    summary = run_experiment(config, tmp_path / name, progress=False, plots=False)
+    # Assert
+    folder = tmp_path / name
+    released = _released_text(folder)
+    assert (
+        summary["privacy_unit"] in ("record", "client") and "model consumers" in summary["protects_against"]
+    )
+    metrics = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    keys = {k for line in [*metrics, summary["final_metrics"]] for k in line} | set(summary)
+    assert keys.isdisjoint(PRIVATE_KEYS)
+    assert not [k for k in keys if k.startswith(("personal_accuracy", "noise_energy", "noise_to_signal"))]
+    assert str(load_checkpoint(folder)["privacy_key"]) not in released
+    lines = [json.loads(line) for line in (folder / "diagnostics.jsonl").read_text().splitlines()]
+    assert lines[0]["diagnostics"] == "NOT differentially private" and len(lines) == 3
