@@ -19,7 +19,9 @@ pytest.importorskip("flwr")
 pytest.importorskip("torch")
 
 from ampfl.fl.config import parse_config
+from ampfl.fl.release import DIAGNOSTICS_HEADER, MODEL_CONSUMERS
 from ampfl.fl.run import build_algorithm, build_task, run_experiment
+from ampfl.fl.run_folder import read_lines
 from ampfl.flower.deploy import deploy
 from ampfl.flower.ledger import LEDGER, PrivacyLedger
 from ampfl.flower.local import marked_processes
@@ -79,9 +81,21 @@ def _lines(folder: Path) -> list[dict[str, float]]:
     return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
 
 
+#: The keys of a released line of these runs (everything else is in diagnostics.jsonl).
+RELEASED = {"round", "accuracy", "epsilon", "delta", "wall_seconds"}
+
+
+def _check_release(folder: Path, summary: dict) -> None:  # type: ignore[type-arg]
+    """metrics.jsonl and final_metrics hold released keys only; diagnostics.jsonl is headed as such."""
+    assert all(set(line) == RELEASED for line in _lines(folder))
+    assert set(summary["final_metrics"]) == RELEASED
+    first = (folder / "diagnostics.jsonl").read_text().splitlines()[0]
+    assert json.loads(first) == DIAGNOSTICS_HEADER
+
+
 @pytest.mark.slow
 def test_fedavg_on_flower_equals_ampfl_run(tmp_path: Path, cli_json) -> None:  # type: ignore[no-untyped-def]
-    text = _toml("fedavg")
+    text = _toml("fedavg") + "\n[privacy]\nreproducible = true\n"  # same mini-batches on both engines
     (tmp_path / "fedavg.toml").write_text(text)
     out = tmp_path / "flower"
     summary = cli_json(["deploy", str(tmp_path / "fedavg.toml"), "--out", str(out)])
@@ -91,11 +105,13 @@ def test_fedavg_on_flower_equals_ampfl_run(tmp_path: Path, cli_json) -> None:  #
 
     assert summary["engine"] == "flower" and summary["rounds_completed"] == 2
     assert abs(summary["final_accuracy"] - simulated["final_accuracy"]) <= 0.005
-    for ours, theirs in zip(_lines(out), _lines(tmp_path / "sim"), strict=True):
+    for ours, theirs in zip(read_lines(out, diagnostics=True), _lines(tmp_path / "sim"), strict=True):
         assert ours["round"] == theirs["round"]
         assert abs(ours["accuracy"] - theirs["accuracy"]) <= 0.005
-        assert ours["participants"] == 4.0 and math.isinf(ours["epsilon"])
-    for name in ("config.json", "config.toml", "metrics.jsonl", "summary.json", LEDGER):
+        assert ours["participants"] == 4.0 and math.isinf(ours["epsilon"])  # participants: a diagnostic
+    _check_release(out, summary)
+    assert summary["protects_against"] == summary["participation_hidden_from"] == []  # no guarantee
+    for name in ("config.json", "config.toml", "metrics.jsonl", "diagnostics.jsonl", "summary.json", LEDGER):
         assert (out / name).is_file(), name
     assert json.loads((out / "config.json").read_text()) == json.loads(
         (tmp_path / "sim" / "config.json").read_text()
@@ -139,9 +155,15 @@ def test_private_run_epsilon_ledger_and_budget(tmp_path: Path, name: str) -> Non
     assert [line["epsilon"] for line in _lines(out)] == pytest.approx(
         [line["epsilon"] for line in _lines(tmp_path / "sim")], rel=1e-12
     )
-    for line in _lines(out):
-        assert line["participants"] == line["asked"] == 2.0  # the server's cohort
+    for line in read_lines(out, diagnostics=True):
+        assert line["participants"] == line["asked"] == 2.0  # the server's cohort (diagnostics)
+    _check_release(out, summary)
+    # No SecAgg+: the server sees every update, so ε covers the model consumers only (ledger too).
+    assert summary["protects_against"] == summary["participation_hidden_from"] == [MODEL_CONSUMERS]
+    assert summary["privacy_randomness"].startswith("secret") and summary["neighbouring"] == "add-remove"
     with sqlite3.connect(out / LEDGER) as db:
+        threats = {row[0] for row in db.execute("SELECT DISTINCT protects_against FROM privacy_events")}
+        assert threats == {json.dumps([MODEL_CONSUMERS])}
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         rows = db.execute("SELECT client, round, event FROM privacy_events ORDER BY round, client").fetchall()
         spent_rows = dict(db.execute("SELECT client, epsilon FROM privacy_spent").fetchall())

@@ -1,18 +1,26 @@
-"""``ampfl deploy --secure-aggregation secaggplus``: DP-DSGD-RP (004) and MS-PAFL (000) on real Flower.
+"""``ampfl deploy --secure-aggregation secaggplus``: DP-DSGD-RP (004), DP-FedAvg and MS-PAFL on real Flower.
 
-One real run per algorithm (3 SuperNodes, 1 round: 4 SecAgg+ exchanges) checks the property the
-papers assume: the server-side code never sees an individual contribution or a participation flag. The
-ServerApp's strategy and every client record what they see/send (``AMPFL_SECAGG_SPY``); the test checks that
+One real run per algorithm (3 SuperNodes, 1 round: 4 SecAgg+ exchanges) checks the property the threat
+model claims: the server-side code never sees an individual contribution, a participation flag or, for the
+noise-share algorithms, an un-noised sum. The ServerApp's strategy and every client record what they
+see/send (``AMPFL_SECAGG_SPY``); the test checks that
 
 - every node completed the protocol, each with the same weight and no metrics (nothing per node differs);
 - every result the strategy receives carries one and the same vector, equal to the **sum** of the clients'
-  own contributions (within SecAgg+'s quantisation), whichever of them checked in;
+  own vectors (within SecAgg+'s quantisation), whichever of them checked in;
+- DP-DSGD-RP and DP-FedAvg: what the server decodes minus the sum of the clients' un-noised contributions
+  is Gaussian noise with the calibrated std σ over the model's coordinates (every node, joined or not,
+  sent its share N(0, σ²/3)); the summary lists the server in ``protects_against``;
+- ``metrics.jsonl`` holds only released keys, ``diagnostics.jsonl`` the rest (and no count of participants
+  for the noise-share algorithms: nothing but the noised sum was decoded);
 - ε per round equals the simulator accountant's for the same schedule.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import sqlite3
 import tomllib
 from pathlib import Path
 
@@ -24,10 +32,13 @@ pytest.importorskip("torch")
 
 from ampfl.fl.config import parse_config
 from ampfl.fl.privacy import RunAccountant
+from ampfl.fl.release import DIAGNOSTICS_HEADER, MODEL_CONSUMERS, SERVER
 from ampfl.fl.run import build_algorithm, build_task
 from ampfl.flower.deploy import deploy
+from ampfl.flower.ledger import LEDGER
 from ampfl.flower.local import marked_processes
-from ampfl.flower.secagg import SPY_ENV, check_secure_aggregation, contribution
+from ampfl.flower.noise_shares import encoding_range
+from ampfl.flower.secagg import SPY_ENV, check_secure_aggregation, encode
 
 CONFIG = """
 seed = 7
@@ -46,29 +57,37 @@ name = "logreg"
 
 [algorithm]
 name = "{name}"
-participation = 0.5
 clip = 1.0
 noise_multiplier = 1.0
 learning_rate = 0.5
 {extra}
 """
-EXTRA = {"dp_dsgd_rp": "sampling_rate = 0.2", "ms_pafl": ""}
+EXTRA = {
+    "dp_dsgd_rp": "participation = 0.5\nsampling_rate = 0.2\nlocal_dataset_size = 500",
+    "dp_fedavg": 'client_sampling = "poisson"\nsampling_rate = 0.5\nexpected_clients = 1.5',
+    "ms_pafl": "participation = 0.5",
+}
+RELEASED = {"round", "accuracy", "epsilon", "delta", "wall_seconds"}
 
 
 def _read(path: Path) -> list[dict]:  # type: ignore[type-arg]
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def _config(name: str) -> object:
+    return parse_config(tomllib.loads(CONFIG.format(name=name, extra=EXTRA[name])))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXTRA))
-def test_secaggplus_server_sees_only_the_sum(
+def test_secaggplus_server_sees_only_the_noised_sum(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     spy = tmp_path / "spy"
     monkeypatch.setenv(SPY_ENV, str(spy))
-    config = parse_config(tomllib.loads(CONFIG.format(name=name, extra=EXTRA[name])))
+    config = _config(name)
     out = tmp_path / "flower"
-    summary = deploy(config, out, secure_aggregation="secaggplus")
+    summary = deploy(config, out, secure_aggregation="secaggplus")  # type: ignore[arg-type]
 
     server = _read(spy / "server.jsonl")
     assert [entry["round"] for entry in server] == [0]
@@ -81,36 +100,105 @@ def test_secaggplus_server_sees_only_the_sum(
     assert all(np.array_equal(v, vectors[0]) for v in vectors)  # one aggregate, no individual vector
     own = [_read(spy / f"client-{c}.jsonl") for c in range(3)]
     assert all(len(rows) == 1 and rows[0]["round"] == 0 for rows in own)
-    contributions = np.stack([np.asarray(rows[0]["vector"]) for rows in own])
-    joined = contributions[:, -1]  # each client's own B_i (1 = checked in), known to the client only
-    assert set(joined.tolist()) <= {0.0, 1.0}
-    assert np.all(contributions[joined == 0] == 0.0)  # a non-participant sends zeros ...
-    # ... and the server's aggregate × N is their sum (SecAgg+ quantises on [-1, 1] with 2^22 levels).
-    np.testing.assert_allclose(vectors[0] * 3, contributions.sum(0), atol=3 * 2 / 2**22 * 3)
-    line = _read(out / "metrics.jsonl")[-1]
-    assert line["participants"] == joined.sum() and line["asked"] == 3.0
+    sent = np.stack([np.asarray(rows[0]["vector"]) for rows in own])
+    joined = np.asarray([rows[0]["joined"] for rows in own])  # each client's own coin, known to it only
+    # The server's aggregate × 3 is the sum of what the clients sent (SecAgg+ quantises [-1, 1], 2^22 levels).
+    np.testing.assert_allclose(vectors[0] * 3, sent.sum(0), atol=3 * 2 / 2**22 * 3)
+    release = _read(out / "metrics.jsonl")
+    diagnostics = _read(out / "diagnostics.jsonl")
+    assert diagnostics[0] == DIAGNOSTICS_HEADER
+    assert [set(line) for line in release] == [RELEASED]  # nothing computed on private data without noise
+    assert diagnostics[1]["round"] == 1 and diagnostics[1]["asked"] == diagnostics[1]["completed"] == 3.0
+    assert set(summary["final_metrics"]) == RELEASED
+    assert summary["privacy_randomness"].startswith("secret") and summary["neighbouring"] == "add-remove"
+    with sqlite3.connect(out / LEDGER) as db:
+        threats = {
+            json.loads(row[0]) == summary["protects_against"]
+            for row in db.execute("SELECT protects_against FROM privacy_events")
+        }
+    assert threats == {True}
 
     # ε equals the simulator accountant's on the algorithm's events for the same schedule.
-    algorithm = build_algorithm(config, build_task(config))
-    accountant = RunAccountant(config.privacy, algorithm)
+    algorithm = build_algorithm(config, build_task(config))  # type: ignore[arg-type]
+    accountant = RunAccountant(config.privacy, algorithm)  # type: ignore[attr-defined]
     accountant.compose(algorithm.round_events(0))
     assert summary["epsilon"] == pytest.approx(accountant.epsilon(), rel=1e-12)
-    assert line["epsilon"] == pytest.approx(accountant.epsilon(), rel=1e-12)
+    assert release[-1]["epsilon"] == pytest.approx(accountant.epsilon(), rel=1e-12)
     assert summary["secure_aggregation"] == "secaggplus"
     assert marked_processes(str(out.resolve())) == []
     if name == "ms_pafl":  # w_α stays on the node: a state file for each client that checked in
+        assert summary["protects_against"] == [MODEL_CONSUMERS, SERVER]
+        assert summary["participation_hidden_from"] == []  # its analysis holds with participation public
+        assert np.array_equal(sent[:, -1], joined.astype(float))  # B_i · [w̃ / R, 1]
+        assert np.all(sent[~joined] == 0.0)
+        assert diagnostics[1]["participants"] == joined.sum()
         kept = sorted((out / "node-state").glob("node-*/ampfl-ms-pafl-private-*.npy"))
         assert len(kept) == joined.sum()
         return
 
-    # The encoding the sum is decoded from: every entry in [-1, 1], zeros for a non-participant.
+    # Noise shares: ε protects against the server, which decoded Σ u_i + N(0, σ²) and nothing else.
+    assert summary["protects_against"] == summary["participation_hidden_from"] == [MODEL_CONSUMERS, SERVER]
+    assert not {"participants", "examples", "train_loss"} & set(diagnostics[1])
+    sigma = float(algorithm.noise_std)  # type: ignore[attr-defined]
+    scale = encoding_range(algorithm, 3)
+    unnoised = np.stack([np.asarray(rows[0]["unnoised"]) for rows in own])
+    assert np.all(unnoised[~joined] == 0.0)  # a node whose coin said no contributes no update ...
+    shares = sent * scale - unnoised  # ... but still its noise share N(0, σ²/3)
+    for share in shares:
+        assert np.std(share) == pytest.approx(sigma / math.sqrt(3), rel=0.2)
+    noise = vectors[0] * 3 * scale - unnoised.sum(0)  # what the server holds minus the un-noised sum
+    m = noise.size
+    assert np.std(noise) == pytest.approx(sigma, rel=0.15)  # the calibrated σ (std error ~ σ/√(2m))
+    assert abs(np.mean(noise)) < 5 * sigma / math.sqrt(m)
+    assert np.abs(sent).max() < 1.0  # the encoding range covers every entry (SecAgg+ clipped nothing)
+
+
+def test_encoding_and_noise_shares() -> None:
+    """v_i = (u_i + ξ_i)/R: R covers the bound and 10 share stds; a non-participant's vector is its share."""
+    config = _config("dp_dsgd_rp")
+    algorithm = build_algorithm(config, build_task(config))  # type: ignore[arg-type]
+    d, sigma = algorithm.d, algorithm.noise_std  # type: ignore[attr-defined]
+    assert encoding_range(algorithm, 3) == pytest.approx(d * 1.0 + 10 * sigma / math.sqrt(3))
+    rng = np.random.default_rng(0)
+    zeros = np.zeros(100_000)
+    share = encode(algorithm, zeros, 3, rng) * encoding_range(algorithm, 3)
+    assert np.std(share) == pytest.approx(sigma / math.sqrt(3), rel=0.02)
+    full = np.full(100_000, float(d))  # |g_ij| ≤ |S_i| C ≤ d C
+    assert np.abs(encode(algorithm, full, 3, rng)).max() < 1.0
+
+
+def test_dropout_is_accounted_at_the_realised_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node that drops out takes its noise share with it: with 2 of 3 shares in the sum the round is
+    composed at z·√(2/3), and a halted protocol decodes nothing, keeps the model, composes the plan."""
     import torch
 
-    grads = torch.full((algorithm.global_params.numel(),), 2.0)  # |S_i| = 4 examples, C = 1
-    v = contribution(algorithm, grads, loss=8.0, examples=4.0)  # type: ignore[arg-type]
-    d = algorithm.d  # type: ignore[attr-defined]
-    assert np.all(np.abs(v) <= 1.0) and v[-1] == 1.0 and v[-2] == pytest.approx(4.0 / d)
-    assert not contribution(algorithm, None, 0.0, 0.0).any()  # type: ignore[arg-type]
+    import ampfl.flower.secagg as secagg
+    from ampfl.flower.noise_shares import min_completed, worst_case_events
+    from ampfl.flower.server_app import _release_secure, _secure_round
+
+    config = _config("dp_dsgd_rp")
+    algorithm = build_algorithm(config, build_task(config))  # type: ignore[arg-type]
+    planned = algorithm.round_events(0)
+    z = algorithm.noise_multiplier  # type: ignore[attr-defined]
+    noised = torch.ones_like(algorithm.global_params)  # type: ignore[attr-defined]
+    for completed, expected in ((3, planned), (2, [(algorithm.event_at(z * math.sqrt(2 / 3)), 1)])):  # type: ignore[attr-defined]
+        monkeypatch.setattr(secagg, "secure_sum", lambda *args, c=completed: secagg.SecureSum(noised, 3, c))
+        result, events, metrics = _secure_round(None, None, algorithm, [1, 2, 3], 0, 1.0, planned)  # type: ignore[arg-type]
+        assert events == expected and metrics["completed"] == completed
+        assert metrics["noise_multiplier_realised"] == pytest.approx(z * math.sqrt(completed / 3))
+        assert "participants" not in metrics
+    later = RunAccountant(config.privacy, algorithm)  # type: ignore[attr-defined]
+    later.compose(events)
+    full = RunAccountant(config.privacy, algorithm)  # type: ignore[attr-defined]
+    full.compose(planned)
+    assert later.epsilon() > full.epsilon()  # less noise, more ε: never the calibrated ε
+    assert min_completed(3) == 2 and worst_case_events(algorithm, planned, 3) == expected
+
+    monkeypatch.setattr(secagg, "secure_sum", lambda *args: secagg.SecureSum(None, 3, 1))
+    before = algorithm.global_params.clone()  # type: ignore[attr-defined]
+    result, events, _ = _secure_round(None, None, algorithm, [1, 2, 3], 0, 1.0, planned)  # type: ignore[arg-type]
+    _release_secure(algorithm, result)
+    assert events == planned and torch.equal(algorithm.global_params, before)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
@@ -119,12 +207,36 @@ def test_secaggplus_server_sees_only_the_sum(
         ("paillier", "dp_dsgd_rp", 3, "--secure-aggregation"),
         ("secaggplus", "fedavg", 3, "algorithm.name"),
         ("secaggplus", "dp_dsgd_rp", 2, "partition.num_clients"),
+        ("secaggplus", "dp_fedavg", 3, "algorithm.client_sampling"),
     ],
 )
 def test_secure_aggregation_refusals(name: str, algorithm: str, clients: int, key: str) -> None:
+    sampling = "fixed" if algorithm == "dp_fedavg" else None
     with pytest.raises(ValueError, match=key):
-        check_secure_aggregation(name, algorithm, clients)
-    check_secure_aggregation("none", algorithm, clients)
+        check_secure_aggregation(name, algorithm, clients, sampling)
+    check_secure_aggregation("none", algorithm, clients, sampling)
+
+
+def test_cli_says_the_server_is_not_covered_without_secaggplus(
+    tmp_path: Path,
+    run_cli,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+) -> None:
+    """Without SecAgg+, ``ampfl deploy`` says in one line at start that ε does not cover the server."""
+    import ampfl.flower.deploy as module
+
+    class Refused(module.LocalFederation):
+        def start(self, timeout: float = 60.0) -> None:
+            raise RuntimeError("no federation in this test")
+
+    monkeypatch.setattr(module, "LocalFederation", Refused)
+    (tmp_path / "cfg.toml").write_text(CONFIG.format(name="dp_dsgd_rp", extra=EXTRA["dp_dsgd_rp"]))
+    code, _, err = run_cli(["deploy", str(tmp_path / "cfg.toml"), "--out", str(tmp_path / "o")])
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 2, err
+    assert "server sees every client update" in lines[0] and "not protect against the server" in lines[0]
+    config = _config("dp_dsgd_rp")
+    assert module.server_notice(config, "secaggplus") is None  # type: ignore[arg-type]
 
 
 def test_cli_refuses_secure_aggregation_for_fedavg(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]

@@ -6,6 +6,7 @@ Needs the ``flower`` and ``train`` extras; flwr and the simulator are imported i
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,10 @@ def register(registry: Registry) -> None:
         "--secure-aggregation",
         default="none",
         choices=("none", "secaggplus"),
-        help="secaggplus: Flower's SecAgg+ (dp_dsgd_rp; the server sees only the sum, not who checked in)",
+        help=(
+            "secaggplus: Flower's SecAgg+ (dp_dsgd_rp, dp_fedavg with poisson sampling, ms_pafl): clients "
+            "add their noise shares, the server sees only the noised sum, not who checked in"
+        ),
     )
     parser.add_argument(
         "--timeout", type=float, default=3600.0, help="seconds the Flower run may take (default 3600)"
@@ -70,6 +74,7 @@ def _deploy(args: argparse.Namespace) -> dict[str, Any]:
             timeout=args.timeout,
             resume=args.resume,
             secure_aggregation=args.secure_aggregation,
+            announce=lambda line: print(line, file=sys.stderr, flush=True),
         )
     except RuntimeError as exc:
         raise CommandFailed([str(exc)]) from None

@@ -6,7 +6,9 @@
   ledger, run-level accountant) and ClientApp (local training on the node's partition), both reusing the
   simulator's algorithm code (``ampfl.fl.algorithms``) for the math;
 - :mod:`ampfl.flower.secagg`: SecAgg+ (``ampfl deploy --secure-aggregation secaggplus``): its ClientApp and
-  the per-round secure sum of the ServerApp;
+  the per-round secure sum of the ServerApp; :mod:`ampfl.flower.noise_shares`: the clients' shares of the
+  Gaussian noise under it (the server decodes only a noised sum), the encoding range and the accounting of
+  dropouts;
 - :mod:`ampfl.flower.ledger`: the SQLite privacy ledger; :mod:`ampfl.flower.local`: SuperLink/SuperNode
   processes.
 

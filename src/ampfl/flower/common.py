@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.config import RunConfig
 
-#: The ``[algorithm] name`` values ``ampfl deploy`` runs (DP-FedAvg with central noise only).
+#: The ``[algorithm] name`` values ``ampfl deploy`` runs (DP-FedAvg: central noise, or the clients' noise
+#: shares under ``--secure-aggregation secaggplus``).
 DEPLOYABLE = ("fedavg", "dp_fedavg", "dp_dsgd_rp", "ms_pafl")
 
 #: Keys of the app's run config.
@@ -63,7 +64,7 @@ def check_deployable(config: RunConfig) -> None:
     if getattr(config.algorithm.params, "noise_placement", "central") != "central":
         raise ValueError(
             "algorithm.noise_placement: ampfl deploy supports 'central' only "
-            "(distributed noise shares need secure aggregation)."
+            "(for noise shares added by the clients use --secure-aggregation secaggplus)."
         )
 
 

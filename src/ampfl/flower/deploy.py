@@ -5,7 +5,8 @@ app folder (``pyproject.toml`` naming :mod:`ampfl.flower.server_app` and :mod:`a
 with the resolved config and the run folder in ``[tool.flwr.app.config]``), then either starts a local
 federation (:class:`~ampfl.flower.local.LocalFederation`) or uses ``superlink``, and runs
 ``flwr run APP ampfl --stream``.
-The ServerApp writes ``metrics.jsonl``, ``ledger.sqlite``, ``summary.json`` and the plots into the run folder;
+The ServerApp writes ``metrics.jsonl`` (released), ``diagnostics.jsonl`` (NOT differentially private: keep it
+on the trusted side), ``ledger.sqlite``, ``summary.json`` and the plots into the run folder;
 the logs of ``flwr run``, the SuperLink and the SuperNodes go to ``logs/``. The local federation is torn down
 in a ``finally`` (also on Ctrl-C and on failure).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +95,23 @@ def write_app(
     return app_dir
 
 
+def server_notice(config: RunConfig, secure_aggregation: str) -> str | None:
+    """The one line ``ampfl deploy`` prints at start about what the server sees (None under SecAgg+)."""
+    if secure_aggregation != "none":
+        return None
+    name = config.algorithm.name
+    if name == "ms_pafl":
+        return (
+            "ampfl deploy: without --secure-aggregation secaggplus the server sees every client's noised "
+            "public part and who checked in; ms_pafl's client-side noise still covers the server "
+            "(docs/threat_model.md)."
+        )
+    return (
+        "ampfl deploy: without --secure-aggregation secaggplus the server sees every client update, so "
+        f"epsilon does not protect against the server ({name}; docs/threat_model.md)."
+    )
+
+
 def deploy(
     config: RunConfig,
     out_dir: str | Path,
@@ -101,6 +120,7 @@ def deploy(
     timeout: float = RUN_TIMEOUT,
     resume: bool = False,
     secure_aggregation: str = "none",
+    announce: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run ``config`` on Flower and return the summary (``summary.json``, plus bring-up/teardown seconds).
 
@@ -111,8 +131,11 @@ def deploy(
         timeout: seconds ``flwr run`` may take.
         resume: continue the run folder's last checkpoint (written after every round) with the same config;
             the ledger keeps every released round and drops the rows of a round that was never released.
-        secure_aggregation: ``none`` or ``secaggplus`` (DP-DSGD-RP: the server sees only the sum of the
-            clients' contributions, not who checked in; :mod:`ampfl.flower.secagg`).
+        secure_aggregation: ``none`` or ``secaggplus`` (DP-DSGD-RP, DP-FedAvg with Poisson sampling: every
+            node adds its noise share before masking, the server decodes only the noised sum and ε protects
+            against it too; :mod:`ampfl.flower.secagg`, :mod:`ampfl.flower.noise_shares`).
+        announce: called once, after the checks and before anything starts, with :func:`server_notice`'s
+            line (without SecAgg+).
 
     Raises:
         ValueError: an algorithm or setting deploy does not support, or a used run folder (one line).
@@ -125,7 +148,12 @@ def deploy(
     check_deployable(config)
     from ampfl.flower.secagg import check_secure_aggregation
 
-    check_secure_aggregation(secure_aggregation, config.algorithm.name, config.partition.num_clients)
+    check_secure_aggregation(
+        secure_aggregation,
+        config.algorithm.name,
+        config.partition.num_clients,
+        getattr(config.algorithm.params, "client_sampling", None),
+    )
     if superlink is None and config.partition.num_clients > MAX_LOCAL_CLIENTS:
         raise ValueError(
             f"partition.num_clients: a local federation starts one SuperNode per client, at most "
@@ -139,6 +167,9 @@ def deploy(
         used = [name for name in (CONFIG_JSON, METRICS, SUMMARY) if (out / name).exists()]
         if used:
             raise ValueError(f"{out} already holds a run ({used[0]}); pass --resume or choose another --out.")
+    notice = server_notice(config, secure_aggregation)
+    if announce is not None and notice is not None:
+        announce(notice)
     out.mkdir(parents=True, exist_ok=True)
     logs = out / "logs"
     logs.mkdir(exist_ok=True)

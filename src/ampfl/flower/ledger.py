@@ -2,9 +2,12 @@
 
 ``ledger.sqlite`` in the run folder holds
 
-- ``privacy_events(client TEXT, round INTEGER, event TEXT)``: for each client the round's events cover, one
-  row per event (an ``(event, count)`` pair gives ``count`` rows), the event as
-  :meth:`ampfl.accounting.events.PrivacyEvent.to_dict` JSON with sorted keys;
+- ``privacy_events(client TEXT, round INTEGER, event TEXT, protects_against TEXT)``: for each client the
+  round's events cover, one row per event (an ``(event, count)`` pair gives ``count`` rows), the event as
+  :meth:`ampfl.accounting.events.PrivacyEvent.to_dict` JSON with sorted keys (under SecAgg+ noise shares,
+  the event at the noise multiplier the server actually saw: :mod:`ampfl.flower.noise_shares`), and the
+  parties the event's ε protects against (JSON list, e.g. ``["model consumers", "server"]``;
+  docs/threat_model.md);
 - ``privacy_spent(client TEXT, epsilon REAL, delta REAL)``: each client's ε at the run's δ, composed by a
   per-client :class:`~ampfl.fl.privacy.RunAccountant` (the same accountant, relation and δ as the run's),
   refreshed in the same transaction as the events.
@@ -32,7 +35,9 @@ if TYPE_CHECKING:
 LEDGER = "ledger.sqlite"
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS privacy_events (client TEXT NOT NULL, round INTEGER NOT NULL, event TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS privacy_events (
+    client TEXT NOT NULL, round INTEGER NOT NULL, event TEXT NOT NULL, protects_against TEXT NOT NULL
+);
 CREATE INDEX IF NOT EXISTS privacy_events_client ON privacy_events (client, round);
 CREATE TABLE IF NOT EXISTS privacy_spent (client TEXT PRIMARY KEY, epsilon REAL, delta REAL);
 """
@@ -48,15 +53,23 @@ class PrivacyLedger:
         privacy: the run's ``[privacy]`` settings.
         algorithm: the run's algorithm (privacy unit and neighbouring relation of its events).
         clients: the ids of every client of the population.
+        protects_against: the parties the run's ε protects against (``threat_model``), stored in every row.
     """
 
     def __init__(
-        self, path: str | Path, privacy: PrivacyConfig, algorithm: Algorithm, clients: Sequence[int]
+        self,
+        path: str | Path,
+        privacy: PrivacyConfig,
+        algorithm: Algorithm,
+        clients: Sequence[int],
+        *,
+        protects_against: Sequence[str] = (),
     ) -> None:
         from ampfl.fl.privacy import RunAccountant
 
         self.path = Path(path)
         self.privacy = privacy
+        self.protects_against = json.dumps(list(protects_against))
         self.connection = sqlite3.connect(self.path, isolation_level=None)
         self.connection.execute("PRAGMA journal_mode=WAL")
         self.connection.execute("PRAGMA synchronous=FULL")
@@ -70,10 +83,11 @@ class PrivacyLedger:
 
     def record(self, round_index: int, clients: Sequence[int], events: Events) -> None:
         """Commit round ``round_index``'s events for ``clients`` and their new ε (one transaction)."""
-        rows: list[tuple[str, int, str]] = []
+        rows: list[tuple[str, int, str, str]] = []
+        threats = self.protects_against
         for event, count in events:
             text = json.dumps(event.to_dict(), sort_keys=True)
-            rows.extend((str(c), int(round_index), text) for c in clients for _ in range(int(count)))
+            rows.extend((str(c), int(round_index), text, threats) for c in clients for _ in range(int(count)))
         spent = []
         for c in clients:
             accountant = self.accountants[int(c)]
@@ -81,7 +95,7 @@ class PrivacyLedger:
             spent.append((str(c), accountant.epsilon(), accountant.delta))
         with self.connection:  # BEGIN ... COMMIT
             self.connection.execute("BEGIN")
-            self.connection.executemany("INSERT INTO privacy_events VALUES (?, ?, ?)", rows)
+            self.connection.executemany("INSERT INTO privacy_events VALUES (?, ?, ?, ?)", rows)
             self.connection.executemany("INSERT OR REPLACE INTO privacy_spent VALUES (?, ?, ?)", spent)
 
     def resume(self, rounds_done: int) -> None:

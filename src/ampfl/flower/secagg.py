@@ -1,35 +1,34 @@
-"""SecAgg+ for ``ampfl deploy --secure-aggregation secaggplus``: the server sees the sum, not who took part.
+"""SecAgg+ for ``ampfl deploy --secure-aggregation secaggplus``: the server decodes only a noised sum.
 
 Flower 1.41's compat layer: the ClientApp :data:`app` runs ``secaggplus_mod`` and replies in the legacy fit
 layout (``FitRes``); the ServerApp runs one ``SecAggPlusWorkflow`` per round (:func:`secure_sum`) on a
 ``LegacyContext`` whose strategy (:class:`SumStrategy`) asks every eligible node and keeps the unmasked
 aggregate. The ServerApp's round loop (ledger commit before release, checkpoint, metrics) is unchanged.
 
-DP-DSGD-RP (004) and MS-PAFL (000). Every asked node runs the protocol in every round; a node whose check-in
-coin B ~ Bern(p_i) says no contributes a vector of zeros. Every node reports the **same weight**
-(``num_examples = 1``) and no metrics: in flwr 1.41 the weight and the metrics of each ``FitRes`` travel in
-the clear (only the arrays are masked), so a weight 0 for a non-participant would reveal it. The server
-learns the mean over the N nodes that completed the protocol and multiplies by N.
+DP-DSGD-RP (004), DP-FedAvg (Poisson sampling) and MS-PAFL (000). Every asked node runs the protocol in every
+round, whatever its own coin (check-in B ~ Bern(p_i); DP-FedAvg: sampled with probability q, the coin drawn by
+the node, not the server). Every node reports the **same weight** (``num_examples = 1``) and no metrics: in
+flwr 1.41 the weight and the metrics of each ``FitRes`` travel in the clear (only the arrays are masked), so
+a weight 0 for a non-participant would reveal it. The server learns the mean over the c nodes that completed
+the protocol and multiplies by c.
 
-The contribution of client i is the flat vector (:func:`contribution`)
-
-    v_i = B_i · [g_i / (C d), loss_i / (L d), |S_i| / d, 1]
-
-(g_i: sum of its per-example clipped gradients, ‖·‖ ≤ |S_i| C, so every entry is in [-1, 1]; loss_i: its loss
-sum on S_i, capped at L = :data:`LOSS_CAP` per example; |S_i|: its local sample size; d: the local dataset
-size), quantised by SecAgg+ on ``clipping_range = 1`` with 2^22 levels (an error of at most C d / 2^22 per
-gradient coordinate per client). The server decodes Σ_i g_i, the loss sum, Σ|S_i| and the number of clients
-that checked in K (an aggregate that does not depend on any record).
+DP-DSGD-RP and DP-FedAvg (:mod:`ampfl.flower.noise_shares`): node i sends v_i = (u_i + ξ_i)/R, u_i its
+clipped gradient sum g_i (DP-FedAvg: clipped update Δ̃_i), zeros if its coin said no, ξ_i ~ N(0, σ²/n · I) its
+noise share (always sent), R the encoding range; the server decodes Σ_i u_i + N(0, σ² I) and nothing else
+(no count, sample total or loss), then the algorithm's ``apply_noised_sum``. A node that drops out takes its
+share with it: the round is accounted at the realised noise multiplier (``noise_shares`` docstring).
 
 MS-PAFL's contribution is v_i = B_i · [w̃_{i,p} / R, 1] with w̃_{i,p} its clipped, noised public part (client
 side, :func:`ampfl.flower.client_app._ms_pafl`: w_{i,α} stays on the node) and R = C + 10σ
-(:func:`public_range`); the server decodes Σ_i w̃_{i,p} and K for Eq. (13).
+(:func:`public_range`); the server decodes Σ_i w̃_{i,p} and K for Eq. (13) (MS-PAFL's analysis holds with
+participation public to the server).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +50,12 @@ from flwr.server.strategy import Strategy
 
 from ampfl.flower.client_app import _checks_in, _ms_pafl, _partition, query
 from ampfl.flower.common import CONFIG_KEY, algorithm_from_run_config, decode_raw
+from ampfl.flower.noise_shares import (
+    NOISE_SHARE_ALGORITHMS,
+    RECONSTRUCTION_THRESHOLD,
+    encoding_range,
+    noise_share,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -60,15 +65,12 @@ if TYPE_CHECKING:
     from flwr.serverapp import Grid
 
     from ampfl.fl.algorithms.base import Algorithm
-    from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
     from ampfl.fl.algorithms.ms_pafl import MSPAFL
 
 #: ``ampfl deploy --secure-aggregation`` values.
 SECURE_AGGREGATION = ("none", "secaggplus")
 #: Algorithms deployable with SecAgg+.
-SECAGG_ALGORITHMS = ("dp_dsgd_rp", "ms_pafl")
-#: Per-example loss cap of the securely summed loss (a metric only).
-LOSS_CAP = 100.0
+SECAGG_ALGORITHMS = (*NOISE_SHARE_ALGORITHMS, "ms_pafl")
 #: Fewest clients SecAgg+ runs with (with two, the sum and one's own vector reveal the other's).
 MIN_CLIENTS = 3
 #: Most clients: N · 2^22 quantisation levels must stay below the 2^32 modulus.
@@ -81,7 +83,9 @@ app = ClientApp(mods=[secaggplus_mod])
 app.query()(query)
 
 
-def check_secure_aggregation(name: str, algorithm: str, num_clients: int) -> None:
+def check_secure_aggregation(
+    name: str, algorithm: str, num_clients: int, client_sampling: str | None = None
+) -> None:
     """ValueError (one line naming the setting) for a secure aggregation deploy cannot run."""
     if name not in SECURE_AGGREGATION:
         raise ValueError(f"--secure-aggregation must be one of {list(SECURE_AGGREGATION)}. Found {name!r}.")
@@ -91,6 +95,12 @@ def check_secure_aggregation(name: str, algorithm: str, num_clients: int) -> Non
         raise ValueError(
             f"algorithm.name: --secure-aggregation {name} supports {', '.join(SECAGG_ALGORITHMS)}. "
             f"Found {algorithm!r}."
+        )
+    if algorithm == "dp_fedavg" and client_sampling != "poisson":
+        raise ValueError(
+            f"algorithm.client_sampling: --secure-aggregation {name} runs dp_fedavg with 'poisson' sampling "
+            "only (each node flips its own coin, hidden from the server). "
+            f"Found {client_sampling!r}."
         )
     if not MIN_CLIENTS <= num_clients <= MAX_CLIENTS:
         raise ValueError(
@@ -109,17 +119,27 @@ def _spy(name: str, record: dict[str, Any]) -> None:
 
 
 # -- client ----------------------------------------------------------------------------------------------
-def contribution(
-    algorithm: DPDSGDRandomParticipation, grads: torch.Tensor | None, loss: float, examples: float
-) -> np.ndarray:
-    """v_i of the module docstring; ``grads`` None for a client that did not check in (zeros)."""
-    size = algorithm.global_params.numel() + 3
-    if grads is None:
-        return np.zeros(size, dtype=np.float64)
-    d, clip = float(algorithm.d), float(algorithm.p.clip)
-    head = grads.double().numpy() / (clip * d)
-    tail = [min(loss, LOSS_CAP * examples) / (LOSS_CAP * d), examples / d, 1.0]
-    return np.concatenate([head, np.asarray(tail)])
+def encode(algorithm: Algorithm, unnoised: np.ndarray, asked: int, rng: np.random.Generator) -> np.ndarray:
+    """v_i = (u_i + ξ_i) / R (module docstring): ``unnoised`` u_i (zeros for a node whose coin said no) plus
+    its noise share from ``rng``, on SecAgg+'s [-1, 1]."""
+    share = noise_share(algorithm, asked, unnoised.size, rng)
+    vector: np.ndarray = (unnoised.astype(np.float64) + share) / encoding_range(algorithm, asked)
+    return vector
+
+
+def _joins(raw: dict[str, Any], pid: int, own: np.random.Generator) -> bool:
+    """The node's own coin: check-in B ~ Bern(p_i) (004, 000), or DP-FedAvg's Poisson coin Bern(q)."""
+    algorithm = raw["algorithm"]
+    if algorithm["name"] == "dp_fedavg":
+        return bool(own.random() < float(algorithm["sampling_rate"]))
+    return _checks_in(raw, pid, own)
+
+
+def _asked(fitins: FitIns, num_clients: int) -> int:
+    asked = int(fitins.config["asked"])
+    if not 1 <= asked <= num_clients:
+        raise ValueError(f"asked must be in [1, {num_clients}] (partition.num_clients). Found {asked}.")
+    return asked
 
 
 @app.train()
@@ -127,27 +147,36 @@ def train(msg: Message, context: Context) -> Message:
     """One client's SecAgg+ contribution (module docstring), in the legacy fit layout."""
     fitins = compat.recorddict_to_fitins(msg.content, keep_input=True)
     raw = decode_raw(str(context.run_config[CONFIG_KEY]))
-    pid = _partition(context, int(raw["partition"]["num_clients"]))
+    num_clients = int(raw["partition"]["num_clients"])
+    pid = _partition(context, num_clients)
     own = np.random.default_rng()  # the client's own randomness (OS entropy): the server cannot replay it
-    joined = _checks_in(raw, pid, own)
+    joined = _joins(raw, pid, own)
     # Every node builds the algorithm (torch, data), whether it joined or not: less of a timing signal.
     _, algorithm = algorithm_from_run_config(context.run_config)
-    if not joined:
-        vector = np.zeros(vector_size(algorithm))
-    elif algorithm.name == "ms_pafl":
-        vector = _ms_pafl_contribution(msg, context, algorithm, pid, fitins, own)  # type: ignore[arg-type]
+    record: dict[str, Any] = {"round": int(fitins.config["round"]), "joined": joined}
+    if algorithm.name == "ms_pafl":
+        if joined:
+            vector = _ms_pafl_contribution(msg, context, algorithm, pid, fitins, own)  # type: ignore[arg-type]
+        else:
+            vector = np.zeros(vector_size(algorithm))
     else:
-        vector = contribution_for(context, pid, fitins, own)
-    _spy(f"client-{pid}.jsonl", {"round": int(fitins.config["round"]), "vector": vector.tolist()})
+        asked = _asked(fitins, num_clients)
+        unnoised = np.zeros(vector_size(algorithm))
+        if joined:
+            unnoised = unnoised_contribution(algorithm, pid, fitins, own)
+        vector = encode(algorithm, unnoised, asked, own)  # the noise share goes out whatever the coin said
+        record["unnoised"] = unnoised.tolist()
+    record["vector"] = vector.tolist()
+    _spy(f"client-{pid}.jsonl", record)
     fitres = FitRes(Status(Code.OK, ""), ndarrays_to_parameters([vector]), num_examples=1, metrics={})
     return Message(compat.fitres_to_recorddict(fitres, keep_input=True), reply_to=msg)
 
 
 def vector_size(algorithm: Algorithm) -> int:
-    """Length of every node's contribution: d + 3 (DP-DSGD-RP) or d_p + 1 (MS-PAFL)."""
+    """Length of every node's contribution: m (DP-DSGD-RP, DP-FedAvg) or d_p + 1 (MS-PAFL)."""
     if algorithm.name == "ms_pafl":
         return int(algorithm.public.numel()) + 1  # type: ignore[attr-defined]
-    return int(algorithm.global_params.numel()) + 3  # type: ignore[attr-defined]
+    return int(algorithm.global_params.numel())  # type: ignore[attr-defined]
 
 
 def public_range(algorithm: MSPAFL) -> float:
@@ -169,15 +198,41 @@ def _ms_pafl_contribution(
     return np.concatenate([noisy / public_range(algorithm), [1.0]])
 
 
-def contribution_for(context: Context, pid: int, fitins: FitIns, own: np.random.Generator) -> np.ndarray:
-    """A checked-in DP-DSGD-RP client's v_i: 004's local Poisson sample and clipped gradient sum."""
+def unnoised_contribution(
+    algorithm: Algorithm, pid: int, fitins: FitIns, own: np.random.Generator
+) -> np.ndarray:
+    """u_i of a node whose coin said yes: DP-DSGD-RP's g_i (004's local Poisson sample, per-example clipped
+    gradient sum), DP-FedAvg's clipped update Δ̃_i (local SGD on its own mini-batches)."""
     import torch
 
+    from ampfl.fl.sampling import local_batches
+
     torch.set_num_threads(1)
-    _, algorithm = algorithm_from_run_config(context.run_config)
     start = torch.from_numpy(parameters_to_ndarrays(fitins.parameters)[0].copy())
-    sums, losses, examples = algorithm.client_gradients(start, np.array([pid]), own)  # type: ignore[attr-defined]
-    return contribution(algorithm, sums[0], float(losses[0]), float(examples[0]))  # type: ignore[arg-type]
+    ids = np.array([pid])
+    if algorithm.name == "dp_dsgd_rp":
+        sums, _, _ = algorithm.client_gradients(start, ids, own)  # type: ignore[attr-defined]
+        return np.asarray(sums[0].double().numpy())
+    p = algorithm.p  # type: ignore[attr-defined]
+    batches = local_batches(
+        algorithm.client_indices,  # type: ignore[attr-defined]
+        ids,
+        num_steps=p.num_local_steps,
+        batch_size=p.batch_size,
+        scheme=p.local_sampling,
+        rng=own,
+    )
+    result = algorithm.engine.local_sgd(
+        algorithm.model,  # type: ignore[attr-defined]
+        start,
+        algorithm.x_train,  # type: ignore[attr-defined]
+        algorithm.y_train,  # type: ignore[attr-defined]
+        batches,
+        learning_rate=p.learning_rate,
+        client_ids=ids,
+    )
+    update, _ = algorithm.clip_updates(result.params - start)  # type: ignore[attr-defined]
+    return np.asarray(update[0].double().numpy())
 
 
 # -- server ----------------------------------------------------------------------------------------------
@@ -195,7 +250,8 @@ class SumStrategy(Strategy):
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
-        fitins = FitIns(ndarrays_to_parameters([self.params]), {"round": self.round_index})
+        config: dict[str, Scalar] = {"round": self.round_index, "asked": len(self.proxies)}
+        fitins = FitIns(ndarrays_to_parameters([self.params]), config)
         return [(proxy, fitins) for proxy in self.proxies]
 
     def aggregate_fit(
@@ -204,7 +260,7 @@ class SumStrategy(Strategy):
         results: list[tuple[ClientProxy, FitRes]],
         failures: list[tuple[ClientProxy, FitRes] | BaseException],
     ) -> tuple[Parameters | None, dict[str, Scalar]]:
-        """Every result carries the same aggregate (the workflow's weighted mean); × N is the sum."""
+        """Every result carries the same aggregate (the workflow's weighted mean); × c is the sum."""
         _spy(
             "server.jsonl",
             {
@@ -244,16 +300,48 @@ class SumStrategy(Strategy):
         return None
 
 
+@dataclass
+class SecureSum:
+    """What the server-side code holds after one SecAgg+ round.
+
+    Attributes:
+        total: DP-DSGD-RP and DP-FedAvg: the noised sum Σ_i u_i + Σ_i ξ_i; MS-PAFL: Σ_i w̃_{i,p} (noised by
+            each client); None when the protocol halted (nothing decoded).
+        asked: n, the nodes asked.
+        completed: c, the nodes whose vectors are in the sum (their noise shares included).
+        joined: MS-PAFL only: K, the number of clients that checked in (Eq. 13; public to the server in
+            MS-PAFL's analysis). None otherwise: nothing but the noised sum is decoded.
+    """
+
+    total: torch.Tensor | None
+    asked: int
+    completed: int
+    joined: int | None = None
+
+
+def decode(algorithm: Algorithm, aggregate: np.ndarray | None, asked: int, completed: int) -> SecureSum:
+    """The :class:`SecureSum` of the workflow's unmasked aggregate (Σ_i v_i, or None if it halted)."""
+    import torch
+
+    dtype = algorithm.global_params.dtype  # type: ignore[attr-defined]
+    if aggregate is None:
+        return SecureSum(None, asked, completed)
+    if algorithm.name == "ms_pafl":
+        public = torch.from_numpy(aggregate[:-1] * public_range(algorithm))  # type: ignore[arg-type]
+        return SecureSum(public.to(dtype), asked, completed, round(float(aggregate[-1])))
+    noised = torch.from_numpy(aggregate * encoding_range(algorithm, asked))
+    return SecureSum(noised.to(dtype), asked, completed)
+
+
 def secure_sum(
     grid: Grid,
     context: Context,
-    algorithm: DPDSGDRandomParticipation | MSPAFL,
+    algorithm: Algorithm,
     node_ids: list[int],
     round_index: int,
     timeout: float,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """One SecAgg+ round over ``node_ids``: Σ_i g_i (zeros if the protocol halted) and the metrics."""
-    import torch
+) -> SecureSum:
+    """One SecAgg+ round over ``node_ids`` (module docstring)."""
     from flwr.common import ConfigRecord
     from flwr.server import LegacyContext
     from flwr.server.compat.grid_client_proxy import GridClientProxy
@@ -261,7 +349,7 @@ def secure_sum(
     from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD, Key
 
     ms_pafl = algorithm.name == "ms_pafl"
-    params = (algorithm.public if ms_pafl else algorithm.global_params).numpy()  # type: ignore[union-attr]
+    params = (algorithm.public if ms_pafl else algorithm.global_params).numpy()  # type: ignore[attr-defined]
     proxies: list[ClientProxy] = [GridClientProxy(n, grid, context.run_id) for n in node_ids]
     strategy = SumStrategy(proxies, params, round_index)
     legacy = LegacyContext(context, strategy=strategy)
@@ -271,24 +359,10 @@ def secure_sum(
     )
     workflow = SecAggPlusWorkflow(
         num_shares=1.0,  # every node shares with every other (SecAgg among the asked nodes)
-        reconstruction_threshold=2.0 / 3.0,
+        reconstruction_threshold=RECONSTRUCTION_THRESHOLD,
         max_weight=1.0,
         clipping_range=1.0,
         timeout=timeout,
     )
     workflow(grid, legacy)
-    metrics = {"asked": float(len(node_ids)), "completed": float(strategy.completed)}
-    if strategy.total is None:  # the protocol halted (too many dropouts): nothing is released but noise
-        return torch.zeros(params.shape, dtype=algorithm.global_params.dtype), metrics
-    total = strategy.total
-    if ms_pafl:
-        metrics["participants"] = float(round(total[-1]))
-        public = torch.from_numpy(total[:-1] * public_range(algorithm))  # type: ignore[arg-type]
-        return public.to(algorithm.global_params.dtype), metrics
-    d, clip, m = float(algorithm.d), float(algorithm.p.clip), algorithm.global_params.numel()  # type: ignore[union-attr]
-    metrics["participants"] = float(round(total[m + 2]))
-    metrics["examples"] = float(round(total[m + 1] * d))
-    if metrics["examples"] > 0:
-        metrics["train_loss"] = float(total[m] * LOSS_CAP * d) / metrics["examples"]
-    grads = torch.from_numpy(total[:m] * clip * d).to(algorithm.global_params.dtype)
-    return grads, metrics
+    return decode(algorithm, strategy.total, len(node_ids), strategy.completed)
