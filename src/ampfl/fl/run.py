@@ -61,6 +61,7 @@ from ampfl.fl.run_folder import (
     open_run_folder,
     save_checkpoint,
 )
+from ampfl.fl.run_lines import evaluation_line, group_fields, noise_levels, privacy_fields, with_privacy
 from ampfl.fl.run_plots import write_plots
 from ampfl.io import atomic_write_json, atomic_write_text, dumps_json
 
@@ -86,7 +87,6 @@ __all__ = [  # the run folder's names and checkpoint functions are re-exported f
 if TYPE_CHECKING:
     from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.engine import Engine
-    from ampfl.fl.privacy import RunAccountant
     from ampfl.fl.task import Task
 
 
@@ -247,8 +247,8 @@ def _run_experiment(
     pending: list[tuple[dict[str, Any], float, Future[dict[str, Any]]]] = []
 
     def evaluate(done: int, round_metrics: Mapping[str, Any]) -> None:
-        line = _evaluation_line(algorithm, done, round_metrics)
-        pending.append((line, wall(), books.submit(_privacy_fields, ledger, algorithm.group_budgets())))
+        line = evaluation_line(algorithm, done, round_metrics)
+        pending.append((line, wall(), books.submit(privacy_fields, ledger, algorithm.group_budgets())))
 
     def write_done(*, wait: bool, quiet: bool = False) -> dict[str, Any] | None:
         """Write the evaluation lines whose ε is known (all of them when ``wait``); the last one written.
@@ -259,7 +259,7 @@ def _run_experiment(
             if quiet and fields.exception() is not None:
                 break
             pending.pop(0)
-            last = _with_privacy(line, seconds, fields.result())
+            last = with_privacy(line, seconds, fields.result())
             release, diagnostic = split_line(last, released)
             metrics.append(release)
             diagnostics.append(diagnostic)
@@ -336,8 +336,8 @@ def _run_experiment(
 
     final = metrics[-1] if metrics else None
     if final is None:  # no evaluation ran (a run stopped before its first round)
-        fields = _privacy_fields(ledger, algorithm.group_budgets())
-        final = split_line(_with_privacy(_evaluation_line(algorithm, done, {}), wall(), fields), released)[0]
+        fields = privacy_fields(ledger, algorithm.group_budgets())
+        final = split_line(with_privacy(evaluation_line(algorithm, done, {}), wall(), fields), released)[0]
     headline = released[0] if released else "accuracy"
     title = f"{config.algorithm.name} on {config.dataset.name}"
     files = write_plots(out, metrics, title=title, metric=headline) if plots else []
@@ -370,8 +370,8 @@ def _run_experiment(
         "model": config.model.name,
         "seed": config.seed,
         "params": config.algorithm.params.model_dump(mode="json"),
-        "noise": _noise_levels(algorithm),
-        **_group_fields(ledger, algorithm.group_budgets()),
+        "noise": noise_levels(algorithm),
+        **group_fields(ledger, algorithm.group_budgets()),
         "completed": True,
         "out_dir": str(out),
         "files": [
@@ -420,56 +420,6 @@ def run_or_reuse(
             pass  # another configuration (e.g. a quick run): start again
     clear_run_folder(folder)
     return run_experiment(config, folder, task=task, plots=False, label=label)
-
-
-#: Attributes through which an algorithm exposes the noise it actually uses (after any calibration):
-#: the noise multiplier z and the absolute std σ (z times the sensitivity).
-NOISE_ATTRIBUTES = ("noise_multiplier", "noise_std")
-
-
-def _noise_levels(algorithm: Algorithm) -> dict[str, float]:
-    return {name: float(getattr(algorithm, name)) for name in NOISE_ATTRIBUTES if hasattr(algorithm, name)}
-
-
-def _scalar(value: Any) -> Any:
-    if hasattr(value, "item") and callable(value.item):
-        value = value.item()
-    if isinstance(value, bool | int | float | str) or value is None:
-        return value
-    return float(value)
-
-
-def _evaluation_line(algorithm: Algorithm, done: int, round_metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """An evaluation's line without its privacy fields (:func:`_with_privacy` adds them)."""
-    evaluation = algorithm.evaluate()
-    if "accuracy" not in evaluation:
-        raise ValueError(f"{type(algorithm).__name__}.evaluate() must return 'accuracy'.")
-    line: dict[str, Any] = {"round": done}
-    line.update({key: _scalar(value) for key, value in round_metrics.items()})
-    line.update({key: _scalar(value) for key, value in evaluation.items()})
-    return line
-
-
-def _privacy_fields(ledger: RunAccountant, budgets: Mapping[int, float]) -> dict[str, Any]:
-    """``epsilon``, ``delta`` and the group fields, read from the ledger (on its thread during a run)."""
-    return {"epsilon": ledger.epsilon(), "delta": ledger.delta, **_group_fields(ledger, budgets)}
-
-
-def _group_fields(ledger: RunAccountant, budgets: Mapping[int, float]) -> dict[str, Any]:
-    """``epsilon_by_group`` and ``budget_by_group`` (keys: group ids) for per-group algorithms (paper 001)."""
-    if not budgets:
-        return {}
-    spent = ledger.epsilon_by_group()
-    return {
-        "epsilon_by_group": {str(g): spent.get(g, 0.0) for g in sorted(budgets)},
-        "budget_by_group": {str(g): budgets[g] for g in sorted(budgets)},
-    }
-
-
-def _with_privacy(line: dict[str, Any], wall: float, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """``line`` with ``epsilon``, ``delta``, ``wall_seconds`` (at evaluation) and the group fields."""
-    group = {key: value for key, value in fields.items() if key not in ("epsilon", "delta")}
-    return {**line, "epsilon": fields["epsilon"], "delta": fields["delta"], "wall_seconds": wall, **group}
 
 
 @contextmanager
