@@ -21,7 +21,7 @@ NOISE_ATTRIBUTES = ("noise_multiplier", "noise_std")
 
 
 def noise_levels(algorithm: Algorithm) -> dict[str, float]:
-    """The summary's ``noise``: the :data:`NOISE_ATTRIBUTES` the algorithm has (public: set before training)."""
+    """The summary's ``noise``: the :data:`NOISE_ATTRIBUTES` the algorithm has (set before training)."""
     return {name: float(getattr(algorithm, name)) for name in NOISE_ATTRIBUTES if hasattr(algorithm, name)}
 
 
