@@ -7,11 +7,15 @@ round-off, so that a privacy loss computed from it is never understated.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Literal
 
 import numpy as np
 from scipy import special
 
-__all__ = ["EPS", "log1p_of_logsum", "log_comb_row", "log_expm1", "log_sub_exp"]
+from ampfl.accounting._checks import NumericalError
+
+__all__ = ["EPS", "find_root", "log1p_of_logsum", "log_comb_row", "log_expm1", "log_sub_exp"]
 
 EPS = float(np.finfo(np.float64).eps)
 
@@ -58,3 +62,107 @@ def log_comb_row(n: int) -> np.ndarray:
     """log C(n, ℓ) for ℓ = 0..n (gammaln; exact to a few ulps of its magnitude)."""
     ell = np.arange(n + 1, dtype=np.float64)
     return np.asarray(special.gammaln(n + 1.0) - special.gammaln(ell + 1.0) - special.gammaln(n - ell + 1.0))
+
+
+def _side(f: Callable[[float], float], x: float, name: str) -> float:
+    """f(x), refusing nan (inf is fine: only its sign is used)."""
+    value = float(f(x))
+    if math.isnan(value):
+        raise NumericalError(f"{name}: the function is nan at {x!r}; no root can be bracketed there.")
+    return value
+
+
+def find_root(
+    f: Callable[[float], float],
+    lo: float,
+    hi: float,
+    *,
+    expand: Literal["none", "upper", "lower", "both"] = "none",
+    max_hi: float = 1e6,
+    min_lo: float = -1e6,
+    factor: float = 2.0,
+    xtol: float = 0.0,
+    rtol: float = 1e-12,
+    end: Literal["lower", "upper"] = "upper",
+    name: str = "root",
+    max_iter: int = 4000,
+) -> float:
+    """A sign change of ``f`` in a bracket it checks (the one root finder of the accounting layer).
+
+    ``f(lo)`` and ``f(hi)`` must differ in sign (an exact zero is returned at once). If they do not, the
+    ends named by ``expand`` move out geometrically from the other end (an upper end at ``lo + (hi − lo)·
+    factorᵏ``, the old end becoming the new other end) until they do, up to ``max_hi`` / ``min_lo``. ±inf
+    values of ``f`` count by their sign; a nan raises. The bracket is then bisected (arithmetic midpoints,
+    so each end keeps the sign of ``f`` it had) until ``hi − lo ≤ xtol + rtol·max(|lo|, |hi|)`` or the ends
+    are adjacent floats.
+
+    Args:
+        f: the function; need not be continuous (a step is found like a root).
+        lo, hi: the initial bracket (``lo < hi``).
+        expand: which end(s) may move out when the initial bracket has no sign change.
+        max_hi, min_lo: finite limits of the expansion (inclusive).
+        factor: growth of the bracket's width per expansion step (> 1).
+        xtol, rtol: absolute and relative width of the final bracket.
+        end: which end of the final bracket to return; each end is a point where ``f`` has the sign it had
+            at that end of the checked bracket (or is 0), so the caller picks its conservative side (e.g.
+            ``"upper"`` for the smallest ε with δ(ε) − target ≤ 0, δ decreasing: never under-reports).
+        name: what is searched, for error messages.
+        max_iter: cap on expansion plus bisection steps.
+
+    Returns:
+        The chosen end of the final bracket (or a point where ``f`` is exactly 0).
+
+    Raises:
+        NumericalError: when ``f`` is nan at a probe, or no sign change is found within the limits.
+        ValueError: on an invalid bracket or settings.
+    """
+    lo, hi = float(lo), float(hi)
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"{name}: the bracket must be finite with lo < hi. Found [{lo}, {hi}].")
+    if not (math.isfinite(max_hi) and math.isfinite(min_lo) and min_lo <= lo and hi <= max_hi):
+        raise ValueError(
+            f"{name}: the limits must be finite and contain the bracket. Found [{min_lo}, {max_hi}]."
+        )
+    if not factor > 1.0:
+        raise ValueError(f"{name}: factor must be > 1. Found {factor}.")
+    f_lo, f_hi = _side(f, lo, name), _side(f, hi, name)
+    anchor_lo, anchor_hi = lo, hi
+    steps = 0
+    while (f_lo > 0.0) == (f_hi > 0.0) and f_lo != 0.0 and f_hi != 0.0:
+        up = expand in ("upper", "both") and hi < max_hi
+        down = expand in ("lower", "both") and lo > min_lo
+        steps += 1
+        if not (up or down) or steps > max_iter:
+            raise NumericalError(
+                f"{name}: no sign change in [{lo:.6g}, {hi:.6g}] (f = {f_lo:.6g}, {f_hi:.6g}); the root "
+                f"is not bracketed within the search limits [{min_lo:.6g}, {max_hi:.6g}]."
+            )
+        if up:
+            new_hi = min(max_hi, anchor_lo + (hi - anchor_lo) * factor)
+            if not down:
+                lo, f_lo = hi, f_hi
+            hi, f_hi = new_hi, _side(f, new_hi, name)
+        if down and (f_lo > 0.0) == (f_hi > 0.0) and f_lo != 0.0 and f_hi != 0.0:
+            new_lo = max(min_lo, anchor_hi - (anchor_hi - lo) * factor)
+            if not up:
+                hi, f_hi = lo, f_lo
+            lo, f_lo = new_lo, _side(f, new_lo, name)
+    if f_lo == 0.0:
+        return lo
+    if f_hi == 0.0:
+        return hi
+    positive_lo = f_lo > 0.0
+    for _ in range(max_iter):
+        if hi - lo <= xtol + rtol * max(abs(lo), abs(hi)):
+            break
+        mid = lo + 0.5 * (hi - lo)
+        if not lo < mid < hi:
+            break
+        f_mid = _side(f, mid, name)
+        if f_mid == 0.0:
+            return mid
+        if (f_mid > 0.0) == positive_lo:
+            lo = mid
+        else:
+            hi = mid
+    return hi if end == "upper" else lo

@@ -21,6 +21,7 @@ from scipy import special
 
 from ampfl.accounting._checks import check_delta, check_nonnegative, check_positive
 from ampfl.accounting._numerics import EPS as _EPS
+from ampfl.accounting._numerics import find_root
 from ampfl.accounting.calibrate import calibrate_decreasing
 
 
@@ -90,19 +91,18 @@ def gaussian_epsilon(*, sigma: float, delta: float, sensitivity: float = 1.0) ->
     log_target = math.log(dlt)
     if gaussian_log_delta(sigma=sig, epsilon=0.0, sensitivity=s) <= log_target:
         return 0.0
-    # δ(ε) decreases in ε; search the smallest ε meeting the target.
-    lo, hi = 0.0, 1.0
-    while gaussian_log_delta(sigma=sig, epsilon=hi, sensitivity=s) > log_target:
-        lo, hi = hi, hi * 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if gaussian_log_delta(sigma=sig, epsilon=mid, sensitivity=s) > log_target:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-12 * max(hi, 1e-12):
-            break
-    return hi
+    # δ(ε) decreases in ε; search the smallest ε meeting the target (the upper end: δ ≤ target there).
+    return find_root(
+        lambda e: gaussian_log_delta(sigma=sig, epsilon=e, sensitivity=s) - log_target,
+        0.0,
+        1.0,
+        expand="upper",
+        max_hi=1e300,
+        xtol=1e-24,
+        rtol=1e-12,
+        end="upper",
+        name="gaussian_epsilon",
+    )
 
 
 def analytic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float = 1.0) -> float:

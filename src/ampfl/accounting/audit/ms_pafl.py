@@ -40,6 +40,7 @@ from numpy.typing import NDArray
 from scipy import integrate, optimize, special
 
 from ampfl.accounting._checks import NumericalError, check_delta, check_nonnegative, check_positive
+from ampfl.accounting._numerics import find_root
 from ampfl.accounting.ms_pafl import (
     amplified_epsilon,
     first_use_delta,
@@ -248,12 +249,17 @@ def exact_epsilon(d: UploadMixture, d_prime: UploadMixture, *, noise_std: float,
 
     if excess(0.0) <= 0.0:
         return 0.0
-    hi = 0.01
-    while excess(hi) > 0.0:
-        hi *= 2.0
-        if hi > 1e3:
-            raise NumericalError("exact_epsilon: no epsilon up to 1e3 meets the target delta.")
-    return float(optimize.brentq(excess, 0.0, hi, xtol=1e-12, rtol=1e-9))
+    return find_root(
+        excess,
+        0.0,
+        0.01,
+        expand="upper",
+        max_hi=1e3,
+        xtol=1e-12,
+        rtol=1e-10,
+        end="upper",
+        name="exact_epsilon",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import optimize
 
+from ampfl.accounting._numerics import find_root
 from ampfl.accounting.groups.error_model import PlanProblem, contributions, objective
 
 __all__ = ["NoiseFn", "contiguous_partitions", "minimise_objective", "project_onto_constraint"]
@@ -53,15 +54,22 @@ def contiguous_partitions(forced: list[bool], allowed: list[bool]) -> list[list[
 
 
 def project_onto_constraint(u: np.ndarray, sizes: np.ndarray, target: float, lo: float) -> np.ndarray:
-    """Point of [lo, 1]^A with Σ q N = target of the form clip(u + t, lo, 1) (bisection on t)."""
+    """Point of [lo, 1]^A with Σ q N = target of the form clip(u + t, lo, 1) (bisection on t).
+
+    The bracket (every rate at ``lo``, every rate at 1) is checked: a target outside [lo·ΣN, ΣN] raises
+    :class:`~ampfl.accounting._checks.NumericalError`. The end with Σ q N ≥ target is returned.
+    """
     a, b = -1.0 - float(u.max()), 1.0 - float(u.min()) + 1.0
-    for _ in range(200):
-        t = 0.5 * (a + b)
-        if float(np.sum(np.clip(u + t, lo, 1.0) * sizes)) < target:
-            a = t
-        else:
-            b = t
-    return np.asarray(np.clip(u + b, lo, 1.0), dtype=float)
+    t = find_root(
+        lambda s: float(np.sum(np.clip(u + s, lo, 1.0) * sizes)) - target,
+        a,
+        b,
+        xtol=1e-15,
+        rtol=0.0,
+        end="upper",
+        name="project_onto_constraint (shift t)",
+    )
+    return np.asarray(np.clip(u + t, lo, 1.0), dtype=float)
 
 
 def _simplex_grid(sizes: np.ndarray, target: float, lo: float, points: int) -> np.ndarray:
@@ -149,11 +157,13 @@ def _dual_search(prob: PlanProblem, noise_fns: list[NoiseFn], lo: float, target:
     def rates(mu: float) -> np.ndarray:
         return np.asarray(grid[np.argmin(g + mu * sizes[:, None] * grid[None, :], axis=1)])
 
-    low, high = -slope - 1.0, slope + 1.0
-    for _ in range(100):
-        mid = 0.5 * (low + high)
-        if float(rates(mid) @ sizes) > target:
-            low = mid
-        else:
-            high = mid
+    high = find_root(  # Σ N_a q_a(μ) − target: a decreasing step function of μ
+        lambda mu: float(rates(mu) @ sizes) - target,
+        -slope - 1.0,
+        slope + 1.0,
+        xtol=1e-13 * (slope + 1.0),
+        rtol=0.0,
+        end="upper",
+        name="dual search (multiplier mu)",
+    )
     return project_onto_constraint(rates(high), sizes, target, lo)

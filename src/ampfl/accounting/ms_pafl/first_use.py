@@ -29,17 +29,16 @@ import math
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import optimize, special, stats
+from scipy import special, stats
 
 from ampfl.accounting._checks import (
-    NumericalError,
     check_delta,
     check_int,
     check_nonnegative,
     check_positive,
     check_probability,
 )
-from ampfl.accounting._numerics import EPS
+from ampfl.accounting._numerics import EPS, find_root
 from ampfl.accounting.gaussian import gaussian_log_delta_array
 
 __all__ = [
@@ -152,14 +151,15 @@ def first_use_epsilon(
 
     if excess(0.0) <= 0.0:
         return 0.0
-    hi = 1e-3
-    while excess(hi) > 0.0:
-        hi *= 2.0
-        if hi > 1e6:
-            raise NumericalError("first_use_epsilon: no epsilon up to 1e6 meets the target delta.")
-    lo = 0.0 if hi <= 1e-3 else hi / 2.0
-    root = float(optimize.brentq(excess, lo, hi, xtol=1e-14, rtol=1e-12))
-    out = root * (1.0 + 1e-9) + 1e-14
-    while excess(out) > 0.0:  # brentq returns either side of the root: step up until the target holds
-        out = out * (1.0 + 1e-6) + 1e-12
-    return min(out, hi)
+    # the upper end of the final bracket: δ(ε) ≤ delta holds there (never under-reports ε)
+    return find_root(
+        excess,
+        0.0,
+        1e-3,
+        expand="upper",
+        max_hi=1e6,
+        xtol=1e-14,
+        rtol=1e-10,
+        end="upper",
+        name="first_use_epsilon",
+    )

@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ampfl.accounting._checks import NumericalError, check_delta, check_nonnegative, check_positive
+from ampfl.accounting._checks import check_delta, check_nonnegative, check_positive
+from ampfl.accounting._numerics import find_root
 from ampfl.accounting.gaussian import gaussian_log_delta
 from ampfl.accounting.random_checkin.analyses import check_analysis, check_mechanism
 from ampfl.accounting.random_checkin.theorem41 import coefficients, paper_log_delta
@@ -113,22 +114,20 @@ def epsilon_per_iteration(
 def smallest_epsilon(f: Callable[[float], float], target: float, *, feasible: float | None = None) -> float:
     """Smallest ε (bisection to 1e-9 relative, rounded up) with f(ε) ≤ target, for f: ε ↦ log δ decreasing.
 
-    ``feasible``, when given, is an ε known to meet the target (no bracket expansion needed).
+    ``feasible``, when given, is an ε known to meet the target (no bracket expansion needed; checked).
 
     Raises:
-        NumericalError: when no ε up to 1e6 meets the target.
+        NumericalError: when no ε up to 1e6 (or ``feasible``) meets the target.
     """
     if f(0.0) <= target:
         return 0.0
-    lo, hi = 0.0, 1.0 if feasible is None else feasible
-    while feasible is None and f(hi) > target:
-        lo, hi = hi, hi * 2.0
-        if hi > 1e6:
-            raise NumericalError("epsilon: no epsilon up to 1e6 meets the target delta.")
-    while hi - lo > 1e-9 * hi:
-        mid = 0.5 * (lo + hi)
-        if f(mid) > target:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    return find_root(
+        lambda e: f(e) - target,
+        0.0,
+        1.0 if feasible is None else feasible,
+        expand="upper" if feasible is None else "none",
+        max_hi=max(1e6, 1.0 if feasible is None else feasible),
+        rtol=1e-9,
+        end="upper",
+        name="epsilon",
+    )

@@ -56,6 +56,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import stats
 
 from ampfl.accounting._checks import check_int, check_positive, check_probability
+from ampfl.accounting._numerics import find_root
 from ampfl.accounting.events import RandomCheckInEvent
 
 __all__ = [
@@ -125,16 +126,25 @@ def refined_pld(
 
 
 def _epsilon_at(components: list[tuple[float, float, float]], delta: float) -> float:
-    """One-round ε(δ) of a public mixture of subsampled Gaussians (closed forms, bisection; no grid)."""
+    """One-round ε(δ) of a public mixture of subsampled Gaussians (closed forms, bisection; no grid).
+
+    The bracket starts at [0, 64] and expands up to 1e6 (:func:`~ampfl.accounting._numerics.find_root`);
+    the upper end is returned, so δ(ε) ≤ ``delta`` holds there (never under-reports ε).
+    """
     from ampfl.accounting.random_checkin.count_split import mixture_delta
 
-    lo, hi = 0.0, 64.0
     if mixture_delta(components, 0.0) <= delta:
         return 0.0
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if mixture_delta(components, mid) <= delta else (mid, hi)
-    return hi
+    return find_root(
+        lambda e: mixture_delta(components, e) - delta,
+        0.0,
+        64.0,
+        expand="upper",
+        max_hi=1e6,
+        rtol=1e-12,
+        end="upper",
+        name="one-round epsilon of the random check-in pair",
+    )
 
 
 def hidden_components(

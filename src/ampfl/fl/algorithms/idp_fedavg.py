@@ -17,6 +17,7 @@ RDP accountant and lowered by 2% steps until ε_g holds; a realised Σ q_g N_g s
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 import numpy as np
@@ -30,6 +31,7 @@ def idp_rates(
     budgets: np.ndarray, sizes: np.ndarray, *, participation: float, rounds: int, delta: float
 ) -> tuple[np.ndarray, float]:
     """(q_g per group, common z) of IDP-FedAvg's "Sample" rule (module docstring)."""
+    from ampfl.accounting._numerics import find_root
     from ampfl.accounting.groups import group_epsilon
     from ampfl.accounting.groups.noise_curves import pchip_noise
 
@@ -45,11 +47,14 @@ def idp_rates(
         ok = curves <= z  # z_g(q) increases with q: the largest q whose noise is at most z
         return np.where(ok.any(1), fine[np.where(ok, np.arange(fine.size), -1).max(1)], 0.0)
 
-    lo, hi = float(curves.min()), float(curves.max())
-    for _ in range(60):  # Σ q_g(z) N_g increases with z
-        mid = (lo * hi) ** 0.5
-        lo, hi = (mid, hi) if float(rates(mid) @ sizes) < target else (lo, mid)
-    z = hi
+    def shortfall(log_z: float) -> float:  # Σ q_g(z) N_g − qN, nondecreasing in z
+        return float(rates(math.exp(log_z)) @ sizes) - target
+
+    lo, hi = math.log(float(curves.min())), math.log(float(curves.max()))
+    if shortfall(lo) >= 0.0:
+        z = math.exp(lo)
+    else:  # at the largest curve value every group's rate is 1, so Σ N_g ≥ qN: the bracket holds (checked)
+        z = math.exp(find_root(shortfall, lo, hi, rtol=1e-12, end="upper", name="IDP-FedAvg's common z"))
     q = rates(z)
     for g, e in enumerate(budgets):  # exact check (the interpolation is within about 1%)
         while q[g] > 0 and group_epsilon(z, sampling_rate=float(q[g]), rounds=rounds, target_delta=delta) > e:
