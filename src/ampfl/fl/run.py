@@ -385,15 +385,18 @@ def _run_experiment(
 
 def run_experiment(config: RunConfig, out_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
     """Run (or resume) ``config`` in ``out_dir`` with ``[engine] threads`` torch threads (see
-    :func:`_run_experiment` for the arguments); the caller's thread setting is restored afterwards."""
+    :func:`_run_experiment` for the arguments); the caller's thread setting is restored afterwards. The run
+    holds the folder's lock (:mod:`ampfl.fl.folder_lock`) while it runs."""
     import torch
 
     from ampfl.fl.config import DEFAULT_THREADS
+    from ampfl.fl.folder_lock import locked
 
     previous = torch.get_num_threads()
     torch.set_num_threads(config.engine.threads or DEFAULT_THREADS)
     try:
-        return _run_experiment(config, out_dir, **kwargs)
+        with locked(out_dir):  # one writer per run folder (a second run into it fails in one line)
+            return _run_experiment(config, out_dir, **kwargs)
     finally:
         torch.set_num_threads(previous)
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ampfl.fl.folder_lock import LOCK
 from ampfl.fl.release import DIAGNOSTICS
 from ampfl.fl.run_plots import ACCURACY_PNG, EPSILON_PNG
 from ampfl.io import atomic_write_bytes
@@ -54,6 +55,7 @@ def clear_run_folder(folder: str | Path) -> None:
     """
     path = Path(folder)
     names = (CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, CHECKPOINT, SUMMARY, ACCURACY_PNG, EPSILON_PNG)
+    (path / LOCK).unlink(missing_ok=True)
     for name in names:
         (path / name).unlink(missing_ok=True)
     if path.is_dir() and not any(path.iterdir()):

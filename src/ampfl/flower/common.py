@@ -31,6 +31,8 @@ OUT_KEY = "out-dir"
 RESUME_KEY = "resume"
 #: ``none`` or ``secaggplus`` (:mod:`ampfl.flower.secagg`).
 SECAGG_KEY = "secure-aggregation"
+#: The run folder lock's token (:mod:`ampfl.fl.folder_lock`): the ServerApp writes only while it owns it.
+TOKEN_KEY = "run-token"
 #: Message types beyond Flower's ``train``: the server asks each node which partition it holds.
 QUERY = "query"
 

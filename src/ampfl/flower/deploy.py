@@ -20,11 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ampfl.fl.folder_lock import acquire, release
 from ampfl.flower.common import (
     CONFIG_KEY,
     OUT_KEY,
     RESUME_KEY,
     SECAGG_KEY,
+    TOKEN_KEY,
     check_deployable,
     encode_config,
 )
@@ -63,6 +65,7 @@ clientapp = "{clientapp}"
 {resume_key} = {resume}
 reply-timeout = {reply_timeout}
 {secagg_key} = "{secagg}"
+{token_key} = "{token}"
 """
 
 
@@ -74,6 +77,7 @@ def write_app(
     resume: bool = False,
     reply_timeout: float = 600.0,
     secure_aggregation: str = "none",
+    token: str = "",
 ) -> Path:
     """The Flower app folder of one run (module docstring); SecAgg+ runs :mod:`ampfl.flower.secagg`'s
     ClientApp."""
@@ -90,6 +94,8 @@ def write_app(
         + ("secagg:app" if secure_aggregation == "secaggplus" else "client_app:app"),
         secagg_key=SECAGG_KEY,
         secagg=secure_aggregation,
+        token_key=TOKEN_KEY,
+        token=token,
     )
     (app_dir / "pyproject.toml").write_text(text, encoding="utf-8")
     return app_dir
@@ -141,9 +147,8 @@ def deploy(
         ValueError: an algorithm or setting deploy does not support, or a used run folder (one line).
         RuntimeError: the Flower run failed (the message names the log to read).
     """
-    from ampfl.fl.config import config_to_dict, to_toml
-    from ampfl.fl.run import CONFIG_JSON, CONFIG_TOML, METRICS, SUMMARY
-    from ampfl.io import atomic_write_json, atomic_write_text
+    from ampfl.fl.config import config_to_dict
+    from ampfl.fl.run import CONFIG_JSON, METRICS, SUMMARY
 
     check_deployable(config)
     from ampfl.flower.secagg import check_secure_aggregation
@@ -170,7 +175,29 @@ def deploy(
     notice = server_notice(config, secure_aggregation)
     if announce is not None and notice is not None:
         announce(notice)
-    out.mkdir(parents=True, exist_ok=True)
+    token = acquire(out)  # one writer per run folder: a second deploy or run into it fails in one line
+    try:
+        return _deploy(config, out, resolved, token, superlink, timeout, resume, secure_aggregation)
+    finally:
+        release(out, token)
+
+
+def _deploy(
+    config: RunConfig,
+    out: Path,
+    resolved: dict[str, Any],
+    token: str,
+    superlink: str | None,
+    timeout: float,
+    resume: bool,
+    secure_aggregation: str,
+) -> dict[str, Any]:
+    """:func:`deploy` once the checks passed and the folder's lock is held (``token``)."""
+    from ampfl.fl.config import to_toml
+    from ampfl.fl.run import CONFIG_JSON, CONFIG_TOML, SUMMARY
+    from ampfl.io import atomic_write_json, atomic_write_text
+
+    marker = f"{out.resolve()}#{token}"  # this run's processes only (the watchdog sweeps by it)
     logs = out / "logs"
     logs.mkdir(exist_ok=True)
     atomic_write_json(out / CONFIG_JSON, resolved)
@@ -178,7 +205,12 @@ def deploy(
     timings: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="ampfl-flower-") as tmp:
         app_dir = write_app(
-            Path(tmp) / "app", resolved, out, resume=resume, secure_aggregation=secure_aggregation
+            Path(tmp) / "app",
+            resolved,
+            out,
+            resume=resume,
+            secure_aggregation=secure_aggregation,
+            token=token,
         )
         begun = time.perf_counter()
         if superlink is None:
@@ -186,7 +218,7 @@ def deploy(
                 config.partition.num_clients,
                 logs,
                 Path(tmp) / "flwr-home",
-                marker=str(out.resolve()),
+                marker=marker,
                 state_dir=out / "node-state",
             )
             try:
@@ -198,7 +230,7 @@ def deploy(
                 federation.stop()
                 timings["teardown_seconds"] = time.perf_counter() - stop_begun
         else:
-            env = flower_env(Path(tmp) / "flwr-home", superlink, marker=str(out.resolve()))
+            env = flower_env(Path(tmp) / "flwr-home", superlink, marker=marker)
             code = flwr_run(app_dir, env, logs / "flwr-run.log", timeout)
         timings["deploy_seconds"] = time.perf_counter() - begun
     if code != 0 or not (out / SUMMARY).is_file():

@@ -4,7 +4,9 @@
 free ports (each in its own process group, so the ``flower-superexec`` children and the app processes they
 spawn are ended with it) and stops them all in :meth:`LocalFederation.stop`: SIGTERM to each group, SIGKILL
 to what is left after a grace period, then SIGKILL to any process still carrying the run's :data:`MARKER`.
-Use it as a context manager: the federation is stopped on success, failure and Ctrl-C alike.
+Use it as a context manager: the federation is stopped on success, failure and Ctrl-C alike. With a marker, a
+watchdog process (:mod:`ampfl.flower.watchdog`) kills every marked process within about a second if this
+process dies without stopping them (``kill -9``).
 
 Every process runs with the venv's ``bin`` first on ``PATH`` (the SuperLink and SuperNodes spawn
 ``flower-superexec`` from it), ``FLWR_TELEMETRY_ENABLED=0``, ``FLWR_DISABLE_UPDATE_CHECK=1`` and a private
@@ -70,8 +72,10 @@ def flower_env(flwr_home: Path, superlink: str, marker: str = "") -> dict[str, s
 
 
 def marked_processes(marker: str) -> list[int]:
-    """Ids of this user's live processes whose environment has :data:`MARKER` = ``marker`` (Linux /proc)."""
+    """Ids of this user's live processes whose environment has :data:`MARKER` = ``marker`` (Linux /proc), or
+    ``marker#<token>`` (``ampfl deploy`` marks its processes with the run folder and the run's token)."""
     needle = f"{MARKER}={marker}".encode()
+    prefix = needle + b"#"
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -81,7 +85,7 @@ def marked_processes(marker: str) -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if state != "Z" and needle in environ.split(b"\0"):
+        if state != "Z" and any(v == needle or v.startswith(prefix) for v in environ.split(b"\0")):
             found.append(int(entry.name))
     return found
 
@@ -151,6 +155,7 @@ class LocalFederation:
         self.state_dir = state_dir
         self.env = flower_env(Path(flwr_home), self.superlink, marker)
         self.processes: list[subprocess.Popen[bytes]] = []
+        self.watchdog: subprocess.Popen[bytes] | None = None
         self.started_seconds = 0.0
 
     def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen[bytes]:
@@ -167,9 +172,22 @@ class LocalFederation:
         self.processes.append(process)
         return process
 
+    def _start_watchdog(self) -> None:
+        """:mod:`ampfl.flower.watchdog`: kills the marked processes if this process dies (``kill -9``)."""
+        env = {k: v for k, v in self.env.items() if k != MARKER}  # the watchdog itself carries no marker
+        self.watchdog = subprocess.Popen(
+            [sys.executable, "-m", "ampfl.flower.watchdog", str(os.getpid()), self.marker],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+
     def start(self, timeout: float = 60.0) -> None:
-        """Start the SuperLink, wait until it listens, then start the SuperNodes."""
+        """Start the watchdog (with a marker), the SuperLink, wait until it listens, then the SuperNodes."""
         begun = time.perf_counter()
+        if self.marker and self.watchdog is None:
+            self._start_watchdog()
         link = self._spawn(
             [
                 "flower-superlink",
@@ -218,6 +236,10 @@ class LocalFederation:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+        if self.watchdog is not None:
+            self.watchdog.terminate()
+            self.watchdog.wait()
+            self.watchdog = None
         return time.perf_counter() - begun
 
     def pids(self) -> list[int]:

@@ -51,8 +51,16 @@ from flwr.serverapp import Grid, ServerApp
 from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
 from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
 from ampfl.fl.algorithms.ms_pafl import MSPAFL
+from ampfl.fl.folder_lock import owns
 from ampfl.fl.release import DIAGNOSTICS, DIAGNOSTICS_HEADER, privacy_randomness, split_line, threat_model
-from ampfl.flower.common import OUT_KEY, QUERY, RESUME_KEY, SECAGG_KEY, algorithm_from_run_config
+from ampfl.flower.common import (
+    OUT_KEY,
+    QUERY,
+    RESUME_KEY,
+    SECAGG_KEY,
+    TOKEN_KEY,
+    algorithm_from_run_config,
+)
 from ampfl.flower.ledger import LEDGER, Events, PrivacyLedger
 from ampfl.flower.noise_shares import (
     NOISE_SHARE_ALGORITHMS,
@@ -253,6 +261,14 @@ def main(grid: Grid, context: Context) -> None:
     torch.set_num_threads(1)
     config, algorithm = algorithm_from_run_config(context.run_config)
     out = Path(str(context.run_config[OUT_KEY]))
+    token = str(context.run_config.get(TOKEN_KEY, ""))
+
+    def guard() -> None:
+        """Write only while this run owns the folder (a new run took over a dead deploy's folder)."""
+        if token and not owns(out, token):
+            raise RuntimeError(f"{out} is owned by another run now: this ServerApp stops without writing.")
+
+    guard()
     timeout = float(context.run_config.get("reply-timeout", 600.0))
     secure = str(context.run_config.get(SECAGG_KEY, "none")) == "secaggplus"
     shares = secure and algorithm.name in NOISE_SHARE_ALGORITHMS  # clients add the noise (noise_shares)
@@ -285,6 +301,7 @@ def main(grid: Grid, context: Context) -> None:
         return {"epsilon": run_accountant.epsilon(), "delta": run_accountant.delta, "wall_seconds": wall}
 
     # Lines written after the last checkpoint by an interrupted run are dropped here (as ampfl run does).
+    guard()
     with (
         open(out / METRICS, "w", encoding="utf-8") as handle,
         open(out / DIAGNOSTICS, "w", encoding="utf-8") as diagnostics_handle,
@@ -305,6 +322,7 @@ def main(grid: Grid, context: Context) -> None:
             diagnostics_handle.flush()
 
         for round_index in range(done, config.rounds):
+            guard()
             round_started = time.perf_counter()
             events = algorithm.round_events(round_index)
             # Under noise shares a round can be noised less than planned (dropouts): budget the worst case.
@@ -337,6 +355,7 @@ def main(grid: Grid, context: Context) -> None:
             if evaluated:
                 write(_line(algorithm, done, round_metrics, fields()))
             # The new model is checkpointed before anything shows it (the metrics line, the next broadcast).
+            guard()
             save_checkpoint(
                 out,
                 algorithm,
@@ -392,4 +411,5 @@ def main(grid: Grid, context: Context) -> None:
         "out_dir": str(out),
         "files": [str(out / name) for name in (METRICS, DIAGNOSTICS, LEDGER, CHECKPOINT, SUMMARY, *files)],
     }
+    guard()
     atomic_write_json(out / SUMMARY, summary)
