@@ -125,3 +125,14 @@ def test_a_stale_lock_is_taken_over_and_the_old_owner_loses_the_folder(tmp_path:
     assert folder_lock.owns(out, token)
     folder_lock.release(out, token)
     assert not (out / folder_lock.LOCK).exists()
+
+
+def test_a_bad_config_fails_before_any_flower_process_starts(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    # A fedavg cohort larger than the federation: `ampfl run` refuses it, and so does deploy, before bring-up.
+    config = tmp_path / "c.toml"
+    config.write_text(CONFIG.replace("cohort_size = 3", "cohort_size = 10"))
+    out = tmp_path / "run"
+    code = main(["deploy", str(config), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "cohort_size must be <= num_clients = 3" in err
+    assert not out.exists() and marked_processes(str(out.resolve())) == []

@@ -101,6 +101,23 @@ def write_app(
     return app_dir
 
 
+def validate_run(config: RunConfig) -> None:
+    """Build the task, the algorithm and the run's accountant exactly as ``ampfl run`` does, before any
+    process starts, so a config ``ampfl run`` refuses fails here with the same one-line ValueError
+    (issue 31)."""
+    from ampfl.fl.data import DataUnavailableError
+    from ampfl.fl.privacy import algorithm_and_ledger
+    from ampfl.fl.run import build_algorithm, build_task
+
+    try:
+        task = build_task(config)
+    except DataUnavailableError as exc:
+        raise ValueError(f"dataset {config.dataset.name!r} is not available: {exc}") from None
+    algorithm_and_ledger(
+        lambda privacy: build_algorithm(config.model_copy(update={"privacy": privacy}), task), config.privacy
+    )
+
+
 def server_notice(config: RunConfig, secure_aggregation: str) -> str | None:
     """The one line ``ampfl deploy`` prints at start about what the server sees (None under SecAgg+)."""
     if secure_aggregation != "none":
@@ -159,6 +176,7 @@ def deploy(
         config.partition.num_clients,
         getattr(config.algorithm.params, "client_sampling", None),
     )
+    validate_run(config)
     if superlink is None and config.partition.num_clients > MAX_LOCAL_CLIENTS:
         raise ValueError(
             f"partition.num_clients: a local federation starts one SuperNode per client, at most "
