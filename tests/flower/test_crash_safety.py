@@ -136,3 +136,43 @@ def test_a_bad_config_fails_before_any_flower_process_starts(tmp_path: Path, cap
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "cohort_size must be <= num_clients = 3" in err
     assert not out.exists() and marked_processes(str(out.resolve())) == []
+
+
+@pytest.mark.slow
+def test_a_dead_supernode_ends_deploy_in_one_line_within_seconds(tmp_path: Path) -> None:
+    # Prepare: a long deployment; once it trains, one SuperNode is killed
+    config, out = tmp_path / "c.toml", tmp_path / "run"
+    config.write_text(CONFIG)
+    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
+    deploy = subprocess.Popen(
+        [sys.executable, "-m", "ampfl.cli", "deploy", str(config), "--out", str(out), "--no-progress"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    marker = str(out.resolve())
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "metrics.jsonl").is_file() or not (out / "metrics.jsonl").read_text():
+            assert time.monotonic() < deadline and deploy.poll() is None, "the federation did not train"
+            time.sleep(0.5)
+        nodes = [
+            p
+            for p in marked_processes(marker)
+            if b"flower-supernode" in Path(f"/proc/{p}/cmdline").read_bytes()
+        ]
+        # Execute
+        os.kill(nodes[0], signal.SIGKILL)
+        killed = time.monotonic()
+        _, err = deploy.communicate(timeout=60)
+        # Assert: exit 1 with one line naming the dead process, quickly, and nothing left running
+        assert deploy.returncode == 1 and time.monotonic() - killed < 30
+        lines = [line for line in err.splitlines() if line.startswith("ampfl: error:")]
+        assert len(lines) == 1 and "supernode-" in lines[0] and "exited" in lines[0]
+        assert marked_processes(marker) == []
+    finally:
+        for pid in marked_processes(marker):
+            os.kill(pid, signal.SIGKILL)
+        if deploy.poll() is None:
+            deploy.kill()

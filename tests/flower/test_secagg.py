@@ -231,7 +231,8 @@ def test_cli_says_the_server_is_not_covered_without_secaggplus(
 
     monkeypatch.setattr(module, "LocalFederation", Refused)
     (tmp_path / "cfg.toml").write_text(CONFIG.format(name="dp_dsgd_rp", extra=EXTRA["dp_dsgd_rp"]))
-    code, _, err = run_cli(["deploy", str(tmp_path / "cfg.toml"), "--out", str(tmp_path / "o")])
+    argv = ["deploy", str(tmp_path / "cfg.toml"), "--out", str(tmp_path / "o"), "--no-progress"]
+    code, _, err = run_cli(argv)
     lines = err.strip().splitlines()
     assert code == 1 and len(lines) == 2, err
     assert "server sees every client update" in lines[0] and "not protect against the server" in lines[0]

@@ -45,6 +45,7 @@ def register(registry: Registry) -> None:
     parser.add_argument(
         "--timeout", type=float, default=3600.0, help="seconds the Flower run may take (default 3600)"
     )
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
 def _deploy(args: argparse.Namespace) -> dict[str, Any]:
@@ -75,6 +76,7 @@ def _deploy(args: argparse.Namespace) -> dict[str, Any]:
             resume=args.resume,
             secure_aggregation=args.secure_aggregation,
             announce=lambda line: print(line, file=sys.stderr, flush=True),
+            progress=not args.no_progress,
         )
     except RuntimeError as exc:
         raise CommandFailed([str(exc)]) from None

@@ -14,9 +14,11 @@ in a ``finally`` (also on Ctrl-C and on failure).
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -144,6 +146,7 @@ def deploy(
     resume: bool = False,
     secure_aggregation: str = "none",
     announce: Callable[[str], None] | None = None,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Run ``config`` on Flower and return the summary (``summary.json``, plus bring-up/teardown seconds).
 
@@ -159,10 +162,12 @@ def deploy(
             against it too; :mod:`ampfl.flower.secagg`, :mod:`ampfl.flower.noise_shares`).
         announce: called once, after the checks and before anything starts, with :func:`server_notice`'s
             line (without SecAgg+).
+        progress: show a progress bar on stderr (rounds done, accuracy, ε, read from ``metrics.jsonl``).
 
     Raises:
         ValueError: an algorithm or setting deploy does not support, or a used run folder (one line).
-        RuntimeError: the Flower run failed (the message names the log to read).
+        RuntimeError: the Flower run failed, or a SuperLink/SuperNode process died (checked every
+            half second; the message names the process and its log; the run keeps its last checkpoint).
     """
     from ampfl.fl.config import config_to_dict
     from ampfl.fl.run import CONFIG_JSON, METRICS, SUMMARY
@@ -195,7 +200,9 @@ def deploy(
         announce(notice)
     token = acquire(out)  # one writer per run folder: a second deploy or run into it fails in one line
     try:
-        return _deploy(config, out, resolved, token, superlink, timeout, resume, secure_aggregation)
+        return _deploy(
+            config, out, resolved, token, superlink, timeout, resume, secure_aggregation, progress
+        )
     finally:
         release(out, token)
 
@@ -209,6 +216,7 @@ def _deploy(
     timeout: float,
     resume: bool,
     secure_aggregation: str,
+    progress: bool,
 ) -> dict[str, Any]:
     """:func:`deploy` once the checks passed and the folder's lock is held (``token``)."""
     from ampfl.fl.config import to_toml
@@ -240,16 +248,28 @@ def _deploy(
                 state_dir=out / "node-state",
             )
             try:
-                federation.start()
-                timings["bring_up_seconds"] = federation.started_seconds
-                code = flwr_run(app_dir, federation.env, logs / "flwr-run.log", timeout)
+                with _progress(progress, out, config.rounds) as show:
+                    federation.start()
+                    timings["bring_up_seconds"] = federation.started_seconds
+
+                    def on_poll() -> None:
+                        dead = federation.dead()
+                        if dead:
+                            raise RuntimeError(
+                                f"a Flower process died: {dead[0]}; the run folder keeps its last "
+                                "checkpoint (--resume continues it)"
+                            )
+                        show()
+
+                    code = flwr_run(app_dir, federation.env, logs / "flwr-run.log", timeout, on_poll=on_poll)
             finally:
                 stop_begun = time.perf_counter()
                 federation.stop()
                 timings["teardown_seconds"] = time.perf_counter() - stop_begun
         else:
             env = flower_env(Path(tmp) / "flwr-home", superlink, marker=marker)
-            code = flwr_run(app_dir, env, logs / "flwr-run.log", timeout)
+            with _progress(progress, out, config.rounds) as show:
+                code = flwr_run(app_dir, env, logs / "flwr-run.log", timeout, on_poll=show)
         timings["deploy_seconds"] = time.perf_counter() - begun
     if code != 0 or not (out / SUMMARY).is_file():
         raise RuntimeError(f"the Flower run failed (flwr run exit code {code}); see {logs / 'flwr-run.log'}")
@@ -257,6 +277,40 @@ def _deploy(
     summary.update(timings)
     atomic_write_json(out / SUMMARY, summary)
     return summary
+
+
+@contextmanager
+def _progress(enabled: bool, out: Path, rounds: int) -> Iterator[Callable[[], None]]:
+    """A rich progress bar on stderr fed from the run folder's ``metrics.jsonl`` (released lines only)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[status]}"),
+    )
+    metrics = out / "metrics.jsonl"
+    with Progress(*columns, console=Console(stderr=True), disable=not enabled) as bar:
+        task = bar.add_task("flower", total=rounds, status="starting the federation")
+
+        def show() -> None:
+            try:
+                lines = metrics.read_text(encoding="utf-8").splitlines()
+                last = json.loads(lines[-1]) if lines else None
+            except (OSError, ValueError):  # not written yet, or a line being written
+                return
+            if last is None:
+                bar.update(task, status="waiting for the first round")
+                return
+            accuracy, epsilon = last.get("accuracy", math.nan), last.get("epsilon", math.nan)
+            status = f"acc {accuracy:.3f}  ε {epsilon:.3g}"
+            bar.update(task, completed=int(last["round"]), status=status)
+
+        yield show
+        show()
 
 
 def _check_resumable(out: Path, resolved: dict[str, Any]) -> None:

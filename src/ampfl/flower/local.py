@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -90,8 +91,24 @@ def marked_processes(marker: str) -> list[int]:
     return found
 
 
-def flwr_run(app_dir: Path, env: dict[str, str], log: Path, timeout: float) -> int:
-    """``flwr run APP_DIR ampfl --stream`` (output to ``log``); returns its exit code."""
+#: Seconds between two checks while ``flwr run`` runs (federation health, progress).
+POLL_SECONDS = 0.5
+
+
+def flwr_run(
+    app_dir: Path,
+    env: dict[str, str],
+    log: Path,
+    timeout: float,
+    *,
+    on_poll: Callable[[], None] | None = None,
+) -> int:
+    """``flwr run APP_DIR ampfl --stream`` (output to ``log``); returns its exit code.
+
+    ``on_poll`` is called every :data:`POLL_SECONDS` while it runs (to show progress, or to raise — e.g.
+    when a SuperNode died — which stops ``flwr run`` and propagates). Raises ``subprocess.TimeoutExpired``
+    after ``timeout`` seconds.
+    """
     bin_dir = Path(sys.executable).parent
     with open(log, "ab") as handle:
         process = subprocess.Popen(
@@ -101,8 +118,16 @@ def flwr_run(app_dir: Path, env: dict[str, str], log: Path, timeout: float) -> i
             env=env,
             start_new_session=True,
         )
+        deadline = time.monotonic() + timeout
         try:
-            return process.wait(timeout=timeout)
+            while True:
+                try:
+                    return process.wait(timeout=POLL_SECONDS)
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() > deadline:
+                        raise subprocess.TimeoutExpired(process.args, timeout) from None
+                if on_poll is not None:
+                    on_poll()
         except BaseException:
             _stop_group(process)
             raise
@@ -155,6 +180,7 @@ class LocalFederation:
         self.state_dir = state_dir
         self.env = flower_env(Path(flwr_home), self.superlink, marker)
         self.processes: list[subprocess.Popen[bytes]] = []
+        self.names: list[str] = []
         self.watchdog: subprocess.Popen[bytes] | None = None
         self.started_seconds = 0.0
 
@@ -170,6 +196,7 @@ class LocalFederation:
                 start_new_session=True,
             )
         self.processes.append(process)
+        self.names.append(log_name.removesuffix(".log"))
         return process
 
     def _start_watchdog(self) -> None:
@@ -230,6 +257,7 @@ class LocalFederation:
         for process in reversed(self.processes):
             _stop_group(process)
         self.processes.clear()
+        self.names.clear()
         if self.marker:  # descendants that left their process group
             for pid in marked_processes(self.marker):
                 try:
@@ -241,6 +269,15 @@ class LocalFederation:
             self.watchdog.wait()
             self.watchdog = None
         return time.perf_counter() - begun
+
+    def dead(self) -> list[str]:
+        """One line per started process that has exited (name, exit code, log), in start order."""
+        lines = []
+        for process, name in zip(self.processes, self.names, strict=True):
+            code = process.poll()
+            if code is not None:
+                lines.append(f"{name} exited (code {code}); see {self.workdir / (name + '.log')}")
+        return lines
 
     def pids(self) -> list[int]:
         """Process ids (and process-group ids) of the processes started here."""
