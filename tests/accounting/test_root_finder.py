@@ -39,6 +39,24 @@ def test_one_round_epsilon_above_the_old_bracket_is_found():
     assert eps == pytest.approx(reference.get_epsilon_for_delta(1e-5), rel=0.01)
 
 
+# One-round ε(1e-5) of the pair (remove direction; the add direction's δ is 0 there), from the same closed
+# form evaluated with mpmath at 60 digits and mpmath.findroot: an independent reference for the rounding.
+MPMATH_EPSILON = {0.05: 280.05584442162631006, 0.03: 690.01815347934716546}
+
+
+@pytest.mark.parametrize("noise", [0.05, 0.03])
+def test_one_round_epsilon_matches_a_high_precision_reference(noise: float):
+    eps, _ = best_hidden_epsilon(**{**KNOWN, "noise_multiplier": noise}, iterations=1, delta=1e-5)
+    reference = MPMATH_EPSILON[noise]
+    assert reference <= eps <= reference * (1.0 + 1e-9)  # never below the true ε, and within 1e-9
+
+
+def test_one_round_epsilon_beyond_the_closed_forms_raises():
+    # at noise 0.02 the root lies above ε ≈ 709 where e^ε overflows: an error, never a capped ε
+    with pytest.raises(NumericalError, match="not bracketed"):
+        best_hidden_epsilon(**{**KNOWN, "noise_multiplier": 0.02}, iterations=1, delta=1e-5)
+
+
 def test_root_inside_the_bracket():
     root = find_root(lambda x: x * x - 2.0, 0.0, 2.0, rtol=1e-14)
     assert root == pytest.approx(math.sqrt(2.0), rel=1e-13)

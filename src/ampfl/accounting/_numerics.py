@@ -127,6 +127,8 @@ def find_root(
         raise ValueError(f"{name}: factor must be > 1. Found {factor}.")
     f_lo, f_hi = _side(f, lo, name), _side(f, hi, name)
     anchor_lo, anchor_hi = lo, hi
+    limit_lo = min_lo if expand in ("lower", "both") else lo
+    limit_hi = max_hi if expand in ("upper", "both") else hi
     steps = 0
     while (f_lo > 0.0) == (f_hi > 0.0) and f_lo != 0.0 and f_hi != 0.0:
         up = expand in ("upper", "both") and hi < max_hi
@@ -135,7 +137,7 @@ def find_root(
         if not (up or down) or steps > max_iter:
             raise NumericalError(
                 f"{name}: no sign change in [{lo:.6g}, {hi:.6g}] (f = {f_lo:.6g}, {f_hi:.6g}); the root "
-                f"is not bracketed within the search limits [{min_lo:.6g}, {max_hi:.6g}]."
+                f"is not bracketed within the search limits [{limit_lo:.6g}, {limit_hi:.6g}]."
             )
         if up:
             new_hi = min(max_hi, anchor_lo + (hi - anchor_lo) * factor)

@@ -75,6 +75,8 @@ __all__ = [
 COUNT_SPLIT_REFERENCE_DELTA = 1e-5
 #: The second pair is composed only if its one-round ε there is this much (relatively) below the refinement's.
 COUNT_SPLIT_MIN_GAIN = 0.01
+#: Largest one-round ε the closed forms of δ(ε) evaluate (they use e^ε, which overflows above ≈ 709.78).
+_EPSILON_LIMIT = 709.0
 
 
 def refined_weights(
@@ -128,8 +130,10 @@ def refined_pld(
 def _epsilon_at(components: list[tuple[float, float, float]], delta: float) -> float:
     """One-round ε(δ) of a public mixture of subsampled Gaussians (closed forms, bisection; no grid).
 
-    The bracket starts at [0, 64] and expands up to 1e6 (:func:`~ampfl.accounting._numerics.find_root`);
-    the upper end is returned, so δ(ε) ≤ ``delta`` holds there (never under-reports ε).
+    The bracket starts at [0, 64] and expands up to :data:`_EPSILON_LIMIT`
+    (:func:`~ampfl.accounting._numerics.find_root`); the upper end is returned, so δ(ε) ≤ ``delta`` holds
+    there (never under-reports ε). A root above the limit raises
+    :class:`~ampfl.accounting._checks.NumericalError` (the closed forms overflow there).
     """
     from ampfl.accounting.random_checkin.count_split import mixture_delta
 
@@ -140,10 +144,10 @@ def _epsilon_at(components: list[tuple[float, float, float]], delta: float) -> f
         0.0,
         64.0,
         expand="upper",
-        max_hi=1e6,
+        max_hi=_EPSILON_LIMIT,
         rtol=1e-12,
         end="upper",
-        name="one-round epsilon of the random check-in pair",
+        name="one-round epsilon of the random check-in pair (closed forms overflow above the limit)",
     )
 
 
