@@ -1,4 +1,5 @@
-"""``ampfl audit random-checkin``: exact δ(ε) of explicit datasets against the paper-004 analyses.
+"""``ampfl audit random-checkin``: exact δ(ε) of explicit datasets against the paper-004 analyses;
+``ampfl audit run``: an empirical ε lower bound of a training run from canaries (:mod:`ampfl.fl.audit_run`).
 
 The auditor (:func:`ampfl.accounting.audit.audit_random_checkin`) integrates the true output densities of
 one iteration of 004 Algorithm 1 for datasets in which client 1's other ``--d`` samples all have gradient
@@ -10,9 +11,10 @@ the noise enters only as ``--noise-multiplier`` z = σ/C. A progress bar goes to
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
-from ampfl.commands import Registry, flag_errors
+from ampfl.commands import CommandFailed, Registry, flag_errors
 
 # Keyword of the Python API -> flag, so that one-line errors name the flag.
 _FLAGS = {
@@ -46,6 +48,30 @@ def register(registry: Registry) -> None:
         "--grid", type=int, default=41, help="equally spaced a values in [-1, 1] (default 41)"
     )
     parser.add_argument("--no-refine", action="store_true", help="skip the local refinement of the best a")
+
+    run = registry.command(
+        "audit",
+        "run",
+        _audit_run,
+        help="train a run with secret canaries and give an empirical epsilon lower bound (exit 1 if above)",
+    )
+    run.add_argument("config", type=Path, metavar="CONFIG.toml", help="run configuration (see examples/)")
+    run.add_argument("--out", type=Path, required=True, help="audit folder (runs, audit.json, audit.png)")
+    run.add_argument(
+        "--canaries", type=int, default=500, help="canaries per run, in [2, 100000] (default 500)"
+    )
+    run.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="training runs in [1, 10000]; 1: one-run estimator, more: likelihood-ratio test (default 1)",
+    )
+    run.add_argument("--confidence", type=float, default=0.95, help="confidence in (0, 1) (default 0.95)")
+    run.add_argument("--rounds", type=int, default=None, help="train this many rounds (>= 1) instead")
+    run.add_argument(
+        "--score", choices=("delta", "loss"), default="delta", help="white box (delta, default) or loss"
+    )
+    run.add_argument("--no-progress", action="store_true", help="hide the progress bars")
 
 
 @flag_errors(_FLAGS)
@@ -100,3 +126,62 @@ def _audit_random_checkin(args: argparse.Namespace) -> dict[str, Any]:
         },
         "evaluations": result.evaluations,
     }
+
+
+_RUN_FLAGS = {"canaries": "--canaries", "runs": "--runs", "confidence": "--confidence", "rounds": "--rounds"}
+
+
+@flag_errors(_RUN_FLAGS)
+def _audit_run(args: argparse.Namespace) -> dict[str, Any]:
+    from ampfl.commands._out import check_out_dir
+
+    if not 2 <= args.canaries <= 100_000:
+        raise ValueError(f"--canaries must be an integer in [2, 100000]. Found {args.canaries}.")
+    if not 1 <= args.runs <= 10_000:
+        raise ValueError(f"--runs must be an integer in [1, 10000]. Found {args.runs}.")
+    if not 0.0 < args.confidence < 1.0:
+        raise ValueError(f"--confidence must be in (0, 1). Found {args.confidence}.")
+    if args.rounds is not None and args.rounds < 1:
+        raise ValueError(f"--rounds must be an integer in [1, inf). Found {args.rounds}.")
+    out = check_out_dir(args.out)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise ValueError(
+            "ampfl audit run needs the 'train' extra (torch): pip install 'ampfl[train]'."
+        ) from None
+    from ampfl.fl.audit_run import audit_run
+    from ampfl.fl.config import load_config
+    from ampfl.fl.data import DataUnavailableError
+
+    config = load_config(args.config)
+    if args.rounds is not None:
+        config = config.model_copy(update={"rounds": args.rounds})
+    try:
+        report = audit_run(
+            config,
+            out,
+            canaries=args.canaries,
+            runs=args.runs,
+            confidence=args.confidence,
+            score=args.score,
+            progress=not args.no_progress,
+        )
+    except DataUnavailableError as exc:
+        raise ValueError(f"dataset {config.dataset.name!r} is not available: {exc}") from None
+    if report["verdict"] == "VIOLATION":
+        accounted = report["epsilon_accounted"]
+        claim = (
+            f"above the accounted epsilon {accounted:.3g}"
+            if accounted != float("inf")
+            else "and the run has no guarantee (epsilon = inf, no noise)"
+        )
+        raise CommandFailed(
+            [
+                f"VIOLATION: the audit shows epsilon >= {report['epsilon_lower']:.3g} at confidence "
+                f"{report['confidence']:g}, {claim} ({report['guesses_correct']} of {report['guesses']} "
+                f"guesses correct; {out / 'audit.png'})"
+            ],
+            result=report,
+        )
+    return report

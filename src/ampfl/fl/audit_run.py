@@ -1,0 +1,361 @@
+"""Empirical privacy audit of a training run (issue 27): canaries in, an ε lower bound out.
+
+:func:`audit_run` trains the configured algorithm on the real code path (:func:`ampfl.fl.run.run_experiment`,
+privacy randomness secret: ``[privacy] reproducible = false`` is forced) with ``canaries`` canaries inserted
+at the run's privacy unit, each included with probability 1/2 by a secret coin (operating-system entropy,
+never the config's seed):
+
+- every canary k owns one extra input feature (column ``d + k``) that no data record has: its record is
+  ``x = scale · e_{d+k}`` with a public random label y_k, so its gradient touches only the weights of column
+  ``d + k`` (a gradient canary on coordinates the data never touches; also an out-of-distribution input);
+- record-level runs (``privacy_unit = "record"``): an included canary is one more record of a client chosen
+  publicly; client-level runs (``"client"``): an included canary is one more client holding copies of it.
+
+Each canary is scored from the released model only (what ``protects_against`` names as the observer):
+``score = "delta"`` (white box) projects the released change of column d + k onto the direction its
+gradient pushes (``e_y − 1/C`` for a linear model; the column's norm for deeper ones); ``score = "loss"``
+(black box) is the drop of the canary's loss between the initial (public) and the released model. The scores
+and the coins go to the estimators of :mod:`ampfl.accounting.audit.one_run` (one run, Steinke–Nasr–Jagielski
+2023) or :mod:`ampfl.accounting.audit.likelihood_ratio` (``runs > 1``: the R·K (run, canary) trials pooled,
+Clopper–Pearson). The verdict is ``"VIOLATION"`` when the lower bound exceeds the accounted ε, and for a run
+without a guarantee (ε = ∞) whose canaries are detected (lower bound > 0): it is not a private release.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ampfl.fl.config import RunConfig
+from ampfl.io import atomic_save_figure, atomic_write_json
+
+if TYPE_CHECKING:
+    from ampfl.fl.algorithms.base import Algorithm
+    from ampfl.fl.task import Task
+
+__all__ = ["CanaryPlan", "audit_run", "insert_canaries", "secret_coins"]
+
+SCORES = ("delta", "loss")
+#: Nominal privacy unit of algorithms whose noise can be switched off (privacy_unit None at z = 0).
+_CLIENT_LEVEL = ("dp_fedavg", "gdpfed", "gdpfed_plus", "gdpfed_minus", "idp_fedavg", "pfa")
+
+
+def secret_coins(count: int) -> np.ndarray:
+    """``count`` fair coins from the operating system's entropy (``secrets``), never from a seed."""
+    rng = np.random.default_rng(secrets.randbits(128))
+    return rng.random(count) < 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class CanaryPlan:
+    """Where the canaries sit: feature ``columns[k]``, label ``labels[k]``, input ``scale``, the unit."""
+
+    columns: np.ndarray
+    labels: np.ndarray
+    scale: float
+    unit: str
+    included: np.ndarray
+
+
+def insert_canaries(
+    task: Task, *, included: np.ndarray, unit: str, scale: float, seed: int
+) -> tuple[Task, CanaryPlan]:
+    """A copy of ``task`` with one extra (zero) feature per canary and the included canaries inserted.
+
+    Labels and the clients that receive record canaries are public (drawn from ``seed``); only ``included``
+    (the coins) is secret.
+    """
+    from ampfl.fl.task import Task
+
+    data = task.dataset
+    if data.x_train.ndim != 2:
+        raise ValueError(
+            f"audit run needs flat inputs (e.g. model logreg or mlp on tabular data). Found input shape "
+            f"{data.input_shape}."
+        )
+    k = int(included.size)
+    n, d = data.x_train.shape
+    public = np.random.default_rng([seed, 27])
+    labels = public.integers(0, data.num_classes, size=k)
+    columns = np.arange(d, d + k)
+    indices = [np.asarray(ix, dtype=np.int64) for ix in task.client_indices]
+    sizes = np.array([ix.size for ix in indices])
+    copies = 1 if unit == "record" else max(1, int(np.median(sizes)))
+    chosen = np.flatnonzero(included)
+    rows = np.zeros((chosen.size * copies, d + k), dtype=np.float32)
+    for j, c in enumerate(chosen):
+        rows[j * copies : (j + 1) * copies, d + c] = scale
+    row_labels = np.repeat(labels[chosen], copies).astype(np.int64)
+    x_train = np.concatenate([np.pad(data.x_train, ((0, 0), (0, k))), rows])
+    y_train = np.concatenate([data.y_train, row_labels])
+    x_test = np.pad(data.x_test, ((0, 0), (0, k)))
+    if unit == "record":  # canary k goes to client homes[k] (a public permutation, round robin)
+        homes = public.permutation(np.resize(public.permutation(len(indices)), k))
+        for j, c in enumerate(chosen):
+            indices[homes[c]] = np.append(indices[homes[c]], n + j)
+    else:
+        indices += [np.arange(n + j * copies, n + (j + 1) * copies) for j in range(chosen.size)]
+    dataset = dataclasses.replace(data, x_train=x_train, y_train=y_train, x_test=x_test)
+    new_task = Task(dataset, indices, model=task.model, model_options=dict(task.model_options))
+    return new_task, CanaryPlan(columns, labels, float(scale), unit, np.asarray(included, dtype=bool))
+
+
+def _first_weight(algorithm: Algorithm, flat: Any, width: int) -> np.ndarray:
+    spec = algorithm.model.spec  # type: ignore[attr-defined]
+    for shape, offset in zip(spec.shapes, spec.offsets, strict=True):
+        if len(shape) == 2 and shape[1] == width:
+            return np.asarray(flat[offset : offset + shape[0] * shape[1]].reshape(shape).double().numpy())
+    raise ValueError(
+        f"audit run needs a model whose first layer is linear in its inputs. Found {spec.names}."
+    )
+
+
+def _scores(
+    algorithm: Algorithm, initial: Any, final: Any, plan: CanaryPlan, task: Task, score: str
+) -> np.ndarray:
+    import torch
+
+    if score == "loss":
+        x = torch.zeros((plan.columns.size, int(task.dataset.x_train.shape[1])))
+        x[torch.arange(plan.columns.size), torch.from_numpy(plan.columns)] = plan.scale
+        y = torch.from_numpy(plan.labels.astype(np.int64))
+        model = algorithm.model  # type: ignore[attr-defined]
+        with torch.no_grad():
+            drop = model.example_losses(initial, x, y) - model.example_losses(final, x, y)
+        return np.asarray(drop.double().numpy())
+    width = int(task.dataset.x_train.shape[1])
+    change = _first_weight(algorithm, final, width) - _first_weight(algorithm, initial, width)
+    cols = change[:, plan.columns]  # [out, K]
+    out = cols.shape[0]
+    if out != task.dataset.num_classes:
+        return np.asarray(np.linalg.norm(cols, axis=0))
+    direction = -np.full((out, plan.columns.size), 1.0 / out)
+    direction[plan.labels, np.arange(plan.columns.size)] += 1.0
+    direction /= np.linalg.norm(direction, axis=0, keepdims=True)
+    return np.asarray((cols * direction).sum(axis=0))
+
+
+def _with_canary_clients(config: RunConfig, added: int) -> RunConfig:
+    """GDPFed-type configs list N_g per group (summing to the number of clients): the last N_g grows by the
+    canary clients (the seeded assignment spreads all clients over the groups; the declared
+    ``expected_group_sizes``, the public normaliser, stays as configured)."""
+    params = config.algorithm.params
+    sizes = list(params.group_sizes)  # type: ignore[attr-defined]
+    sizes[-1] += added
+    new_params = params.model_copy(update={"group_sizes": sizes})
+    return config.model_copy(update={"algorithm": config.algorithm.model_copy(update={"params": new_params})})
+
+
+def _one_run(
+    config: RunConfig,
+    base: Task,
+    folder: Path,
+    *,
+    canaries: int,
+    unit: str,
+    scale: float,
+    score: str,
+    algorithms: Mapping[str, type[Algorithm]],
+    progress: bool,
+    label: str,
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    from ampfl.fl.run import clear_run_folder, run_experiment
+
+    included = secret_coins(canaries)
+    task, plan = insert_canaries(base, included=included, unit=unit, scale=scale, seed=config.seed)
+    if unit == "client" and getattr(config.algorithm.params, "group_sizes", None):
+        config = _with_canary_clients(config, int(included.sum()))
+    built: list[Any] = []
+    cls = algorithms[config.algorithm.name]
+
+    class Audited(cls):  # type: ignore[valid-type,misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            built.append(self)
+
+    Audited.__name__ = cls.__name__
+    registry = {**algorithms, config.algorithm.name: Audited}
+    clear_run_folder(folder)
+    summary = run_experiment(
+        config, folder, task=task, algorithms=registry, plots=False, progress=progress, label=label
+    )
+    algorithm = built[-1]
+    if not hasattr(algorithm, "global_params"):
+        raise ValueError(
+            f"audit run needs an algorithm with one global model. Found {config.algorithm.name!r}."
+        )
+    initial = algorithm.model.initial()  # public: rooted at the seed (ROLE_INIT)
+    # the released model: MS-PAFL releases its public part only (public_model: the initial private part)
+    released = algorithm.public_model() if hasattr(algorithm, "public_model") else algorithm.global_params
+    scores = _scores(algorithm, initial, released.detach().clone(), plan, task, score)
+    return scores, plan.included, summary
+
+
+def audit_run(
+    config: RunConfig,
+    out: str | Path,
+    *,
+    canaries: int = 500,
+    runs: int = 1,
+    confidence: float = 0.95,
+    score: str = "delta",
+    scale: float | None = None,
+    progress: bool = True,
+    plot: bool = True,
+    algorithms: Mapping[str, type[Algorithm]] | None = None,
+    on_run: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Audit ``config``: train ``runs`` runs with ``canaries`` canaries each; return the report.
+
+    Returns:
+        ``epsilon_accounted``, ``delta``, ``epsilon_lower`` (at ``confidence``), ``estimator``, ``canaries``,
+        ``runs``, ``guesses`` and ``guesses_correct`` (the best guess set or threshold), ``ratio`` (None when
+        ε is infinite), ``verdict``, ``confidence``, ``score``, ``privacy_unit``, ``wall_seconds``, ``files``.
+        Writes ``audit.json``, ``scores.csv`` and (``plot``) ``audit.png`` in ``out``; the runs in
+        ``out/run-<i>``.
+    """
+    from ampfl.accounting._checks import check_choice, check_int, check_positive, check_probability
+    from ampfl.accounting.audit.likelihood_ratio import likelihood_ratio_audit
+    from ampfl.accounting.audit.one_run import one_run_audit
+    from ampfl.fl.run import build_algorithm, build_task
+
+    check_int("canaries", canaries, minimum=2, maximum=100_000)
+    check_int("runs", runs, minimum=1, maximum=10_000)
+    check_probability("confidence", confidence, allow_one=False)
+    check_choice("score", score, SCORES)
+    if algorithms is None:
+        from ampfl.fl.algorithms import ALGORITHMS
+
+        algorithms = ALGORITHMS
+    started = time.perf_counter()
+    config = config.model_copy(update={"privacy": config.privacy.model_copy(update={"reproducible": False})})
+    base = build_task(config)
+    probe = build_algorithm(config, base, algorithms=algorithms)
+    unit = probe.privacy_unit or ("client" if config.algorithm.name in _CLIENT_LEVEL else "record")
+    clip = float(getattr(getattr(probe, "p", None), "clip", 1.0) or 1.0)
+    scale = check_positive("scale", scale) if scale is not None else 2.0 * max(1.0, clip)
+    folder = Path(out)
+    all_scores, all_coins, summaries = [], [], []
+    for i in range(runs):
+        label = f"audit {i + 1}/{runs}" if runs > 1 else "audit"
+        s, c, summary = _one_run(
+            config,
+            base,
+            folder / f"run-{i}",
+            canaries=canaries,
+            unit=unit,
+            scale=scale,
+            score=score,
+            algorithms=algorithms,
+            progress=progress,
+            label=label,
+        )
+        all_scores.append(s)
+        all_coins.append(c)
+        summaries.append(summary)
+        if on_run is not None:
+            on_run(i + 1)
+    scores, coins = np.concatenate(all_scores), np.concatenate(all_coins)
+    eps_acc = float(summaries[0]["epsilon"])
+    delta = float(summaries[0]["delta"] or config.privacy.delta)
+    if runs == 1:
+        one = one_run_audit(scores, included=coins, delta=delta, confidence=confidence)
+        lower, guesses, correct = one.epsilon_lower, one.guesses, one.correct
+        estimator = "one-run (Steinke-Nasr-Jagielski 2023)"
+    elif coins.all() or not coins.any():
+        raise ValueError("every coin came out the same: run the audit again.")  # probability 2^(1-RK)
+    else:
+        lr = likelihood_ratio_audit(
+            scores[coins], scores_out=scores[~coins], delta=delta, confidence=confidence
+        )
+        lower, guesses, correct = lr.epsilon_lower, int(scores.size), lr.correct
+        estimator = "likelihood-ratio (Clopper-Pearson)"
+    violation = lower > eps_acc or (math.isinf(eps_acc) and lower > 0.0)
+    report: dict[str, Any] = {
+        "epsilon_accounted": eps_acc,
+        "delta": delta,
+        "epsilon_lower": float(lower),
+        "estimator": estimator,
+        "canaries": int(canaries),
+        "runs": int(runs),
+        "guesses": int(guesses),
+        "guesses_correct": int(correct),
+        "ratio": float(lower / eps_acc) if math.isfinite(eps_acc) and eps_acc > 0 else None,
+        "verdict": "VIOLATION" if violation else "consistent",
+        "confidence": float(confidence),
+        "score": score,
+        "privacy_unit": unit,
+        "algorithm": config.algorithm.name,
+        "rounds": config.rounds,
+        "noise": summaries[0].get("noise"),
+        "wall_seconds": 0.0,
+    }
+    if float(np.ptp(scores)) == 0.0:
+        report["note"] = (
+            "every canary got the same score: the released model never changed on the canary coordinates "
+            "(they sit in a part that is not released, or nothing trained them); this audit has no power"
+        )
+    if math.isinf(eps_acc):
+        report["note"] = (
+            "the run has no guarantee (epsilon = inf): any detection (epsilon_lower > 0) fails it"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_scores(folder / "scores.csv", scores, coins, runs)
+    files = [str(folder / "audit.json"), str(folder / "scores.csv")]
+    if plot:
+        files.append(str(_plot(folder / "audit.png", scores, coins, report)))
+    report["files"] = files
+    report["wall_seconds"] = time.perf_counter() - started
+    atomic_write_json(folder / "audit.json", report)
+    return report
+
+
+def _write_scores(path: Path, scores: np.ndarray, coins: np.ndarray, runs: int) -> None:
+    from ampfl.io import atomic_write_csv
+
+    per = scores.size // runs
+    rows = [(i // per, i % per, int(c), float(s)) for i, (s, c) in enumerate(zip(scores, coins, strict=True))]
+    atomic_write_csv(path, ("run", "canary", "included", "score"), rows)
+
+
+def _plot(path: Path, scores: np.ndarray, coins: np.ndarray, report: Mapping[str, Any]) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4), gridspec_kw={"width_ratios": [2, 1]})
+    bins = np.histogram_bin_edges(scores, bins=30)
+    left.hist(scores[coins], bins=bins, alpha=0.6, label=f"included ({int(coins.sum())})")
+    left.hist(scores[~coins], bins=bins, alpha=0.6, label=f"excluded ({int((~coins).sum())})")
+    left.set_xlabel(f"canary score ({report['score']})")
+    left.set_ylabel("canaries")
+    left.legend()
+    left.set_title(f"{report['algorithm']}: {report['estimator']}", fontsize=9)
+    acc, low = report["epsilon_accounted"], report["epsilon_lower"]
+    shown = acc if math.isfinite(acc) else max(low, 1.0) * 1.5
+    right.bar(
+        [0, 1],
+        [low, shown],
+        color=["tab:red" if report["verdict"] == "VIOLATION" else "tab:green", "tab:gray"],
+    )
+    right.set_xticks(
+        [0, 1],
+        [
+            f"lower bound\n({report['confidence']:.0%})",
+            "accounted" if math.isfinite(acc) else "accounted (inf)",
+        ],
+    )
+    right.set_ylabel("epsilon")
+    right.set_title(f"verdict: {report['verdict']}", fontsize=9)
+    fig.tight_layout()
+    atomic_save_figure(fig, path)
+    plt.close(fig)
+    return path

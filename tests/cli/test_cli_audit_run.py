@@ -1,0 +1,67 @@
+"""``ampfl audit run``: the JSON contract, the exit code of a violation and one-line usage errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "digits_dp_fedavg.toml")
+KEYS = {
+    "epsilon_accounted",
+    "delta",
+    "epsilon_lower",
+    "estimator",
+    "canaries",
+    "runs",
+    "guesses_correct",
+    "ratio",
+    "verdict",
+}
+
+
+def test_example_is_consistent(cli_json, tmp_path):
+    out = cli_json(["audit", "run", EXAMPLE, "--out", str(tmp_path), "--rounds", "10", "--no-progress"])
+    assert KEYS <= set(out)
+    assert out["verdict"] == "consistent" and out["runs"] == 1 and out["canaries"] == 500
+    assert 0.0 <= out["epsilon_lower"] <= out["epsilon_accounted"]
+    assert out["ratio"] == pytest.approx(out["epsilon_lower"] / out["epsilon_accounted"])
+    assert (tmp_path / "audit.png").is_file()
+
+
+def test_noise_removed_is_a_violation(run_cli, tmp_path):
+    config = tmp_path / "z0.toml"
+    config.write_text(Path(EXAMPLE).read_text().replace("target_epsilon = 2.0", "noise_multiplier = 0.0"))
+    code, out, err = run_cli(
+        [
+            "audit",
+            "run",
+            str(config),
+            "--out",
+            str(tmp_path / "a"),
+            "--rounds",
+            "10",
+            "--no-progress",
+            "--json",
+        ]
+    )
+    assert code == 1
+    report = json.loads(out)
+    assert report["verdict"] == "VIOLATION" and report["epsilon_lower"] > 2.5  # measured: 3.91
+    assert err.count("\n") == 1 and "VIOLATION" in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--canaries", "1", "--canaries must be an integer in [2, 100000]"),
+        ("--runs", "0", "--runs must be an integer in [1, 10000]"),
+        ("--confidence", "1", "--confidence must be in (0, 1)"),
+        ("--rounds", "0", "--rounds must be an integer in [1, inf)"),
+    ],
+)
+def test_bad_flags_exit_2(run_cli, tmp_path, flag, value, message):
+    code, out, err = run_cli(["audit", "run", EXAMPLE, "--out", str(tmp_path), flag, value])
+    assert code == 2 and out == ""
+    assert message in err and err.count("\n") == 1
