@@ -365,7 +365,8 @@ def _run_experiment(
             (m[headline] for m in metrics if m.get(headline) is not None), default=final.get(headline)
         ),
         "final_metrics": final,
-        "num_clients": task.num_clients,
+        # N itself is private under a client-level guarantee (add/remove one client): not released then
+        "num_clients": None if algorithm.privacy_unit == "client" else task.num_clients,
         "partition": config.partition.scheme,
         "model": config.model.name,
         "seed": config.seed,

@@ -399,7 +399,8 @@ def main(grid: Grid, context: Context) -> None:
         "discovery_seconds": bring_up,
         "round_seconds_mean": sum(round_seconds) / len(round_seconds) if round_seconds else math.nan,
         "final_metrics": final,
-        "num_clients": n,
+        # N itself is private under a client-level guarantee (add/remove one client): not released then
+        "num_clients": None if algorithm.privacy_unit == "client" else n,
         "seed": config.seed,
         "params": config.algorithm.params.model_dump(mode="json"),
         "noise": {
