@@ -28,7 +28,25 @@ def register(registry: Registry) -> None:
         "--superlink",
         default=None,
         metavar="HOST:PORT",
-        help="submit to this existing SuperLink (insecure) instead of starting a local federation",
+        help="submit to this existing SuperLink instead of starting a local federation (TLS with "
+        "--root-certificates; plain only with --insecure)",
+    )
+    parser.add_argument(
+        "--root-certificates",
+        type=Path,
+        default=None,
+        metavar="CA.pem",
+        help="with --superlink: verify the SuperLink's TLS certificate against this CA",
+    )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="with --superlink on another host: connect without TLS (everything travels in the clear)",
+    )
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="local federation over TLS with SuperNode authentication (a throw-away CA and node keys)",
     )
     parser.add_argument(
         "--resume", action="store_true", help="continue the run folder's last checkpoint (same config)"
@@ -62,6 +80,21 @@ def _deploy(args: argparse.Namespace) -> dict[str, Any]:
             )
     if not args.timeout > 0:
         raise ValueError(f"--timeout must be > 0. Found {args.timeout}.")
+    if args.superlink is None and (args.root_certificates is not None or args.insecure):
+        raise ValueError("--root-certificates and --insecure apply to --superlink only (use --tls locally).")
+    if args.superlink is not None:
+        if args.tls:
+            raise ValueError("--tls starts a local federation; with --superlink use --root-certificates.")
+        if args.root_certificates is not None and args.insecure:
+            raise ValueError("--root-certificates and --insecure exclude each other.")
+        if args.root_certificates is not None and not args.root_certificates.is_file():
+            raise ValueError(f"--root-certificates: no such file {args.root_certificates}.")
+        loopback = str(args.superlink).rpartition(":")[0] in ("127.0.0.1", "localhost", "::1")
+        if args.root_certificates is None and not args.insecure and not loopback:
+            raise ValueError(
+                f"--superlink {args.superlink}: a remote SuperLink needs TLS (--root-certificates CA.pem), "
+                "or --insecure to send everything in the clear."
+            )
     from ampfl.fl.config import load_config
     from ampfl.flower.deploy import deploy
 
@@ -72,6 +105,8 @@ def _deploy(args: argparse.Namespace) -> dict[str, Any]:
             config,
             out,
             superlink=args.superlink,
+            root_certificates=args.root_certificates,
+            tls=args.tls,
             timeout=args.timeout,
             resume=args.resume,
             secure_aggregation=args.secure_aggregation,

@@ -147,6 +147,8 @@ def deploy(
     secure_aggregation: str = "none",
     announce: Callable[[str], None] | None = None,
     progress: bool = False,
+    tls: bool = False,
+    root_certificates: Path | None = None,
 ) -> dict[str, Any]:
     """Run ``config`` on Flower and return the summary (``summary.json``, plus bring-up/teardown seconds).
 
@@ -162,6 +164,9 @@ def deploy(
             against it too; :mod:`ampfl.flower.secagg`, :mod:`ampfl.flower.noise_shares`).
         announce: called once, after the checks and before anything starts, with :func:`server_notice`'s
             line (without SecAgg+).
+        tls: a local federation over TLS on loopback with SuperNode authentication (a throw-away CA, server
+            certificate and node keys, :mod:`ampfl.flower.tls`) instead of ``--insecure``.
+        root_certificates: with ``superlink``: connect with TLS, verifying the SuperLink against this CA.
         progress: show a progress bar on stderr (rounds done, accuracy, ε, read from ``metrics.jsonl``).
 
     Raises:
@@ -201,7 +206,17 @@ def deploy(
     token = acquire(out)  # one writer per run folder: a second deploy or run into it fails in one line
     try:
         return _deploy(
-            config, out, resolved, token, superlink, timeout, resume, secure_aggregation, progress
+            config,
+            out,
+            resolved,
+            token,
+            superlink,
+            timeout,
+            resume,
+            secure_aggregation,
+            progress,
+            tls,
+            root_certificates,
         )
     finally:
         release(out, token)
@@ -217,6 +232,8 @@ def _deploy(
     resume: bool,
     secure_aggregation: str,
     progress: bool,
+    tls: bool = False,
+    root_certificates: Path | None = None,
 ) -> dict[str, Any]:
     """:func:`deploy` once the checks passed and the folder's lock is held (``token``)."""
     from ampfl.fl.config import to_toml
@@ -246,6 +263,7 @@ def _deploy(
                 Path(tmp) / "flwr-home",
                 marker=marker,
                 state_dir=out / "node-state",
+                tls_dir=Path(tmp) / "tls" if tls else None,
             )
             try:
                 with _progress(progress, out, config.rounds) as show:
@@ -267,7 +285,9 @@ def _deploy(
                 federation.stop()
                 timings["teardown_seconds"] = time.perf_counter() - stop_begun
         else:
-            env = flower_env(Path(tmp) / "flwr-home", superlink, marker=marker)
+            env = flower_env(
+                Path(tmp) / "flwr-home", superlink, marker=marker, root_certificates=root_certificates
+            )
             with _progress(progress, out, config.rounds) as show:
                 code = flwr_run(app_dir, env, logs / "flwr-run.log", timeout, on_poll=show)
         timings["deploy_seconds"] = time.perf_counter() - begun

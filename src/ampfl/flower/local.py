@@ -15,6 +15,7 @@ Every process runs with the venv's ``bin`` first on ``PATH`` (the SuperLink and 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -54,14 +55,22 @@ def _wait_for_port(port: int, timeout: float, process: subprocess.Popen[bytes]) 
 MARKER = "AMPFL_DEPLOY_RUN"
 
 
-def flower_env(flwr_home: Path, superlink: str, marker: str = "") -> dict[str, str]:
+def flower_env(
+    flwr_home: Path, superlink: str, marker: str = "", root_certificates: Path | None = None
+) -> dict[str, str]:
     """The environment of every Flower process and of ``flwr run`` (module docstring).
 
-    ``marker`` is stored in :data:`MARKER`; the processes' children inherit it.
+    ``marker`` is stored in :data:`MARKER`; the processes' children inherit it. With ``root_certificates``
+    (a PEM CA file) ``flwr run`` connects with TLS and verifies the SuperLink against it; else insecurely.
     """
     flwr_home.mkdir(parents=True, exist_ok=True)
+    transport = (
+        "insecure = true\n"
+        if root_certificates is None
+        else f"insecure = false\nroot-certificates = {json.dumps(str(Path(root_certificates).resolve()))}\n"
+    )
     (flwr_home / "config.toml").write_text(
-        f'[superlink.{CONNECTION}]\naddress = "{superlink}"\ninsecure = true\n', encoding="utf-8"
+        f'[superlink.{CONNECTION}]\naddress = "{superlink}"\n{transport}', encoding="utf-8"
     )
     env = dict(os.environ)
     bin_dir = str(Path(sys.executable).parent)
@@ -169,6 +178,7 @@ class LocalFederation:
         flwr_home: Path,
         marker: str = "",
         state_dir: Path | None = None,
+        tls_dir: Path | None = None,
     ) -> None:
         if num_clients < 1:
             raise ValueError(f"num_clients must be >= 1. Found {num_clients}.")
@@ -178,7 +188,15 @@ class LocalFederation:
         self.superlink = f"127.0.0.1:{self.port}"
         self.marker = marker
         self.state_dir = state_dir
-        self.env = flower_env(Path(flwr_home), self.superlink, marker)
+        self.tls: dict[str, Path] | None = None
+        self.node_keys: list[tuple[Path, Path]] = []
+        if tls_dir is not None:  # TLS on loopback with a throw-away CA (ampfl.flower.tls)
+            from ampfl.flower.tls import write_local_tls, write_node_keys
+
+            self.tls = write_local_tls(Path(tls_dir))
+            self.node_keys = write_node_keys(Path(tls_dir) / "nodes", num_clients)
+        root = None if self.tls is None else self.tls["ca.crt"]
+        self.env = flower_env(Path(flwr_home), self.superlink, marker, root_certificates=root)
         self.processes: list[subprocess.Popen[bytes]] = []
         self.names: list[str] = []
         self.watchdog: subprocess.Popen[bytes] | None = None
@@ -210,6 +228,42 @@ class LocalFederation:
             start_new_session=True,
         )
 
+    def _server_transport(self) -> list[str]:
+        if self.tls is None:
+            return ["--insecure"]
+        return [
+            "--enable-supernode-auth",
+            "--ssl-ca-certfile",
+            str(self.tls["ca.crt"]),
+            "--ssl-certfile",
+            str(self.tls["server.crt"]),
+            "--ssl-keyfile",
+            str(self.tls["server.key"]),
+        ]
+
+    def _client_transport(self, node: int) -> list[str]:
+        if self.tls is None:
+            return ["--insecure"]
+        private = self.node_keys[node][0]
+        return ["--root-certificates", str(self.tls["ca.crt"]), "--auth-supernode-private-key", str(private)]
+
+    def _register_nodes(self) -> None:
+        """``flwr supernode register`` of every SuperNode's public key (TLS federations)."""
+        bin_dir = Path(sys.executable).parent
+        with open(self.workdir / "register.log", "ab") as log:
+            for _, public in self.node_keys:
+                done = subprocess.run(
+                    [str(bin_dir / "flwr"), "supernode", "register", str(public), CONNECTION],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                    check=False,
+                )
+                if done.returncode != 0:
+                    log_path = self.workdir / "register.log"
+                    code = done.returncode
+                    raise RuntimeError(f"flwr supernode register failed (code {code}); see {log_path}")
+
     def start(self, timeout: float = 60.0) -> None:
         """Start the watchdog (with a marker), the SuperLink, wait until it listens, then the SuperNodes."""
         begun = time.perf_counter()
@@ -218,7 +272,7 @@ class LocalFederation:
         link = self._spawn(
             [
                 "flower-superlink",
-                "--insecure",
+                *self._server_transport(),
                 "--disable-runtime-dependency-installation",
                 "--port",
                 str(self.port),
@@ -226,6 +280,8 @@ class LocalFederation:
             "superlink.log",
         )
         _wait_for_port(self.port, timeout, link)
+        if self.tls is not None:
+            self._register_nodes()
         for pid in range(self.num_clients):
             node_config = f"partition-id={pid} num-partitions={self.num_clients}"
             if self.state_dir is not None:
@@ -233,7 +289,7 @@ class LocalFederation:
             self._spawn(
                 [
                     "flower-supernode",
-                    "--insecure",
+                    *self._client_transport(pid),
                     "--superlink",
                     self.superlink,
                     "--port",
