@@ -7,14 +7,15 @@ so its scale is a membership signal (measured before the fix: ε ≥ 1770 where 
 D′ = D plus one record (record-level) or one client (client-level) are trained for one round with the same
 seed and the same privacy key; the released change on the always-zero coordinates must carry the same noise
 scale. For DP-DSGD-RP, DP-FedAvg and ``dp_sgd_split`` the noise draws are the same on D and D′, so the change
-is bit-identical; GDPFed draws one noise share per participant (the cohorts of D and D′ differ), so its
-noise scale is compared exactly and the realised noise statistically. Each test also shows that it can fail:
-with the sizes declared public (``neighbouring = "replace-one"``) the normaliser comes from the data and the
-change differs.
+is bit-identical; GDPFed draws one noise share per participant (secure aggregation), so its noise scale is
+compared exactly, and its released change bit for bit on a pair where the added client sits out the round.
+Each test also shows that it can fail: with the sizes declared public (``neighbouring = "replace-one"``) the
+normaliser comes from the data and the change differs.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,7 +54,8 @@ def _released_change(name: str, task: Task, params: dict[str, Any], privacy: dic
     algorithm: Any = cls(cls.Params(**params), task, seed=7, privacy=config, privacy_key=KEY)
     before = algorithm.global_params.clone()
     algorithm.run_round(0)
-    return algorithm.global_params - before
+    change: torch.Tensor = algorithm.global_params - before
+    return change
 
 
 def _zero_coordinates(name: str, task: Task, params: dict[str, Any]) -> torch.Tensor:
@@ -64,7 +66,7 @@ def _zero_coordinates(name: str, task: Task, params: dict[str, Any]) -> torch.Te
     return zero
 
 
-CASES = {
+CASES: dict[str, tuple[list[int], list[int], dict[str, Any], str]] = {
     # record level: one record added to the largest client (d would grow from 12 to 13)
     "dp_dsgd_rp": (
         [12, 9, 7],
@@ -168,7 +170,7 @@ def _released_scale(algorithm: Any) -> list[float]:
     ]
 
 
-def test_gdpfed_plans_and_divides_by_declared_group_sizes():
+def test_gdpfed_plans_and_divides_by_declared_group_sizes() -> None:
     # Prepare: D (10 clients, groups 5 + 5) and D′ (one more client in group 1)
     on_d = _gdpfed([8] * 10, [5, 5], {})
     on_d_prime = _gdpfed([8] * 11, [5, 6], {})
@@ -197,3 +199,173 @@ def test_gdpfed_plans_and_divides_by_declared_group_sizes():
         _gdpfed([8] * 10, [5, 5], {}, declared=False)
     public = _gdpfed([8] * 11, [5, 6], {"neighbouring": "replace-one"}, declared=False)
     assert public.public_sizes.tolist() == [5, 6]
+
+
+# -- GDPFed bit for bit ---------------------------------------------------------------------------------
+#: A privacy key under which the client added to D′ is not sampled in round 0 (checked below): GDPFed's
+#: noise is the sum of one share per participant (secure aggregation), so equal cohorts draw the same shares;
+#: when the added client is sampled, D′'s noise has one share more (equal in distribution, compared above by
+#: its scale).
+GDPFED_KEY = KEY + 4
+
+
+def _gdpfed_budgets(name: str, extra: int, declared: bool = True, key: int = GDPFED_KEY) -> Any:
+    """Groups by budget (client order kept): D has 5 + 5 clients, D′ one more in the second group."""
+    params: dict[str, Any] = {
+        "participation": 0.4,  # gdpfed_minus plans q_g = 0.04, 0.76 (not 1: the added client may sit out)
+        "client_budgets": [2.0] * 5 + [6.0] * (5 + extra),
+        "num_rounds": 5,
+        "batch_size": 4,
+    }
+    if declared:
+        params["expected_group_sizes"] = [5, 5]
+    cls = ALGORITHMS[name]
+    config = PrivacyConfig.model_validate({"accountant": "rdp"})
+    return cls(cls.Params(**params), _task([8] * (10 + extra)), seed=7, privacy=config, privacy_key=key)
+
+
+@pytest.mark.parametrize("name", ["gdpfed", "gdpfed_minus"])
+def test_gdpfed_releases_the_same_noise_on_neighbours_bit_for_bit(name: str) -> None:
+    from ampfl.fl.algorithms.base import ROLE_SAMPLING
+
+    # Prepare: D and D′ = D plus one client (group 1), the same seed and privacy key
+    on_d, on_d_prime = _gdpfed_budgets(name, 0), _gdpfed_budgets(name, 1)
+    coins = on_d_prime.rng(0, ROLE_SAMPLING)
+    coins.random(5)  # group 0's coins; then group 1's, the added client's last
+    assert coins.random(6)[5] >= float(on_d_prime.rates[1])  # precondition: the added client is not sampled
+    zero = _zero_feature_weights(on_d)
+    # Execute
+    changes = []
+    for algorithm in (on_d, on_d_prime):
+        before = algorithm.global_params.clone()
+        algorithm.run_round(0)
+        changes.append((algorithm.global_params - before)[zero])
+    # Assert: pure noise, the same noise and the same scale
+    assert float(changes[0].abs().min()) > 0.0
+    assert torch.equal(changes[0], changes[1])
+
+
+def _zero_feature_weights(algorithm: Any) -> torch.Tensor:
+    """The logreg weights of the always-zero features (their gradient is exactly zero)."""
+    spec = algorithm.model.spec
+    zero = torch.zeros(spec.dim, dtype=torch.bool)
+    for name, shape, offset in zip(spec.names, spec.shapes, spec.offsets, strict=True):
+        if name.endswith("weight") and shape[-1] == FEATURES:
+            size = int(np.prod(shape))
+            zero[offset : offset + size].view(-1, FEATURES)[:, FEATURES - ZERO :] = True
+    assert int(zero.sum()) >= ZERO
+    return zero
+
+
+def test_gdpfed_with_group_sizes_from_the_data_shows_in_the_release() -> None:
+    # The same pair with the sizes declared public (replace-one): Σ q_g N_g from the data, 6.0 vs 6.6.
+    def build(extra: int) -> Any:
+        cls = ALGORITHMS["gdpfed"]
+        config = PrivacyConfig.model_validate({"accountant": "rdp", "neighbouring": "replace-one"})
+        params = cls.Params(
+            participation=0.6, client_budgets=[2.0] * 5 + [6.0] * (5 + extra), num_rounds=5, batch_size=4
+        )
+        return cls(params, _task([8] * (10 + extra)), seed=7, privacy=config, privacy_key=GDPFED_KEY)
+
+    changes = []
+    for algorithm in (build(0), build(1)):
+        before = algorithm.global_params.clone()
+        algorithm.run_round(0)
+        changes.append((algorithm.global_params - before)[_zero_feature_weights(algorithm)])
+    assert float((changes[0] / changes[1]).mean()) == pytest.approx(6.6 / 6.0, rel=1e-5)
+
+
+# -- replace-one: runs, accounted at sensitivity 2C, and says so ----------------------------------------
+REPLACE_ONE: dict[str, dict[str, Any]] = {
+    "dp_dsgd_rp": {"participation": 1.0, "sampling_rate": 0.8, "noise_multiplier": 4.0},
+    "dp_fedavg": {
+        "client_sampling": "poisson",
+        "sampling_rate": 0.6,
+        "noise_multiplier": 4.0,
+        "batch_size": 4,
+    },
+    "dp_sgd_split": {
+        "sampling": "poisson",
+        "sampling_rate": 0.3,
+        "num_submodels": 2,
+        "noise_multiplier": 4.0,
+        "num_local_steps": 1,
+        "batch_size": 1,
+        "learning_rate": 1.0,
+        "split_credit": "split",
+    },
+    "gdpfed": {"participation": 0.6, "client_budgets": [2.0] * 3 + [6.0] * 3, "batch_size": 4},
+}
+
+
+@pytest.mark.parametrize("name", list(REPLACE_ONE))
+def test_replace_one_runs_and_reports_the_relation(tmp_path: Path, name: str) -> None:
+    from ampfl.accounting.accountants import NeighboringRelation, RDPAccountant
+    from ampfl.accounting.events import ComposedEvent, GaussianEvent
+    from ampfl.fl.config import parse_config
+    from ampfl.fl.run import run_experiment
+
+    # Prepare: no declared normaliser, the dataset sizes declared public
+    rounds = 3
+    model = "mlp" if name == "dp_sgd_split" else "logreg"
+    task = _task([1] * 20 if name == "dp_sgd_split" else [6, 8, 7, 9, 5, 8], model)
+    config = parse_config(
+        {
+            "seed": 3,
+            "rounds": rounds,
+            "checkpoint_every": 0,
+            "model": {"name": model, "options": {"hidden": [8]} if model == "mlp" else {}},
+            "algorithm": {"name": name, **REPLACE_ONE[name]},
+            "privacy": {"neighbouring": "replace-one", "reproducible": True},
+        }
+    )
+    # Execute
+    summary = run_experiment(config, tmp_path / name, progress=False, plots=False, task=task)
+    # Assert: every round ran, accounted under replace-one, and the summary says so
+    assert summary["rounds_completed"] == rounds and summary["stopped"] == "rounds"
+    assert summary["neighbouring"] == "replace-one"
+    assert "replace_one" in summary["analysis"] and summary["accountant"] == "rdp"  # no replace-one PLD
+    if name == "gdpfed":  # z_g calibrated for the replace-one event: each group meets its budget
+        by_group = summary["epsilon_by_group"]
+        assert [by_group[g] for g in ("0", "1")] == pytest.approx([2.0, 6.0], rel=0.01)
+        assert all(by_group[g] <= budget * (1 + 1e-9) for g, budget in (("0", 2.0), ("1", 6.0)))
+        return
+    # the unamplified Gaussian at sensitivity 2C (z/2; model split: each part's, here one part), T times
+    half = GaussianEvent(noise_multiplier=2.0)
+    event = ComposedEvent(events=(half,)) if name == "dp_sgd_split" else half
+    reference = RDPAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE)
+    reference.compose(event, rounds)
+    assert summary["epsilon"] == pytest.approx(reference.get_epsilon(summary["delta"]), rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "name,params,privacy",
+    [
+        ("dp_fedavg", REPLACE_ONE["dp_fedavg"], {"accountant": "pld"}),  # no replace-one PLD accountant
+        ("gdpfed_minus", REPLACE_ONE["gdpfed"], {}),  # the planner assumes add/remove amplification
+        ("gdpfed", {**REPLACE_ONE["gdpfed"], "analysis": "paper"}, {}),
+        (
+            "dp_dsgd_rp",
+            {"participation": 0.5, "sampling_rate": 0.5, "round_epsilon": 0.5, "analysis": "ols"},
+            {},
+        ),
+    ],
+)
+def test_what_replace_one_cannot_account_fails_in_one_line_naming_neighbouring(
+    tmp_path: Path, name: str, params: dict[str, Any], privacy: dict[str, Any]
+) -> None:
+    from ampfl.fl.config import parse_config
+    from ampfl.fl.run import run_experiment
+
+    config = parse_config(
+        {
+            "seed": 3,
+            "rounds": 2,
+            "algorithm": {"name": name, **params},
+            "privacy": {"neighbouring": "replace-one", "reproducible": True, **privacy},
+        }
+    )
+    task = _task([6, 8, 7, 9, 5, 8])
+    with pytest.raises(ValueError, match=r"^privacy\.neighbouring: ") as caught:
+        run_experiment(config, tmp_path / name, progress=False, plots=False, task=task)
+    assert "\n" not in str(caught.value)

@@ -118,7 +118,14 @@ def replace_one_event(event: PrivacyEvent) -> PrivacyEvent:
     most the Gaussian mechanism at sensitivity 2C. Sound and conservative (no replace-one amplification
     bound is claimed for these mechanisms).
     """
-    return _doubled_sensitivity(without_amplification(event))
+    try:
+        unamplified = without_amplification(event)
+    except ValueError:  # its only protection is randomness (e.g. 003's Bernoulli masks): no Gaussian bound
+        raise ValueError(
+            f"neighbouring: {type(event).__name__} cannot be accounted under replace-one (its only "
+            "protection is its randomness); use neighbouring = 'add-remove'."
+        ) from None
+    return _doubled_sensitivity(unamplified)
 
 
 def _doubled_sensitivity(event: PrivacyEvent) -> PrivacyEvent:
@@ -150,18 +157,28 @@ def accounted(
     return [(without_amplification(event), count) for event, count in events]
 
 
-def _unsupported(kind: str, who: str, reason: str) -> ValueError:
+def _unsupported(kind: str, who: str, reason: str, replace_one: bool = False) -> ValueError:
+    if replace_one:  # the relation comes from [privacy] neighbouring, not from the algorithm
+        return ValueError(
+            f"privacy.neighbouring: the {kind!r} accountant cannot account {who}'s events under "
+            f'"replace-one": {reason} Set [privacy] accountant = "rdp" (or "auto"), or neighbouring = '
+            '"add-remove" with the declared public constants.'
+        )
     return ValueError(f"privacy.accountant: the {kind!r} accountant cannot account {who}'s events: {reason}")
 
 
-def _check_supported(accountant: Accountant, kind: str, who: str, events: Events) -> None:
+def _check_supported(
+    accountant: Accountant, kind: str, who: str, events: Events, replace_one: bool = False
+) -> None:
+    """Raise one line naming ``privacy.accountant`` (or ``privacy.neighbouring`` when ``replace_one``: the
+    relation was set by ``[privacy] neighbouring``) when ``accountant`` cannot account ``events``."""
     for event, _ in events:
         if not accountant.supports(event):
             try:
                 accountant.compose(event, 0)  # raises with the reason; the state is unchanged
             except UnsupportedEventError as exc:
-                raise _unsupported(kind, who, str(exc)) from None
-            raise _unsupported(kind, who, type(event).__name__)  # pragma: no cover - compose raised
+                raise _unsupported(kind, who, str(exc), replace_one) from None
+            raise _unsupported(kind, who, type(event).__name__, replace_one)  # pragma: no cover
 
 
 class RunAccountant:
@@ -204,7 +221,9 @@ class RunAccountant:
         events = [event for event, _ in first]
         self.accountant = accountant_for(privacy.accountant, events, neighboring_relation=self.relation)
         self.kind = self.accountant.name
-        _check_supported(self.accountant, self.kind, algorithm.name, first)
+        _check_supported(
+            self.accountant, self.kind, algorithm.name, first, self.relation != self.event_relation
+        )
         self._kinds = sorted({event.kind for event, _ in first})
 
     @property
@@ -363,7 +382,7 @@ def calibrate_noise(
     probe_event = accounted_event(PROBE_NOISE_MULTIPLIER)
     probe = _resolved(privacy, [probe_event], relation)
     kind = probe.name
-    _check_supported(probe, kind, who, [(probe_event, 1)])
+    _check_supported(probe, kind, who, [(probe_event, 1)], relation != event_relation)
     return calibrate(
         accounted_event,
         target_epsilon=target_epsilon,

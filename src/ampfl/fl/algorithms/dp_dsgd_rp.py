@@ -36,8 +36,13 @@ p·N·q·d, and a d computed from the data (the largest local dataset) changes w
 released noise's scale would itself reveal membership (measured: ε ≥ 1770 for a sub-release where 14.5 was
 reported; docs/threat_model.md). N, the number of clients, is public for this record-level guarantee (adding a
 record adds no client). Without ``local_dataset_size`` only ``[privacy] neighbouring = "replace-one"``
-(dataset sizes declared public; events accounted under replace-one, sensitivity 2C, by the run) or a
-non-private run (z = 0) may take d from the data. Every client uses all its records. (Until issue 11
+or a non-private run (z = 0) may take d from the data; a private run without it is refused in one line
+(``algorithm.local_dataset_size: required: ...``). Replace-one declares the dataset sizes public: the run then
+accounts each round's ``RandomCheckInEvent`` as the Gaussian at sensitivity 2C with neither participation nor
+sampling amplification (noise multiplier z/2, :func:`ampfl.fl.privacy.replace_one_event`; the replaced
+record's client and coins are shared by both neighbours), ``analysis = "wcs"`` calibrates z for that event,
+and the closed-form analyses (``paper``, ``ols``, ``cs``: add/remove with amplification) are refused in one
+line naming ``privacy.neighbouring``. Every client uses all its records. (Until issue 11
 clients with more than d = min_i |D_i| records kept a random d-subset: that is not an add/remove-one
 mechanism — an added record displaces a used one, and adding to the smallest client changed d and every
 client's subset — so the accounted ε did not cover unequal datasets.)
@@ -143,6 +148,12 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
         """z for the per-iteration (round_epsilon, round_delta) by ``analysis`` (module docstring)."""
         p, q = self.p.participation, self.p.sampling_rate
         if self.p.analysis != "wcs":  # the paper's closed forms (Thm 4.1, Thm 5.1, Cor. 5.3)
+            if self.privacy.neighbouring == "replace-one":
+                raise ValueError(
+                    f'privacy.neighbouring: analysis = "{self.p.analysis}" calibrates z for add/remove-one '
+                    'with amplification, which "replace-one" drops; use analysis = "wcs" (calibrated by the '
+                    "run's accountant on the event it composes) or give noise_multiplier."
+                )
             from ampfl.accounting.random_checkin import calibrate_noise_multiplier
 
             return calibrate_noise_multiplier(

@@ -11,8 +11,11 @@ where m̄ is a public constant (issue 26, docs/threat_model.md): the cohort size
 for Poisson sampling the declared ``expected_clients`` (qN depends on N, the number of clients, which the
 add/remove-one-client relation makes private: dividing by it would change the released noise's scale between
 neighbours). A private Poisson config without ``expected_clients`` is refused in one line, unless ``[privacy]
-neighbouring = "replace-one"`` declares N public (then m̄ = qN and the events are accounted under replace-one,
-sensitivity 2C, by the run: :func:`ampfl.fl.privacy.accounted`).
+neighbouring = "replace-one"`` declares N public (then m̄ = qN and the run accounts each Poisson round as the
+Gaussian at sensitivity 2C without the sampling amplification, noise multiplier z/2:
+:func:`ampfl.fl.privacy.replace_one_event`; ``target_epsilon`` calibrates z for that event). Fixed-size
+sampling needs no declaration (m is public configuration; ``expected_clients``, if given, overrides it) and is
+replace-one already (below), whatever ``neighbouring`` says.
 
 where z = ``noise_multiplier``. ``noise_placement="distributed"`` draws ξ as per-client shares
 ξ_i ~ N(0, z² C² / m · I_d) that sum to N(0, z² C² I_d) under secure aggregation (Alg. 3 step 4); it requires

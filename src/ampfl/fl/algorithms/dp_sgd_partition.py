@@ -21,7 +21,10 @@ public, 002 §3.2.1). Round t (one DP-SGD step):
    a public constant, the declared ``expected_clients`` (qN, Nk/T or N computed from the data would change
    with one added unit, and with it the released noise's scale: issue 26, docs/threat_model.md); a private
    config without it is refused in one line unless ``[privacy] neighbouring = "replace-one"`` declares N
-   public (then m̄ comes from the data and the run accounts every event under replace-one, sensitivity 2C).
+   public (then m̄ comes from the data and the run accounts every event under replace-one, sensitivity 2C
+   with no sampling, BIS or split amplification: each part's Gaussian at z/2, k of them per BIS epoch,
+   :func:`ampfl.fl.privacy.replace_one_event`; ``target_epsilon`` calibrates z for that). The sampled units
+   are clients (one record each in the DP-SGD case below), hence one key, as DP-FedAvg's.
 
 DP-SGD is the special case Q = 1, b = 1, local learning rate 1 and one example per client (Δ_i = −∇ℓ_i, so
 C clips per-example gradients and η_s is the learning rate); the privacy unit is then one record

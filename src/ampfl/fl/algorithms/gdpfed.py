@@ -35,10 +35,25 @@ Privacy (unit: one client): each round reports one ``GroupRoundEvent(q_g, z_g, g
 the run keeps one accountant per group (``ampfl.fl.privacy``), reports ``epsilon_by_group`` against
 :meth:`GDPFed.group_budgets`, and retires a group (:meth:`GDPFed.retire_groups`) before a round that would
 take it over its budget; run ε = max over groups (Corollary 1, disjoint client datasets).
+
+Public normalisation (issue 26, docs/threat_model.md): the plan (q_g, z_g) and the server step's
+1 / Σ_g q_g N̂_g use the declared group sizes ``expected_group_sizes`` N̂_g, public constants, one per group
+(their number must match the groups, else a one-line refusal); group sizes counted from the data would
+change with one added client, and with them the plan and the released noise's scale. (``group_sizes`` is not
+that constant: it is the simulator's partition, which must sum to the number of clients, private under
+add/remove one client.) A private config without ``expected_group_sizes`` is refused in one line
+(``algorithm.expected_group_sizes: required: ...``) unless ``[privacy] neighbouring = "replace-one"``
+declares the group sizes public: N̂_g are then the partition's sizes, the run accounts every
+``GroupRoundEvent`` as the Gaussian at sensitivity 2C without the group-sampling amplification (noise
+multiplier z_g/2, :func:`ampfl.fl.privacy.replace_one_event`), and z_g is calibrated for that event over
+``num_rounds`` by the run's accountant (:func:`ampfl.fl.privacy.calibrate_noise`), so ε_g is met. The
+planner's variants (``gdpfed_minus``, ``gdpfed_plus``, IDP-FedAvg) and ``analysis = "paper"`` plan for
+add/remove with amplification and are refused under replace-one in one line naming ``privacy.neighbouring``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
@@ -117,6 +132,14 @@ class GDPFed(GroupFederatedAlgorithm):
         self.p: GDPFedParams = params  # type: ignore[assignment]
         if self.p.kappa is not None and (self.variant != "sparse" or len(self.p.kappa) != self.budgets.size):
             raise ValueError(f"kappa: only for gdpfed_plus, one value per group ({self.budgets.size}).")
+        planned = self.variant != "uniform" or self.p.analysis != "sound"
+        if self.privacy.neighbouring == "replace-one" and planned:
+            raise ValueError(
+                f'privacy.neighbouring: {self.name} with analysis = "{self.p.analysis}" plans its noise for '
+                'add/remove-one accounting with amplification by group sampling, which "replace-one" drops; '
+                'use gdpfed with analysis = "sound", or neighbouring = "add-remove" with '
+                "algorithm.expected_group_sizes."
+            )
         self._plan()
         self.privacy_unit = "client"
 
@@ -124,6 +147,26 @@ class GDPFed(GroupFederatedAlgorithm):
         from ampfl.accounting.groups import ErrorModel, group_sigma, plan_groups
 
         p, delta = self.p, float(self.privacy.delta)
+        if self.privacy.neighbouring == "replace-one":  # z_g for the event the run composes (docstring)
+            from ampfl.fl.privacy import calibrate_noise
+
+            def event(g: int) -> Callable[[float], PrivacyEvent]:
+                rate = float(self.rates[g])
+                return lambda z: GroupRoundEvent(sampling_rate=rate, noise_multiplier=z, group=g)
+
+            self.noise_multipliers = np.array(
+                [
+                    calibrate_noise(
+                        event(g),
+                        target_epsilon=float(e),
+                        rounds=p.num_rounds,
+                        privacy=self.privacy,
+                        who=self.name,
+                    )
+                    for g, e in enumerate(self.budgets)
+                ]
+            )
+            return
         if self.variant == "uniform":
             self.noise_multipliers = np.array(
                 [
