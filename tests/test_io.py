@@ -29,3 +29,20 @@ def test_atomic_writes_leave_no_temporary_files(tmp_path):
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["a.txt", "b.json", "c.csv"]
     assert (tmp_path / "c.csv").read_text() == "x,y\n1,0.5\n2,0.25\n"
     assert json.loads((tmp_path / "sub" / "b.json").read_text()) == {"k": 1}
+
+
+def test_atomic_files_honour_the_umask(tmp_path):
+    # Written files get 0o666 less the umask (0644 under the usual 022), as a plain open() would give them.
+    import os
+
+    from ampfl.io import atomic_write_text
+
+    previous = os.umask(0o022)
+    try:
+        default = atomic_write_text(tmp_path / "a.txt", "x")
+        os.umask(0o077)
+        private = atomic_write_text(tmp_path / "b.txt", "x")
+    finally:
+        os.umask(previous)
+    assert default.stat().st_mode & 0o777 == 0o644
+    assert private.stat().st_mode & 0o777 == 0o600

@@ -250,6 +250,8 @@ def _run_experiment(
         line = evaluation_line(algorithm, done, round_metrics)
         pending.append((line, wall(), books.submit(privacy_fields, ledger, algorithm.group_budgets())))
 
+    latest: list[dict[str, Any] | None] = [None]  # the last line written (full, for the progress bar)
+
     def write_done(*, wait: bool, quiet: bool = False) -> dict[str, Any] | None:
         """Write the evaluation lines whose ε is known (all of them when ``wait``); the last one written.
         ``quiet``: stop, without raising, at a line whose reading failed (the run is failing already)."""
@@ -260,6 +262,7 @@ def _run_experiment(
                 break
             pending.pop(0)
             last = with_privacy(line, seconds, fields.result())
+            latest[0] = last
             release, diagnostic = split_line(last, released)
             metrics.append(release)
             diagnostics.append(diagnostic)
@@ -322,7 +325,8 @@ def _run_experiment(
                     write_done(wait=True)
                     checkpoint_now(done)
                     saved_at = done
-                shown = write_done(wait=done == last)  # the last round shows its own line
+                shown = write_done(wait=done == last) or (latest[0] if done == last else None)
+                # the last round shows its own line, even when a checkpoint just wrote it
                 advance(f"acc {shown['accuracy']:.3f}  ε {shown['epsilon']:.3g}" if shown else "")
             write_done(wait=True)
             if stopped == "budget" and (not metrics or metrics[-1]["round"] != done):
