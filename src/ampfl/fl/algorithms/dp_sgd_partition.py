@@ -131,9 +131,7 @@ class DPSGDPartition(FederatedAlgorithm):
         privacy: PrivacyConfig | None = None,
         privacy_key: int | None = None,
     ) -> None:
-        super().__init__(
-            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
-        )
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         self.p: DPSGDPartitionParams = params  # type: ignore[assignment]
         p = self.p
         n = task.num_clients
@@ -170,6 +168,9 @@ class DPSGDPartition(FederatedAlgorithm):
                 privacy=self.privacy,
                 who=self.name,
             )
+        #: One DP-SGD step at the shared model (:meth:`_fast_round`) when a round is exactly that; False
+        #: forces the general path (per-unit weights, masks), e.g. to compare the two.
+        self.fast_path = self._fast_path_applies()
         sizes = task.client_sizes()
         self.privacy_unit = (
             None if self.noise_multiplier == 0.0 else ("record" if bool(np.all(sizes == 1)) else "client")
@@ -350,13 +351,50 @@ class DPSGDPartition(FederatedAlgorithm):
         return [(self.event_at(self.noise_multiplier), 1)]
 
     # -- training ------------------------------------------------------------------------------------------
+    def _fast_path_applies(self) -> bool:
+        """Whether a round is one step of DP-SGD at the shared model: Q = 1, b = 1, every mask all ones
+        (d = 1 blocks, or nothing to split), on the vectorised engine (the sequential one stays the
+        reference)."""
+        p = self.p
+        unmasked = (p.partition == "blocks" and p.num_submodels == 1) or self.num_groups == 0
+        return p.num_local_steps == 1 and p.batch_size == 1 and unmasked and self.engine.options.vectorized
+
+    def _fast_round(self, round_index: int, clients: np.ndarray) -> tuple[torch.Tensor, dict[str, float]]:
+        """Σ_i of the clipped updates Δ_i = −η ∇ℓ(w; x_i, y_i) of one-example steps, computed at the one
+        shared model (:func:`ampfl.fl.per_example.clipped_gradient_sum`: no per-unit weight copies, no masks);
+        the same numbers as the general path up to float rounding (tests/fl/test_dp_sgd_fast_path.py).
+        Clipping Δ_i to C is clipping ∇ℓ_i to C/η."""
+        from ampfl.fl.per_example import clipped_gradient_sum
+
+        p = self.p
+        lr = p.learning_rate
+        rows = self.batches(clients, round_index, p).reshape(-1)  # the same ROLE_DATA draws
+        spec = self.model.spec
+        part_of = [0 if bool(self.split_coords[off]) else 1 for off in spec.offsets]
+        result = clipped_gradient_sum(
+            self.model,
+            self.global_params,
+            self.x_train.index_select(0, rows),
+            self.y_train.index_select(0, rows),
+            clips=[p.clip / lr, p.nonsplit_clip / lr],
+            part_of=part_of,
+            memory_cap_mb=self.engine.options.memory_cap_mb,
+        )
+        over = result.norms * lr > torch.tensor([p.clip, p.nonsplit_clip])
+        parts = 1 if bool(self.split_coords.all()) else 2
+        clipped = sum(float(over[:, i].to(torch.float32).mean()) for i in range(parts)) / parts
+        return -lr * result.total, {"train_loss": float(result.losses.mean()), "clipped_fraction": clipped}
+
     def run_round(self, round_index: int) -> dict[str, float]:
         clients = self.participants_of(round_index)
         p = self.p
         total = torch.zeros_like(self.global_params)
         metrics = {"participants": float(len(clients))}
         split = self.split_coords
-        if len(clients):
+        if len(clients) and self.fast_path:
+            total, more = self._fast_round(round_index, clients)
+            metrics.update(more)
+        elif len(clients):
             masks = self.masks(round_index, clients)
             position = {int(c): i for i, c in enumerate(clients)}
             mask_f = masks.to(self.global_params.dtype)
