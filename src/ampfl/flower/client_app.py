@@ -6,7 +6,10 @@ must equal ``[partition] num_clients``.
 
 Messages:
 
-- ``query``: replies ``partition-id`` and ``num-partitions`` (the server maps node ids to clients).
+- ``query``: replies ``partition-id`` and ``num-partitions`` (the server maps node ids to clients). A node
+  with a cache folder (``cache-dir`` or ``state-dir`` in its node config) builds its own shard of the task
+  here, once per run configuration (:mod:`ampfl.flower.node_cache`), so that no ``train`` message loads the
+  dataset, partitions it or calibrates the noise.
 - ``train``: content ``arrays["params"]`` (the global flat parameter vector w) and ``config`` with ``round``
   (0-based) and ``cohort`` (the round's sorted client ids, so that the client draws exactly the mini-batches
   the simulator draws for it: :meth:`~ampfl.fl.algorithms._common.FederatedAlgorithm.batches`). The client
@@ -37,11 +40,13 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from ampfl.flower.common import CONFIG_KEY, algorithm_from_run_config, decode_raw
+from ampfl.flower.common import CONFIG_KEY, decode_raw
+from ampfl.flower.node_cache import STATE_DIR_KEY, node_algorithm, prepare
 
 if TYPE_CHECKING:
     import torch
 
+    from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.algorithms.ms_pafl import MSPAFL
 
 app = ClientApp()
@@ -63,11 +68,19 @@ def _partition(context: Context, num_clients: int) -> int:
     return pid
 
 
+def client_algorithm(context: Context, num_clients: int) -> Algorithm:
+    """The algorithm this node's client trains with (:func:`ampfl.flower.node_cache.node_algorithm`: from
+    the node's cached shard of the task when it has one)."""
+    pid = _partition(context, num_clients)
+    return node_algorithm(context.run_config, context.node_config, pid, num_clients)[1]
+
+
 @app.query()
 def query(msg: Message, context: Context) -> Message:
-    """Which client this node holds (light: neither torch nor the dataset is loaded)."""
+    """Which client this node holds; builds the node's cached shard if it has none yet (module docstring)."""
     num_clients = int(decode_raw(str(context.run_config[CONFIG_KEY]))["partition"]["num_clients"])
     pid = _partition(context, num_clients)
+    prepare(context.run_config, context.node_config, pid, num_clients)
     metrics = MetricRecord({"partition-id": pid, "num-partitions": num_clients})
     return Message(RecordDict({"metrics": metrics}), reply_to=msg)
 
@@ -105,7 +118,7 @@ def train(msg: Message, context: Context) -> Message:
     from ampfl.fl.algorithms.ms_pafl import MSPAFL
 
     torch.set_num_threads(1)
-    _, algorithm = algorithm_from_run_config(context.run_config)
+    algorithm = client_algorithm(context, int(raw["partition"]["num_clients"]))
     start = torch.from_numpy(msg.content.array_records["arrays"]["params"].numpy().copy())
     if isinstance(algorithm, DPDSGDRandomParticipation):
         sums, losses, examples = algorithm.client_gradients(start, np.array([pid]), own)
@@ -135,7 +148,7 @@ def train(msg: Message, context: Context) -> Message:
 
 
 def _state_file(context: Context, pid: int) -> Path | None:
-    folder = context.node_config.get("state-dir")
+    folder = context.node_config.get(STATE_DIR_KEY)
     return None if folder is None else Path(str(folder)) / f"ampfl-ms-pafl-private-{pid}.npy"
 
 

@@ -48,8 +48,8 @@ from flwr.common import (
 from flwr.compat.common import recorddict_compat as compat
 from flwr.server.strategy import Strategy
 
-from ampfl.flower.client_app import _checks_in, _ms_pafl, _partition, query
-from ampfl.flower.common import CONFIG_KEY, algorithm_from_run_config, decode_raw
+from ampfl.flower.client_app import _checks_in, _ms_pafl, _partition, client_algorithm, query
+from ampfl.flower.common import CONFIG_KEY, decode_raw
 from ampfl.flower.noise_shares import (
     NOISE_SHARE_ALGORITHMS,
     RECONSTRUCTION_THRESHOLD,
@@ -151,8 +151,9 @@ def train(msg: Message, context: Context) -> Message:
     pid = _partition(context, num_clients)
     own = np.random.default_rng()  # the client's own randomness (OS entropy): the server cannot replay it
     joined = _joins(raw, pid, own)
-    # Every node builds the algorithm (torch, data), whether it joined or not: less of a timing signal.
-    _, algorithm = algorithm_from_run_config(context.run_config)
+    # Every node builds the algorithm (torch, its cached shard), whether it joined or not: less of a timing
+    # signal.
+    algorithm = client_algorithm(context, num_clients)
     record: dict[str, Any] = {"round": int(fitins.config["round"]), "joined": joined}
     if algorithm.name == "ms_pafl":
         if joined:

@@ -1,0 +1,193 @@
+"""A SuperNode's own shard of the task, built once and cached on disk across messages (issue 31, part 4).
+
+Flower 1.41 starts a fresh ``flwr-clientapp`` process for every message, so a client that rebuilt the whole
+task per message (load the dataset, partition it, build and calibrate the algorithm) paid for it every
+round. Instead the node keeps, in its cache folder, one file per (run configuration, partition id):
+
+- ``x``, ``y``: its client's training examples, in the order of its index array;
+- ``sizes``: every client's local dataset size (the mini-batch draws of a cohort depend on them);
+- ``meta``: JSON with the cache key, the dataset name and class count, and the noise multiplier the
+  algorithm calibrated (``None`` when the config states it), so a message never recalibrates.
+
+:func:`node_algorithm` rebuilds the simulator's algorithm on a :class:`~ampfl.fl.task.Task` whose partition
+has the real sizes, this client's examples at positions ``0 … D_i − 1`` and zeros for the other clients
+(whose examples a node never holds). The draws of :func:`ampfl.fl.sampling.local_batches` and
+:func:`~ampfl.fl.sampling.poisson_local_batches` depend on the cohort's sizes only, so the client trains on
+exactly the examples of a full build (``tests/flower/test_node_cache.py`` checks the replies bit for bit).
+The privacy key is never cached: every message draws a fresh one (or uses the seed under ``[privacy]
+reproducible``), as a full build does. MS-PAFL's private submodel stays in ``context.state`` and
+``state-dir`` (:mod:`ampfl.flower.client_app`).
+
+The cache folder is the node config's ``cache-dir``, else ``<state-dir>/cache`` (a local federation gives
+node i ``state-dir = <run>/node-state/node-i``); a node with neither builds in memory on every message. The
+file is written atomically (:func:`ampfl.io.atomic_write_bytes`) and read without pickle; an unreadable or
+foreign file is rebuilt. The key hashes the encoded config, the partition id, the number of partitions and
+the ampfl version (a config that names a user dataset path is keyed by the path, not the file's contents).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ampfl.flower.common import CONFIG_KEY, algorithm_from_config, decode_config
+
+if TYPE_CHECKING:
+    from ampfl.fl.algorithms.base import Algorithm
+    from ampfl.fl.config import RunConfig
+    from ampfl.fl.task import Task
+
+#: Node config keys: the cache folder, and the folder of node-local state (MS-PAFL's private submodel).
+CACHE_DIR_KEY = "cache-dir"
+STATE_DIR_KEY = "state-dir"
+#: Bumped when the file's layout changes (old files are then rebuilt).
+FORMAT = 1
+
+
+def cache_key(config_text: str, pid: int, num_partitions: int) -> str:
+    """The hex SHA-256 naming a node's shard of one run configuration (module docstring)."""
+    from ampfl import __version__
+
+    material = json.dumps([FORMAT, __version__, config_text, int(pid), int(num_partitions)])
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def cache_folder(node_config: Mapping[str, Any]) -> Path | None:
+    """The node's cache folder: ``cache-dir``, else ``<state-dir>/cache``, else None (no disk cache)."""
+    if CACHE_DIR_KEY in node_config:
+        return Path(str(node_config[CACHE_DIR_KEY]))
+    if STATE_DIR_KEY in node_config:
+        return Path(str(node_config[STATE_DIR_KEY])) / "cache"
+    return None
+
+
+def cache_file(folder: Path, key: str, pid: int) -> Path:
+    """The file of one shard in ``folder``."""
+    return folder / f"task-{pid}-{key[:24]}.npz"
+
+
+def write_shard(path: Path, key: str, pid: int, algorithm: Algorithm) -> Path:
+    """Cache client ``pid``'s shard of ``algorithm``'s task at ``path`` (atomically)."""
+    from ampfl.io import atomic_write_bytes
+
+    task = algorithm.task
+    dataset = task.dataset
+    index = np.asarray(task.client_indices[pid], dtype=np.int64)
+    calibrated = getattr(algorithm.params, "noise_multiplier", 0.0) is None
+    meta = {
+        "format": FORMAT,
+        "key": key,
+        "pid": int(pid),
+        "name": dataset.name,
+        "num_classes": int(dataset.num_classes),
+        "noise_multiplier": float(algorithm.noise_multiplier) if calibrated else None,  # type: ignore[attr-defined]
+    }
+    buffer = io.BytesIO()
+    np.savez(
+        buffer,
+        x=np.ascontiguousarray(dataset.x_train[index]),
+        y=np.ascontiguousarray(dataset.y_train[index]),
+        sizes=task.client_sizes(),
+        meta=np.array(json.dumps(meta)),
+    )
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
+def read_shard(path: Path, key: str, pid: int, config: RunConfig) -> tuple[Task, float | None]:
+    """The task a node rebuilds from its cached shard (module docstring) and the cached noise multiplier.
+
+    Raises:
+        OSError, ValueError, KeyError: a missing, damaged or foreign file.
+    """
+    from ampfl.fl.data import Dataset
+    from ampfl.fl.data.partitions import ClientPartition
+    from ampfl.fl.task import Task
+
+    with np.load(path, allow_pickle=False) as data:
+        meta = json.loads(str(data["meta"]))
+        if meta["format"] != FORMAT or meta["key"] != key or meta["pid"] != pid:
+            raise ValueError(f"{path}: the cache of another configuration")
+        x, y, sizes = data["x"], data["y"], data["sizes"].astype(np.int64)
+    if not 0 <= pid < sizes.size or int(sizes[pid]) != len(y):
+        raise ValueError(f"{path}: inconsistent sizes")
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    flat = np.zeros(int(offsets[-1]), dtype=np.int64)  # the other clients' examples are not on this node
+    flat[offsets[pid] : offsets[pid + 1]] = np.arange(len(y), dtype=np.int64)
+    dataset = Dataset(
+        name=str(meta["name"]),
+        x_train=x,
+        y_train=y,
+        x_test=np.zeros((0, *x.shape[1:]), dtype=x.dtype),
+        y_test=np.zeros(0, dtype=np.int64),
+        num_classes=int(meta["num_classes"]),
+    )
+    task = Task(
+        dataset=dataset,
+        client_indices=ClientPartition(flat, offsets),
+        model=config.model.name,
+        model_options=dict(config.model.options),
+    )
+    z = meta["noise_multiplier"]
+    return task, None if z is None else float(z)
+
+
+def _with_noise_multiplier(config: RunConfig, z: float | None) -> RunConfig:
+    """``config`` whose algorithm states the noise multiplier the full build calibrated (same float)."""
+    if z is None:
+        return config
+    params = config.algorithm.params.model_copy(update={"noise_multiplier": z})
+    return config.model_copy(update={"algorithm": config.algorithm.model_copy(update={"params": params})})
+
+
+_MEMO: dict[tuple[str, int], tuple[RunConfig, Algorithm]] = {}
+
+
+def node_algorithm(
+    run_config: Mapping[str, Any], node_config: Mapping[str, Any], pid: int, num_partitions: int
+) -> tuple[RunConfig, Algorithm]:
+    """The run's config and the algorithm client ``pid`` trains with: from the node's cached shard when
+    there is one, else from a full build (then cached). Memoised per process."""
+    text = str(run_config[CONFIG_KEY])
+    if (text, pid) in _MEMO:
+        return _MEMO[(text, pid)]
+    config = decode_config(text)
+    folder = cache_folder(node_config)
+    key = cache_key(text, pid, num_partitions)
+    path = None if folder is None else cache_file(folder, key, pid)
+    algorithm = None
+    if path is not None and path.is_file():
+        try:
+            task, z = read_shard(path, key, pid, config)
+        except (OSError, ValueError, KeyError):
+            pass  # damaged or foreign: rebuilt below
+        else:
+            from ampfl.fl.run import build_algorithm
+
+            algorithm = build_algorithm(_with_noise_multiplier(config, z), task)
+    if algorithm is None:
+        algorithm = algorithm_from_config(config)
+        if path is not None:
+            write_shard(path, key, pid, algorithm)
+    _MEMO.clear()
+    _MEMO[(text, pid)] = (config, algorithm)
+    return config, algorithm
+
+
+def prepare(
+    run_config: Mapping[str, Any], node_config: Mapping[str, Any], pid: int, num_partitions: int
+) -> bool:
+    """Build and cache the node's shard unless its cache folder holds it; True when it was built."""
+    folder = cache_folder(node_config)
+    if folder is None:
+        return False
+    key = cache_key(str(run_config[CONFIG_KEY]), pid, num_partitions)
+    if cache_file(folder, key, pid).is_file():
+        return False
+    node_algorithm(run_config, node_config, pid, num_partitions)
+    return True
