@@ -121,15 +121,15 @@ def test_incremental_equals_composing_at_once_and_resume(q, z):
 
 def test_answers_and_finer_grids_are_cached(monkeypatch):
     built: list[float] = []
-    event_pld = pld_module.event_pld
+    accountant_pld = pld_module.accountant_pld  # what the accountant builds each event's PLD with
 
     def counting(event, interval=pld_module.PLD_DISCRETIZATION):
         built.append(interval)
-        return event_pld(event, interval)
+        return accountant_pld(event, interval)
 
     reads = []
     walk = pld_fast.epsilon_for_delta
-    monkeypatch.setattr(pld_module, "event_pld", counting)
+    monkeypatch.setattr(pld_module, "accountant_pld", counting)
     monkeypatch.setattr(pld_fast, "epsilon_for_delta", lambda pld, d: reads.append(d) or walk(pld, d))
     acc = PLDAccountant()
     event = poisson(0.0001, 3.0)  # small ε: every reading refines on finer grids

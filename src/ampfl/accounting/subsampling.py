@@ -22,7 +22,6 @@ import math
 from collections.abc import Iterator
 
 import numpy as np
-from scipy import special
 
 from ampfl.accounting._checks import (
     NumericalError,
@@ -31,7 +30,6 @@ from ampfl.accounting._checks import (
     check_positive,
     check_probability,
 )
-from ampfl.accounting.gaussian import gaussian_log_delta
 
 _ULP = float(np.finfo(np.float64).eps)
 #: Largest PLD grid (≈ privacy-loss range / discretisation) built before refusing with NumericalError.
@@ -104,6 +102,8 @@ def subsampled_gaussian_log_delta(*, sampling_rate: float, noise_multiplier: flo
     multiplier z. Exact for the add/remove relation (the remove direction attains it, the add direction is
     below).
     """
+    from ampfl.accounting.gaussian import gaussian_log_delta
+
     q = check_probability("sampling_rate", sampling_rate)
     eps = check_nonnegative("epsilon", epsilon)
     z = check_positive("noise_multiplier", noise_multiplier)
@@ -120,6 +120,8 @@ def optimal_composition_log_delta(*, epsilon0: float, delta0: float, count: int,
     δ = 1 − (1 − δ₀)^k (1 − δ_RR(ε)), δ_RR(ε) = Σ_ℓ C(k, ℓ)[e^{(k−ℓ)ε₀} − e^{ε} e^{ℓε₀}]₊ / (1 + e^{ε₀})^k.
     Tight for the class of all (ε₀, δ₀)-DP mechanisms; provenance [V].
     """
+    from scipy import special
+
     e0 = check_nonnegative("epsilon0", epsilon0)
     d0 = check_probability("delta0", delta0, allow_zero=True, allow_one=True)
     k = check_int("count", count, minimum=1)

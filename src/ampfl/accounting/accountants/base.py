@@ -5,21 +5,62 @@
 run: the state is unchanged) and ``state_dict()`` / ``load_state_dict()`` (JSON-safe; a loaded accountant
 answers exactly as the one that was saved). Events are ampfl :mod:`~ampfl.accounting.events`; standard
 dp-accounting events are converted with :func:`~ampfl.accounting.events.from_dp_accounting`.
+
+Start-up (issue 32): this module does not import dp-accounting (whose package imports scipy.signal and
+scipy.stats, ~1 s), so :class:`Accountant` implements dp-accounting's ``PrivacyAccountant`` contract itself
+(``supports``, ``compose``, ``_maybe_compose``, ``CompositionErrorDetails``, ``neighboring_relation``) instead
+of subclassing it, and :class:`NeighboringRelation` is ampfl's copy of its enum (same names and values);
+dp-accounting's members are accepted wherever a relation is (:func:`as_relation`) and converted back where
+dp-accounting is called (:func:`dp_accounting_relation`).
 """
 
 from __future__ import annotations
 
 import abc
 import copy
-from typing import Any
-
-from dp_accounting import dp_event
-from dp_accounting.privacy_accountant import NeighboringRelation, PrivacyAccountant
+import enum
+from dataclasses import dataclass
+from typing import Any, Self
 
 from ampfl.accounting._checks import check_delta, check_int, check_nonnegative
 from ampfl.accounting.events import PrivacyEvent, event_from_dict, from_dp_accounting
 
-__all__ = ["Accountant", "NeighboringRelation", "UnsupportedEventError"]
+__all__ = ["Accountant", "CompositionErrorDetails", "NeighboringRelation", "UnsupportedEventError"]
+
+
+class NeighboringRelation(enum.Enum):
+    """dp-accounting's ``NeighboringRelation`` (same names and values), defined here so that importing the
+    accountants does not import dp-accounting."""
+
+    ADD_OR_REMOVE_ONE = 1
+    REPLACE_ONE = 2
+    REPLACE_SPECIAL = 3
+
+
+def as_relation(relation: Any) -> NeighboringRelation:
+    """ampfl's member for ``relation``: itself, or dp-accounting's member of the same name."""
+    if isinstance(relation, NeighboringRelation):
+        return relation
+    name = getattr(relation, "name", None)
+    if type(relation).__name__ == "NeighboringRelation" and name in NeighboringRelation.__members__:
+        return NeighboringRelation[str(name)]
+    raise ValueError(f"neighboring_relation must be a NeighboringRelation. Found {relation!r}.")
+
+
+def dp_accounting_relation(relation: NeighboringRelation) -> Any:
+    """dp-accounting's member of the same name (imports dp-accounting: call it where it is used)."""
+    from dp_accounting.privacy_accountant import NeighboringRelation as DpRelation
+
+    return DpRelation[relation.name]
+
+
+@dataclass(frozen=True)
+class CompositionErrorDetails:
+    """dp-accounting's ``PrivacyAccountant.CompositionErrorDetails``: the offending (sub)event and why."""
+
+    invalid_event: Any
+    error_message: str | None
+
 
 _RELATIONS = {
     "add_or_remove_one": NeighboringRelation.ADD_OR_REMOVE_ONE,
@@ -33,7 +74,7 @@ class UnsupportedEventError(ValueError):
 
 def relation_name(relation: NeighboringRelation) -> str:
     for name, value in _RELATIONS.items():
-        if value == relation:
+        if value == as_relation(relation):
             return name
     raise ValueError(f"neighboring_relation must be one of {', '.join(_RELATIONS)}. Found {relation}.")
 
@@ -48,6 +89,8 @@ def as_ampfl_event(event: Any) -> PrivacyEvent:
     """An ampfl event, converting a standard dp-accounting one."""
     if isinstance(event, PrivacyEvent):
         return event
+    from dp_accounting import dp_event  # only for an event that is not ampfl's (dp-accounting is loaded)
+
     if isinstance(event, dp_event.DpEvent):
         try:
             return from_dp_accounting(event)
@@ -58,9 +101,10 @@ def as_ampfl_event(event: Any) -> PrivacyEvent:
     )
 
 
-class Accountant(PrivacyAccountant, abc.ABC):  # type: ignore[misc]
-    """Base of ampfl's accountants. Subclasses implement :meth:`_check` (support, with the reason) and
-    :meth:`_add` (compose a supported event), and the state hooks."""
+class Accountant(abc.ABC):
+    """Base of ampfl's accountants (dp-accounting's ``PrivacyAccountant`` contract). Subclasses implement
+    :meth:`_check` (support, with the reason) and :meth:`_add` (compose a supported event), and the state
+    hooks."""
 
     #: ``"rdp"`` or ``"pld"``: the ``accountant`` key of reports and the ``[privacy] accountant`` setting.
     name: str = ""
@@ -69,27 +113,45 @@ class Accountant(PrivacyAccountant, abc.ABC):  # type: ignore[misc]
     def __init__(
         self, neighboring_relation: NeighboringRelation = NeighboringRelation.ADD_OR_REMOVE_ONE
     ) -> None:
-        relation_name(neighboring_relation)
-        super().__init__(neighboring_relation)
+        relation = as_relation(neighboring_relation)
+        relation_name(relation)
+        self._neighboring_relation = relation
         self._events: list[dict[str, Any]] = []  # distinct events, as dicts
         self._calls: list[tuple[int, int]] = []  # (index into _events, count), in composition order
 
     # --------------------------------------------------------------------------- dp-accounting contract
-    def _maybe_compose(self, event: Any, count: int, do_compose: bool) -> Any:
+    @property
+    def neighboring_relation(self) -> NeighboringRelation:
+        """The neighbouring relation (fixed at construction)."""
+        return self._neighboring_relation
+
+    def supports(self, event: Any) -> bool:
+        """Whether :meth:`compose` would accept ``event`` (nothing is composed)."""
+        return self._maybe_compose(event, 0, False) is None
+
+    @abc.abstractmethod
+    def get_epsilon(self, target_delta: float) -> float:
+        """ε at ``target_delta`` of everything composed so far."""
+
+    @abc.abstractmethod
+    def get_delta(self, target_epsilon: float) -> float:
+        """δ at ``target_epsilon`` of everything composed so far."""
+
+    def _maybe_compose(self, event: Any, count: int, do_compose: bool) -> CompositionErrorDetails | None:
         try:
             ev = as_ampfl_event(event)
             reason = self._check(ev)
         except UnsupportedEventError as exc:
-            return self.CompositionErrorDetails(invalid_event=event, error_message=str(exc))
+            return CompositionErrorDetails(invalid_event=event, error_message=str(exc))
         if reason is not None:
-            return self.CompositionErrorDetails(invalid_event=event, error_message=reason)
+            return CompositionErrorDetails(invalid_event=event, error_message=reason)
         if do_compose:
             n = check_int("count", count, minimum=0)
             self._add(ev, n)
             self._record(ev, n)
         return None
 
-    def compose(self, event: Any, count: int = 1) -> Accountant:
+    def compose(self, event: Any, count: int = 1) -> Self:
         """Compose ``count`` × ``event``; raises :class:`UnsupportedEventError` naming the sub-event."""
         check_int("count", count, minimum=0)
         error = self._maybe_compose(event, count, False)
@@ -131,7 +193,7 @@ class Accountant(PrivacyAccountant, abc.ABC):  # type: ignore[misc]
             "state": self._state(),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> Accountant:
+    def load_state_dict(self, state: dict[str, Any]) -> Self:
         """Restore a snapshot written by :meth:`state_dict` of an accountant of the same kind and settings."""
         if (
             not isinstance(state, dict)

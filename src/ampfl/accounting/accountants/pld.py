@@ -35,12 +35,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import partial
-from typing import Any
-
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from typing import TYPE_CHECKING, Any
 
 from ampfl.accounting._checks import NumericalError, check_delta, check_nonnegative, check_positive
-from ampfl.accounting.accountants import pld_fast
+from ampfl.accounting.accountants import pld_dense, pld_fast
 from ampfl.accounting.accountants.base import Accountant, NeighboringRelation, UnsupportedEventError
 from ampfl.accounting.accountants.pld_cache import Calls, GridState
 from ampfl.accounting.events import (
@@ -58,6 +56,9 @@ from ampfl.accounting.events import (
     RandomCheckInEvent,
     SelfComposedEvent,
 )
+
+if TYPE_CHECKING:
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 __all__ = ["PLD_DISCRETIZATION", "PLDAccountant", "event_pld", "has_second_pair", "second_pld"]
 
@@ -78,6 +79,8 @@ def event_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> pld_
     Raises:
         UnsupportedEventError: naming the (sub-)event this accountant cannot represent yet.
     """
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
     from ampfl.accounting.subsampling import check_pld_size, dp_accounting_guard
 
     h = check_positive("value_discretization_interval", interval)
@@ -162,6 +165,8 @@ def second_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> pld
 
 
 def _partition_pld(event: ModelSplitEvent | DropoutEvent, h: float) -> pld_lib.PrivacyLossDistribution:
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
     from ampfl.accounting.partition.allocation_pld import model_split_pld_any
 
     d = event.num_submodels if isinstance(event, ModelSplitEvent) else 2
@@ -177,6 +182,8 @@ def _partition_pld(event: ModelSplitEvent | DropoutEvent, h: float) -> pld_lib.P
 
 def _allocation_pld(event: BalancedIterationSubsamplingEvent, h: float) -> pld_lib.PrivacyLossDistribution:
     """One BIS epoch: random allocation of k of T steps (k > 1 through k = 1 blocks; allocation_pld)."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
     from ampfl.accounting.partition.allocation_pld import allocation_pld
 
     if math.isinf(event.noise_multiplier):
@@ -187,6 +194,23 @@ def _allocation_pld(event: BalancedIterationSubsamplingEvent, h: float) -> pld_l
         participations=event.participations,
         value_discretization_interval=h,
     )
+
+
+def accountant_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> Any:
+    """The PLD the accountant composes for ``event``: for a Gaussian event, Poisson-subsampled or not,
+    :func:`pld_dense.gaussian_pld` (the PMFs of :func:`event_pld`'s, without importing dp-accounting: issue
+    32); for every other event :func:`event_pld`."""
+    from ampfl.accounting.subsampling import check_pld_size, dp_accounting_guard
+
+    rate, base = 1.0, event
+    if isinstance(event, PoissonSampledEvent) and isinstance(event.event, GaussianEvent):
+        rate, base = event.sampling_rate, event.event
+    if isinstance(base, GaussianEvent) and rate > 0.0 and math.isfinite(base.noise_multiplier):
+        h = check_positive("value_discretization_interval", interval)
+        check_pld_size(base.noise_multiplier, h)
+        with dp_accounting_guard("Gaussian PLD"):
+            return pld_dense.gaussian_pld(base.noise_multiplier, rate, h)
+    return event_pld(event, interval)
 
 
 class PLDAccountant(Accountant):
@@ -211,7 +235,7 @@ class PLDAccountant(Accountant):
             "value_discretization_interval", value_discretization_interval, upper=1.0 + 1e-12
         )
         self._refine = bool(refine)
-        self._cache: dict[PrivacyEvent, pld_lib.PrivacyLossDistribution] = {}
+        self._cache: dict[PrivacyEvent, Any] = {}
         self._reset()
 
     def _reset(self) -> None:
@@ -225,10 +249,10 @@ class PLDAccountant(Accountant):
         """The state of composition ``pair`` (0: each event's pair, 1: the second pairs) on a grid (``None``
         if dp-accounting cannot build it there), kept across rounds."""
         if (pair, interval) not in self._grids:
-            cache: dict[PrivacyEvent, pld_lib.PrivacyLossDistribution] = {}
-            build = event_pld if pair == 0 else second_pld
+            cache: dict[PrivacyEvent, Any] = {}
+            build = accountant_pld if pair == 0 else second_pld
 
-            def one(event: PrivacyEvent) -> pld_lib.PrivacyLossDistribution:
+            def one(event: PrivacyEvent) -> Any:
                 if event not in cache:
                     cache[event] = build(event, interval)
                 return cache[event]
@@ -297,9 +321,9 @@ class PLDAccountant(Accountant):
                 break
         return out
 
-    def _one(self, event: PrivacyEvent) -> pld_lib.PrivacyLossDistribution:
+    def _one(self, event: PrivacyEvent) -> Any:
         if event not in self._cache:
-            self._cache[event] = event_pld(event, self._interval)
+            self._cache[event] = accountant_pld(event, self._interval)
         return self._cache[event]
 
     def _check(self, event: PrivacyEvent) -> str | None:

@@ -22,13 +22,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
-from dp_accounting.pld import pld_pmf
-from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution as PLD
-from scipy import fft
+from numpy import fft
 
 from ampfl.accounting.accountants import pld_fast
+from ampfl.accounting.accountants.pld_dense import DensePmf, Pld
+from ampfl.accounting.accountants.pld_fast import fft_length
 from ampfl.accounting.events import PrivacyEvent
 
 __all__ = ["Calls", "GridState", "fft_length"]
@@ -39,17 +40,6 @@ Calls = list[tuple[PrivacyEvent, int]]
 COARSE = 16
 #: Draws ahead at which that bound is taken, so that one bound serves the readings up to there.
 AHEAD = 8
-
-
-def fft_length(n: int) -> int:
-    """The smallest m·2^j ≥ n with m ∈ {4, 5, 6, 7} (a power of two up to 64): at most 25 % longer than n
-    (a power of two wastes up to 100 %, and an inverse FFT's time grows about linearly with its length);
-    pocketfft's radix-5 and radix-7 passes cost about what radix 2 does per point, so a round's reading at
-    length 5·2^15 takes ~3 ms instead of ~5 ms at 2^18. A multiple of 2·COARSE from n > 256 on."""
-    if n <= 64:
-        return max(2, 1 << (n - 1).bit_length())
-    shift = (n - 1).bit_length() - 3
-    return next(m << shift for m in (4, 5, 6, 7, 8) if m << shift >= n)
 
 
 @lru_cache(maxsize=8)
@@ -70,7 +60,7 @@ class _Spectrum:
     length grows (and the power is recomputed) only when the window outgrows it, which depends on ``times``
     alone."""
 
-    def __init__(self, pmf: pld_pmf.PLDPmf) -> None:
+    def __init__(self, pmf: Any) -> None:
         dense = pmf.to_dense_pmf()
         self._probs = np.asarray(dense._probs, dtype=np.float64)
         self._h, self._lower, self._inf = (
@@ -83,7 +73,7 @@ class _Spectrum:
         self.times, self._length, self._start = 0, 0, 0
         self._base = self._power = np.ones(1, dtype=np.complex128)
         self._pending: list[int] | None = None  # calls since the last length change, not yet multiplied in
-        self._read: tuple[int, pld_pmf.DensePLDPmf] | None = None
+        self._read: tuple[int, DensePmf] | None = None
         self._first_block = 4096  # the walk's first block: where the last reading stopped, and a margin
         self._powers: tuple[tuple[int, int], np.ndarray] = ((0, 0), self._base)  # (length, count): spectrum
 
@@ -135,16 +125,14 @@ class _Spectrum:
             np.multiply(self._power, step, out=self._power)
         self._pending = None
 
-    def read(self) -> pld_pmf.DensePLDPmf:
+    def read(self) -> DensePmf:
         if self._read is None or self._read[0] != self.times:
             self._materialize()
             lower, size, length = self._window(self.times)
             full = fft.irfft(self._power, length)
             # the window, wrapped around the FFT length as dp-accounting's np.roll (a slice when it fits)
             out = full[lower : lower + size] if 0 <= lower <= length - size else np.roll(full, -lower)[:size]
-            pmf = pld_pmf.DensePLDPmf(
-                self._h, self._lower * self.times + lower, np.array(out), self._infinity(), True
-            )
+            pmf = DensePmf(self._h, self._lower * self.times + lower, np.array(out), self._infinity())
             self._read = (self.times, pmf)
         return self._read[1]
 
@@ -188,7 +176,7 @@ class _Spectrum:
         first = lower // d  # the bin holding the window's first point: the coarse PMF starts there
         top_of_first = self._lower * times + first * d + d - 1  # its largest fine loss index
         probs = np.roll(coarse, -first)
-        pmf = pld_pmf.DensePLDPmf(self._h * d, -(-top_of_first // d), probs, self._infinity(times), True)
+        pmf = DensePmf(self._h * d, -(-top_of_first // d), probs, self._infinity(times))
         return pld_fast.pmf_epsilon(pmf, delta)
 
     def room_ahead(self, factor: int) -> int:
@@ -209,7 +197,7 @@ class _Spectrum:
 class _Run:
     """A run of calls of one event (both adjacencies)."""
 
-    def __init__(self, event: PrivacyEvent, pld: PLD) -> None:
+    def __init__(self, event: PrivacyEvent, pld: Any) -> None:
         self.event = event
         self._symmetric = bool(pld._symmetric)
         self._remove = _Spectrum(pld._pmf_remove)
@@ -222,10 +210,10 @@ class _Run:
         if self._add is not None:
             self._add.add(count)
 
-    def pld(self) -> PLD:
+    def pld(self) -> Pld:
         if self._add is None:
-            return PLD(self._remove.read())
-        return PLD(self._remove.read(), self._add.read())
+            return Pld(self._remove.read())
+        return Pld(self._remove.read(), self._add.read())
 
     def epsilon(self, delta: float) -> float:
         """``pld_fast.epsilon_for_delta(self.pld(), delta)`` = the larger ε of the two adjacencies. The add
@@ -266,9 +254,9 @@ class GridState:
         one: the PLD of one application of an event on this grid (cached by the caller).
     """
 
-    def __init__(self, one: Callable[[PrivacyEvent], PLD]) -> None:
+    def __init__(self, one: Callable[[PrivacyEvent], Any]) -> None:
         self._one = one
-        self._prefix: PLD | None = None  # the finished runs, composed
+        self._prefix: Any = None  # the finished runs, composed
         self._run: _Run | None = None  # the last run of equal events
         self._done = 0
         self._answers: dict[tuple[str, float], float] = {}
@@ -287,7 +275,7 @@ class GridState:
             self._done += 1
         return self._run is not None
 
-    def composed(self) -> PLD:
+    def composed(self) -> Any:
         """The PLD of the history taken in by :meth:`advance` (not empty)."""
         assert self._run is not None
         last = self._run.pld()

@@ -24,14 +24,16 @@ import math
 from typing import Any
 
 import numpy as np
-from dp_accounting.pld import pld_pmf, privacy_loss_mechanism
-from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution as PLD
-from scipy import fft
+
+from ampfl.accounting.accountants import pld_dense
+from ampfl.accounting.accountants.pld_dense import DensePmf, Pld
 
 __all__ = [
     "TAIL_MASS",
     "compose",
+    "convolve",
     "epsilon_for_delta",
+    "fft_length",
     "gaussian_pld",
     "pmf_epsilon",
     "self_compose",
@@ -44,79 +46,79 @@ TAIL_MASS = 1e-15  # dp-accounting's default tail_mass_truncation of compose / s
 _SPARSE = 1000  # dp-accounting's _MAX_PMF_SPARSE_SIZE
 
 
-def _dense(pmf: Any) -> pld_pmf.DensePLDPmf:
+def fft_length(n: int) -> int:
+    """The smallest m·2^j ≥ n with m ∈ {4, 5, 6, 7} (a power of two up to 64): at most 25 % longer than n
+    (a power of two wastes up to 100 %, and an inverse FFT's time grows about linearly with its length);
+    pocketfft's radix-5 and radix-7 passes cost about what radix 2 does per point, so a round's reading at
+    length 5·2^15 takes ~3 ms instead of ~5 ms at 2^18. A multiple of 2·16 from n > 256 on."""
+    if n <= 64:
+        return max(2, 1 << (n - 1).bit_length())
+    shift = (n - 1).bit_length() - 3
+    return next(m << shift for m in (4, 5, 6, 7, 8) if m << shift >= n)
+
+
+def convolve(a: np.ndarray, b: np.ndarray, native: bool = True) -> np.ndarray:
+    """The linear convolution of two PMFs by a real FFT: NumPy's (``native``: without importing scipy.signal,
+    for the accountant's own PLDs), else ``scipy.signal.fftconvolve`` as dp-accounting's ``compose`` (the
+    same FFT length, so the same rounding in the far tails, where it decides the truncation)."""
+    if not native:
+        from scipy import signal
+
+        return np.asarray(signal.fftconvolve(a, b), dtype=np.float64)
+    n = len(a) + len(b) - 1
+    length = fft_length(n)
+    return np.fft.irfft(np.fft.rfft(a, length) * np.fft.rfft(b, length), length)[:n]
+
+
+def _dense(pmf: Any) -> Any:
     return pmf.to_dense_pmf()
 
 
+def _native(*objects: Any) -> bool:
+    """Whether any of the PMFs / PLDs is ampfl's own (:mod:`pld_dense`): the result is then ampfl's too."""
+    return any(isinstance(o, DensePmf | Pld) for o in objects)
+
+
+def _dense_pmf(h: float, lower: int, probs: np.ndarray, inf: float, native: bool) -> Any:
+    if native:
+        return DensePmf(h, lower, probs, inf)
+    from dp_accounting.pld import pld_pmf
+
+    return pld_pmf.DensePLDPmf(h, lower, probs, inf, True)
+
+
+def _pld(remove: Any, add: Any, native: bool) -> Any:
+    if native:
+        return Pld(remove, add)
+    from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
+
+    return PrivacyLossDistribution(remove, add)
+
+
 # ----------------------------------------------------------------------------------------- construction
-def _inverse_loss(loss: Any, eps: np.ndarray) -> np.ndarray:
-    """Vectorised ``GaussianPrivacyLoss.inverse_privacy_loss`` (ADD / REMOVE) at valid ``eps``."""
-    s, var, q = loss.sensitivity, loss._standard_deviation**2, loss.sampling_prob
-    add = loss.adjacency_type == privacy_loss_mechanism.AdjacencyType.ADD
-    if q == 1.0:
-        plain = eps
-    else:  # the loss without subsampling: ±log(a·e^b + c), a = 1/q, b = ∓ε, c = 1 - 1/q (common.py)
-        b = -eps if add else eps
-        d = b + math.log(1.0 / q)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            value = d + np.log1p(-np.exp(math.log(-(1.0 - 1.0 / q)) - d))
-        value = np.where(b == 0.0, 0.0, value)
-        plain = -value if add else value
-        edge = -math.log1p(-q) if add else math.log1p(-q)
-        close = np.abs(eps - edge) <= 1e-9 * np.maximum(np.abs(eps), abs(edge))  # math.isclose
-        plain = np.where(close, math.inf if add else -math.inf, plain)
-    x = -0.5 * s - plain * var / s
-    return np.asarray(x + s if add else x, dtype=np.float64)
+def gaussian_pld(noise_multiplier: float, sampling_prob: float, interval: float) -> Any:
+    """``from_gaussian_mechanism(noise_multiplier, sensitivity=1, sampling_prob, pessimistic, interval)``
+    as a dp-accounting PLD: the grid and divergences of :func:`pld_dense.gaussian_connect_dots` with SciPy's
+    normal CDF, as dp-accounting's (the accountant uses :func:`pld_dense.gaussian_pld`: the same algorithm on
+    ampfl's CDF, without dp-accounting or SciPy); a PMF of at most 1000 points is dp-accounting's sparse one,
+    as ``from_gaussian_mechanism`` builds it."""
+    from dp_accounting.pld import pld_pmf
+    from scipy import special
 
+    def log_cdf(x: np.ndarray, _: np.ndarray | None) -> np.ndarray:
+        return np.asarray(special.log_ndtr(x), dtype=np.float64)
 
-def _gaussian_deltas(loss: Any, eps: np.ndarray) -> np.ndarray:
-    """Vectorised ``GaussianPrivacyLoss.get_delta_for_epsilon`` (same branches, clipped to [0, 1])."""
-    q = loss.sampling_prob
-    deltas = np.zeros_like(eps, dtype=np.float64)
-    if q == 1.0:
-        inside = np.full(eps.shape, True)
-    elif loss.adjacency_type == privacy_loss_mechanism.AdjacencyType.ADD:
-        inside = eps < -math.log1p(-q)
-    else:
-        inside = eps > math.log1p(-q)
-        deltas[~inside] = -np.expm1(eps[~inside])
-    x = _inverse_loss(loss, eps[inside])
-    deltas[inside] = loss.mu_upper_cdf(x) - np.exp(eps[inside] + loss.mu_lower_log_cdf(x))
-    return np.clip(deltas, 0.0, 1.0)
-
-
-def _connect_dots(loss: Any, h: float) -> pld_pmf.PLDPmf:
-    """dp-accounting's continuous connect-the-dots (``create_pmf_pessimistic_connect_dots_fixed_gap``)."""
-    bounds = loss.connect_dots_bounds()
-    lo, hi = math.floor(bounds.epsilon_lower / h), math.ceil(bounds.epsilon_upper / h)
-    deltas = _gaussian_deltas(loss, np.arange(lo, hi + 1) * h)
-    if hi - lo + 1 <= _SPARSE:  # small: dp-accounting's own (sparse) construction
-        return pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(h, lo, hi, deltas)
-    diffs = np.diff(deltas)
-    if np.any(diffs > 1e-12):  # pld_pmf._DELTA_DIFF_TOLERANCE
-        raise ValueError(f"deltas are not in non-increasing order: deltas={deltas}.")
-    deltas = np.minimum.accumulate(deltas)
-    diffs = np.diff(deltas)
-    probs = np.zeros_like(deltas)
-    probs[0] = 1 - deltas[0] + diffs[0] / math.expm1(h)
-    probs[1:-1] = (diffs[1:] - diffs[:-1] * math.exp(h)) / math.expm1(h)
-    probs[-1] = diffs[-1] / math.expm1(-h)
-    return pld_pmf.DensePLDPmf(h, lo, np.maximum(0.0, probs), float(deltas[-1]), True)
-
-
-def gaussian_pld(noise_multiplier: float, sampling_prob: float, interval: float) -> PLD:
-    """``from_gaussian_mechanism(noise_multiplier, sensitivity=1, sampling_prob, pessimistic, interval)``."""
-
-    def one(adjacency: Any) -> pld_pmf.PLDPmf:
-        loss = privacy_loss_mechanism.GaussianPrivacyLoss(
-            noise_multiplier, sensitivity=1.0, sampling_prob=sampling_prob, adjacency_type=adjacency
+    def one(add: bool) -> Any:
+        lo, hi, deltas = pld_dense.gaussian_connect_dots(
+            noise_multiplier, sampling_prob, interval, add, special.ndtr, log_cdf
         )
-        return _connect_dots(loss, interval)
+        if hi - lo + 1 <= _SPARSE:  # small: dp-accounting's own (sparse) construction
+            return pld_pmf.create_pmf_pessimistic_connect_dots_fixed_gap(interval, lo, hi, deltas)
+        probs, inf = pld_dense.connect_dots_probs(deltas, interval)
+        return pld_pmf.DensePLDPmf(interval, lo, probs, inf, True)
 
-    remove = one(privacy_loss_mechanism.AdjacencyType.REMOVE)
-    if sampling_prob == 1.0:
-        return PLD(remove)
-    return PLD(remove, one(privacy_loss_mechanism.AdjacencyType.ADD))
+    remove = one(False)
+    return _pld(remove, None if sampling_prob == 1.0 else one(True), False)
 
 
 # ------------------------------------------------------------------------------------------ composition
@@ -126,36 +128,38 @@ def _prefix(probs: np.ndarray, threshold: float) -> int:
     return int(above[0]) if above.size else len(probs)
 
 
-def _compose_pmf(a: Any, b: Any, tail: float) -> pld_pmf.PLDPmf:
-    small = (
-        isinstance(a, pld_pmf.SparsePLDPmf)
-        and isinstance(b, pld_pmf.SparsePLDPmf)
-        and a.size * b.size <= _SPARSE
-    )
-    if small or not a._pessimistic_estimate:
-        return pld_pmf.compose_pmfs(a, b, tail)
+def _compose_pmf(a: Any, b: Any, tail: float) -> Any:
+    native = _native(a, b)
+    if not native:
+        from dp_accounting.pld import pld_pmf
+
+        small = (
+            isinstance(a, pld_pmf.SparsePLDPmf)
+            and isinstance(b, pld_pmf.SparsePLDPmf)
+            and a.size * b.size <= _SPARSE
+        )
+        if small or not a._pessimistic_estimate:
+            return pld_pmf.compose_pmfs(a, b, tail)
     a, b = _dense(a), _dense(b)
     a.validate_composable(b)
-    from scipy import signal
-
-    probs = signal.fftconvolve(a._probs, b._probs)
+    probs = convolve(a._probs, b._probs, native)
     inf = a._infinity_mass + b._infinity_mass - a._infinity_mass * b._infinity_mass
     left = _prefix(probs, tail / 2)
     right = max(len(probs) - _prefix(probs[::-1], tail / 2), left + 1)
     left_mass, right_mass = np.sum(probs[:left]), np.sum(probs[right:])
     kept = probs[left:right]
     kept[0] += left_mass  # pessimistic: the left tail onto the smallest kept loss, the right tail to infinity
-    return pld_pmf.DensePLDPmf(
-        a._discretization, a._lower_loss + b._lower_loss + left, kept, inf + right_mass, True
-    )
+    return _dense_pmf(a._discretization, a._lower_loss + b._lower_loss + left, kept, inf + right_mass, native)
 
 
-def compose(a: PLD, b: PLD, tail: float = TAIL_MASS) -> PLD:
-    """``a.compose(b)`` (pessimistic PLDs)."""
+def compose(a: Any, b: Any, tail: float = TAIL_MASS) -> Any:
+    """``a.compose(b)`` (pessimistic PLDs; ampfl's :class:`~pld_dense.Pld` if either is one, else
+    dp-accounting's)."""
+    native = _native(a, b)
     remove = _compose_pmf(a._pmf_remove, b._pmf_remove, tail)
     if a._symmetric and b._symmetric:
-        return PLD(remove)
-    return PLD(remove, _compose_pmf(a._pmf_add, b._pmf_add, tail))
+        return _pld(remove, None, native)
+    return _pld(remove, _compose_pmf(a._pmf_add, b._pmf_add, tail), native)
 
 
 def log_mgfs(probs: np.ndarray) -> list[tuple[float, float]]:
@@ -212,31 +216,33 @@ def spectrum_power(spectrum: np.ndarray, times: int) -> np.ndarray:
     return out
 
 
-def _self_compose_pmf(pmf: Any, times: int, tail: float) -> pld_pmf.PLDPmf:
-    if (
-        isinstance(pmf, pld_pmf.SparsePLDPmf) and pmf.size**times <= _SPARSE
-    ) or not pmf._pessimistic_estimate:
+def _self_compose_pmf(pmf: Any, times: int, tail: float) -> Any:
+    native = _native(pmf)
+    if not native and (
+        (type(pmf).__name__ == "SparsePLDPmf" and pmf.size**times <= _SPARSE) or not pmf._pessimistic_estimate
+    ):
         return pmf.self_compose(times, tail)
+    from scipy import fft  # dp-accounting's FFT length (below): the same wrap-around as its self_compose
+
     dense = _dense(pmf)
     probs = np.asarray(dense._probs, dtype=np.float64)
     lower, upper = _bounds(probs, times, tail)
     size = upper - lower + 1
-    fast = fft.next_fast_len(max(size, len(probs)))  # dp-accounting's length: the same wrap-around
+    fast = fft.next_fast_len(max(size, len(probs)))
     out = np.roll(fft.irfft(spectrum_power(fft.rfft(probs, fast), times), fast), -lower)[:size]
     inf = tail - math.expm1(times * math.log1p(-dense._infinity_mass))
-    return pld_pmf.DensePLDPmf(
-        dense._discretization, dense._lower_loss * times + lower, np.array(out), inf, True
-    )
+    return _dense_pmf(dense._discretization, dense._lower_loss * times + lower, np.array(out), inf, native)
 
 
-def self_compose(pld: PLD, times: int, tail: float = TAIL_MASS) -> PLD:
+def self_compose(pld: Any, times: int, tail: float = TAIL_MASS) -> Any:
     """``pld.self_compose(times)`` (pessimistic PLDs)."""
     if times == 1:
         return pld
+    native = _native(pld)
     remove = _self_compose_pmf(pld._pmf_remove, times, tail)
     if pld._symmetric:
-        return PLD(remove)
-    return PLD(remove, _self_compose_pmf(pld._pmf_add, times, tail))
+        return _pld(remove, None, native)
+    return _pld(remove, _self_compose_pmf(pld._pmf_add, times, tail), native)
 
 
 # ---------------------------------------------------------------------------------------------- queries
@@ -262,7 +268,7 @@ def walk_epsilon(pmf: Any, delta: float, first_block: int = 4096) -> tuple[float
     (upper − δ)/lower · e^{−loss} ≥ 1 − 1e-9 (the factor e^{−loss} is the one the lower sum uses), so the
     logarithm is taken only at the points passing that prefilter, first ones first: the same first point,
     hence the same answer, as taking it everywhere."""
-    if isinstance(pmf, pld_pmf.SparsePLDPmf):
+    if not hasattr(pmf, "_probs"):  # dp-accounting's sparse PMF
         return float(pmf.get_epsilon_for_delta(delta)), 0
     inf = float(pmf._infinity_mass)
     if inf > delta:
@@ -305,7 +311,7 @@ def walk_epsilon(pmf: Any, delta: float, first_block: int = 4096) -> tuple[float
     return math.log((upper_mass - delta) / lower_mass), start
 
 
-def epsilon_for_delta(pld: PLD, delta: float) -> float:
+def epsilon_for_delta(pld: Any, delta: float) -> float:
     """``pld.get_epsilon_for_delta(delta)``: the larger of the two adjacencies."""
     eps = pmf_epsilon(pld._pmf_remove, delta)
     if pld._symmetric:

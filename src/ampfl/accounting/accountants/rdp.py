@@ -25,7 +25,12 @@ from typing import Any
 import numpy as np
 
 from ampfl.accounting._checks import check_delta, check_nonnegative, check_orders
-from ampfl.accounting.accountants.base import Accountant, NeighboringRelation, UnsupportedEventError
+from ampfl.accounting.accountants.base import (
+    Accountant,
+    NeighboringRelation,
+    UnsupportedEventError,
+    dp_accounting_relation,
+)
 from ampfl.accounting.events import (
     BalancedIterationSubsamplingEvent,
     BernoulliMaskEvent,
@@ -64,7 +69,9 @@ def _dp_accounting_rdp(event: PrivacyEvent, alphas: np.ndarray, relation: Neighb
     from dp_accounting.rdp import rdp_privacy_accountant as rdp_acc
 
     def kernel(orders: np.ndarray) -> np.ndarray:
-        acc = rdp_acc.RdpAccountant(orders=[float(a) for a in orders], neighboring_relation=relation)
+        acc = rdp_acc.RdpAccountant(
+            orders=[float(a) for a in orders], neighboring_relation=dp_accounting_relation(relation)
+        )
         dp = event.to_dp_accounting()
         if dp is None or not acc.supports(dp):
             raise UnsupportedEventError(f"no RDP bound for {type(event).__name__} under {relation.name}.")
@@ -82,9 +89,6 @@ def event_rdp(
     Raises:
         UnsupportedEventError: naming the (sub-)event without a sound RDP bound under ``relation``.
     """
-    from ampfl.accounting import partition, pm_sfl
-    from ampfl.accounting.rdp import rdp_poisson_gaussian, rdp_poisson_subsampled_general
-
     alphas = check_orders("orders", orders)
     af = alphas.astype(np.float64)
     add_remove = relation == _ADD_REMOVE
@@ -113,6 +117,8 @@ def event_rdp(
             log_mgf = np.logaddexp(math.log1p(-p), math.log(p) + (af - 1.0) * inner)
         return np.asarray(np.maximum(log_mgf, 0.0) / (af - 1.0), dtype=np.float64)
     if isinstance(event, BernoulliMaskEvent):
+        from ampfl.accounting import pm_sfl
+
         return pm_sfl.bernoulli_mask_rdp(orders=[float(a) for a in alphas], c=event.c, dim=event.dim)
     if isinstance(event, LaplaceEvent | SampledWithoutReplacementEvent):
         return _dp_accounting_rdp(event, alphas, relation)
@@ -121,6 +127,8 @@ def event_rdp(
             f"{type(event).__name__} is accounted under add/remove-one only; found {relation.name}."
         )
     if isinstance(event, PoissonSampledEvent):
+        from ampfl.accounting.rdp import rdp_poisson_gaussian, rdp_poisson_subsampled_general
+
         inner_event = event.event
         if isinstance(inner_event, GaussianEvent):
             if event.sampling_rate == 0.0 or math.isinf(inner_event.noise_multiplier):
@@ -138,6 +146,8 @@ def event_rdp(
             )
 
         return _on_cheap_orders(alphas, general)
+    from ampfl.accounting import partition  # paper 002's mechanisms
+
     if isinstance(event, ModelSplitEvent):
         return _on_cheap_orders(
             alphas,
