@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from ampfl.fl.engine import Engine, EngineOptions, FunctionalModel
+from ampfl.fl.low_rank import LowRankLinear
 from ampfl.fl.models import build_model
 
 CASES = [
@@ -160,18 +161,76 @@ def test_cnn_fast_path_equals_vmap_path(chunk: int | None) -> None:
     assert torch.allclose(plain.params, plain_ref.params, atol=1e-5, rtol=0)
 
 
-def test_cnn_fused_linear_update_equals_vmap_path() -> None:
-    # Without a hook the fast path also updates the first FC layer in place from dL/dz and its input
-    # (Engine._fused_step); it must equal the generic vmap path and the sequential reference to 1e-5.
-    fm, x, y, batches, start = _setup("cnn", (1, 28, 28), 4, {}, k=3, q=3, b=3)
+@pytest.mark.parametrize("shared,q,b,chunk", [(False, 3, 3, None), (True, 3, 3, 2), (True, 3, 50, None)])
+def test_cnn_low_rank_path_equals_vmap_path(
+    shared: bool, q: int, b: int, chunk: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without a hook the fast path keeps the first FC layer as base + low-rank update (Engine._low_rank_chunk,
+    # LowRankLinear): per-client starts (a [k, d] base) or one shared start ([d]: one base matrix), chunked,
+    # and q·b = 150 > max_rank = 128 (the factors are folded into a dense base once). It must equal the
+    # generic vmap path and the sequential reference to 1e-5.
+    fm, x, y, batches, start = _setup("cnn", (1, 28, 28), 4, {}, k=3, q=q, b=b)
     assert fm.fused_linear_names == ("classifier.0.weight",)
-    weights = torch.rand(batches.shape, generator=torch.Generator().manual_seed(4))
+    folds = []
+    dense = LowRankLinear._dense
+    monkeypatch.setattr(LowRankLinear, "_dense", lambda self: folds.append(self.rank) or dense(self))
+    first = start[0] if shared else start
+    weights = torch.rand(batches.shape, generator=torch.Generator().manual_seed(4)) * (3 / b)
     kw = dict(learning_rate=0.05, weights=weights)
-    fast = Engine().local_sgd(fm, start, x, y, batches, **kw)
-    slow = Engine(EngineOptions(model_fast_path=False)).local_sgd(fm, start, x, y, batches, **kw)
-    seq = Engine(EngineOptions(vectorized=False)).local_sgd(fm, start, x, y, batches, **kw)
+    fast = Engine(EngineOptions(chunk_size=chunk)).local_sgd(fm, first, x, y, batches, **kw)
+    slow = Engine(EngineOptions(model_fast_path=False)).local_sgd(fm, first, x, y, batches, **kw)
+    seq = Engine(EngineOptions(vectorized=False)).local_sgd(fm, first, x, y, batches, **kw)
     for ref in (slow, seq):
         assert torch.allclose(fast.params, ref.params, atol=1e-5, rtol=0)
         assert torch.allclose(fast.loss, ref.loss, atol=1e-5, rtol=0)
-    moved = fast.params - start
-    assert float(moved[:, fm.spec.slice_of("classifier.0.weight")].abs().max()) > 0  # the fused layer trained
+    assert folds == ([150] if b == 50 else [])
+    moved = fast.params - first
+    assert float(moved[:, fm.spec.slice_of("classifier.0.weight")].abs().max()) > 0  # the layer trained
+
+
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("max_rank", [100, 5])
+def test_low_rank_linear_equals_dense_updates(shared: bool, max_rank: int) -> None:
+    # LowRankLinear against explicit weight matrices updated W_i <- W_i - lr dz_i^T h_i: outputs z, input
+    # gradients and the final weights, over 4 steps of b = 3 rows (max_rank = 5 folds after steps 2 and 4).
+    gen = torch.Generator().manual_seed(7)
+    k, b, n_in, n_out, lr = 3, 3, 6, 4, 0.3
+    base = torch.randn((n_out, n_in) if shared else (k, n_out, n_in), generator=gen)
+    dense = base.expand(k, n_out, n_in).clone()
+    layer = LowRankLinear(base, k, max_rank=max_rank)
+    for _ in range(4):
+        h = torch.randn((k, b, n_in), generator=gen, requires_grad=True)
+        probe = torch.randn((k, b, n_out), generator=gen)
+        z = layer(h)
+        assert torch.allclose(z, torch.bmm(h, dense.transpose(1, 2)), atol=1e-5)
+        (gh, gz) = torch.autograd.grad((z * probe).sum(), [h, z])
+        assert torch.allclose(gh, torch.bmm(probe, dense), atol=1e-5)
+        layer.step(gz, lr)
+        dense = dense - lr * torch.bmm(probe.transpose(1, 2), h.detach())
+    out = torch.full((k, n_out, n_in), float("nan"))
+    layer.write(out)
+    assert torch.allclose(out, dense, atol=1e-5)
+    assert layer.rank == (0 if max_rank == 5 else 12)
+    with pytest.raises(RuntimeError, match="forward call"):
+        layer.step(gz, lr)
+    with pytest.raises(ValueError, match="base must have shape"):
+        LowRankLinear(torch.zeros(2, n_out, n_in), k)
+
+
+def test_low_rank_path_only_without_penalty_hook_or_clip() -> None:
+    # The low-rank path needs R(w) = 0 (no gradient reaches W except through z = h W^T), plain SGD and
+    # the model's stacked forward; otherwise the gradient path runs.
+    fm, *_ = _setup("cnn", (1, 28, 28), 4, {}, k=2, q=1, b=2)
+    names = ("classifier.0.weight",)
+    assert Engine()._low_rank_names(fm, None, None) == names
+    assert Engine()._low_rank_names(fm, 0.5, None) == ()
+    assert Engine()._low_rank_names(fm, None, lambda r, i, g: g) == ()
+    assert Engine(EngineOptions(model_fast_path=False))._low_rank_names(fm, None, None) == ()
+    assert Engine(EngineOptions(vectorized=False))._low_rank_names(fm, None, None) == ()
+
+    class Penalised(type(fm.module)):  # type: ignore[misc]
+        def penalty(self, params: dict[str, torch.Tensor]) -> torch.Tensor:
+            return (params["classifier.0.weight"] ** 2).sum()
+
+    penalised = FunctionalModel(Penalised(input_shape=(1, 28, 28), num_classes=4), (1, 28, 28))
+    assert Engine()._low_rank_names(penalised, None, None) == ()

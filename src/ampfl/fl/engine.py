@@ -33,6 +33,8 @@ import torch
 from torch.func import vmap
 
 from ampfl.fl.functional_model import FunctionalModel
+from ampfl.fl.low_rank import LowRankLinear
+from ampfl.fl.models.base import FLModel
 
 GradHook = Callable[[int, np.ndarray, torch.Tensor], torch.Tensor]
 """``(step, client_ids [k], grads [k, d]) -> grads``; must derive any randomness from the client ids so that
@@ -83,13 +85,20 @@ class Engine:
 
     # -- planning -------------------------------------------------------------------------------------
     def chunk_size(
-        self, model: FunctionalModel, examples_per_client: int, *, per_sample: bool = False
+        self,
+        model: FunctionalModel,
+        examples_per_client: int,
+        *,
+        per_sample: bool = False,
+        low_rank: bool = False,
     ) -> int:
-        """Clients per vectorised call: ``options.chunk_size`` or what fits into ``memory_cap_mb``."""
+        """Clients per vectorised call: ``options.chunk_size`` or what fits into ``memory_cap_mb``
+        (``low_rank``: the path of :meth:`_low_rank_chunk`, which holds about 2 instead of 8 copies of d)."""
         if self.options.chunk_size is not None:
             return self.options.chunk_size
         d, inp, act = model.dim, math.prod(model.input_shape), model.activation_numel
-        per_client = 4 * (8 * d + examples_per_client * (inp + 4 * act + (3 * d if per_sample else 0)))
+        copies = 2 if low_rank else 8
+        per_client = 4 * (copies * d + examples_per_client * (inp + 4 * act + (3 * d if per_sample else 0)))
         return max(1, int(self.options.memory_cap_mb * 2**20 // per_client))
 
     # -- local SGD ------------------------------------------------------------------------------------
@@ -131,16 +140,19 @@ class Engine:
             raise ValueError(f"per_sample_clip must be > 0. Found {per_sample_clip}.")
         ids = np.arange(k) if client_ids is None else np.asarray(client_ids)
         run = self._local_sgd_chunk if self.options.vectorized else self._local_sgd_sequential
+        low_rank = bool(self._low_rank_names(model, per_sample_clip, grad_hook))
         size = (
-            self.chunk_size(model, q * b, per_sample=per_sample_clip is not None)
+            self.chunk_size(model, q * b, per_sample=per_sample_clip is not None, low_rank=low_rank)
             if self.options.vectorized
             else k
         )
-        params, losses = [], []
+        out = start.new_empty(k, model.dim)  # every chunk writes its rows: no concatenation
+        losses = []
         for lo in range(0, k, size):
             sl = slice(lo, min(k, lo + size))
-            p, l_ = run(
+            l_ = run(
                 model,
+                out[sl],
                 start[sl],
                 _rows(x, batches[sl]),
                 _rows(y, batches[sl]),
@@ -150,16 +162,25 @@ class Engine:
                 ids[sl],
                 grad_hook,
             )
-            params.append(p)
             losses.append(l_)
-        return LocalResult(
-            (params[0] if len(params) == 1 else torch.cat(params)) if params else start.clone(),
-            torch.cat(losses) if losses else start.new_zeros(0),
-        )
+        return LocalResult(out, torch.cat(losses) if losses else start.new_zeros(0))
+
+    def _low_rank_names(
+        self, model: FunctionalModel, clip: float | None, hook: GradHook | None
+    ) -> tuple[str, ...]:
+        """Layers :meth:`_low_rank_chunk` keeps in low-rank form: the model's ``fused_linear_names`` in plain
+        local SGD through its ``forward_stacked`` (no per-example clipping, no gradient hook) when it has no
+        penalty (R(w) = 0, so no gradient reaches W except through z = h Wᵀ); else none."""
+        if not (self.options.vectorized and self.options.model_fast_path and model.has_stacked_forward):
+            return ()
+        if clip is not None or hook is not None or type(model.module).penalty is not FLModel.penalty:
+            return ()
+        return model.fused_linear_names
 
     def _local_sgd_chunk(
         self,
         model: FunctionalModel,
+        out: torch.Tensor,
         params: torch.Tensor,
         xb: torch.Tensor,
         yb: torch.Tensor,
@@ -168,24 +189,20 @@ class Engine:
         clip: float | None,
         ids: np.ndarray,
         hook: GradHook | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> torch.Tensor:
+        """Local SGD of one chunk of clients: final parameters into ``out`` (``[k, d]``), returns the mean
+        losses ``[k]``."""
+        fast = self.options.model_fast_path and model.has_stacked_forward
+        fused = self._low_rank_names(model, clip, hook)
+        if fused:
+            return self._low_rank_chunk(model, out, params, fused, xb, yb, wb, lr)
         spec = model.spec
-        buffer = params.detach().clone()  # [k, d], updated in place through per-tensor views
+        buffer = out.copy_(params)  # [k, d], updated in place through per-tensor views
         views = list(spec.unflatten(buffer).values())
         per_example_fn = None if clip is None else vmap(self._client_step_fn(model, clip))
-        fast = self.options.model_fast_path and model.has_stacked_forward
         losses_fn = model.stacked_example_losses if fast else vmap(model.named_example_losses)
-        fused = model.fused_linear_names if fast and clip is None and hook is None else ()
         analytic = getattr(model.module, "stacked_loss_and_grads", None) if fast else None
         total = params.new_zeros(params.shape[0])
-        if fused:
-            # one contiguous [k, *shape] tensor per parameter during the Q steps (in-place batched matrix
-            # products into strided views of the [k, d] buffer fall back to one call per client)
-            tensors = [v.clone(memory_format=torch.contiguous_format) for v in views]
-            for r in range(xb.shape[1]):
-                total = total + self._fused_step(model, tensors, fused, xb[:, r], yb[:, r], wb[:, r], lr)
-            buffer = torch.cat([t.reshape(t.shape[0], -1) for t in tensors], dim=1)
-            return buffer, total / xb.shape[1]
         for r in range(xb.shape[1]):
             grads: list[torch.Tensor] | None = None
             flat: torch.Tensor | None = None
@@ -206,42 +223,55 @@ class Engine:
                 assert grads is not None
                 torch._foreach_add_(views, grads, alpha=-lr)
             total = total + loss.detach()
-        return buffer, total / xb.shape[1]
+        return total / xb.shape[1]
 
     @staticmethod
-    def _fused_step(
+    def _low_rank_chunk(
         model: FunctionalModel,
-        views: list[torch.Tensor],
+        out: torch.Tensor,
+        params: torch.Tensor,
         fused: tuple[str, ...],
-        x: torch.Tensor,
-        y: torch.Tensor,
-        w: torch.Tensor,
+        xb: torch.Tensor,
+        yb: torch.Tensor,
+        wb: torch.Tensor,
         lr: float,
     ) -> torch.Tensor:
-        """One plain SGD step of all clients through the model's ``forward_stacked``, with the weights named
-        in ``fused`` (stacked linear layers z = h Wᵀ) updated without materialising their gradient: the model
-        records (h, z) per such layer, autograd gives ∂L/∂z, and W_i ← W_i − η (∂L_i/∂z_i)ᵀ h_i is one
-        in-place ``baddbmm_`` (the same update as with the gradient ∇_W L_i = (∂L_i/∂z_i)ᵀ h_i, fewer passes
-        over the K per-client weight matrices). Returns the per-client losses ``[k]``."""
-        names = model.spec.names
-        leaves = [
-            v.detach() if n in fused else v.detach().requires_grad_(True)
-            for n, v in zip(names, views, strict=True)
+        """Plain local SGD through the model's ``forward_stacked`` with the weights named in ``fused``
+        (stacked linear layers z = h Wᵀ) kept as base + low-rank update (:class:`LowRankLinear`): autograd
+        gives ∂L/∂z of these layers and the gradients of the other (small) parameters, which are updated in
+        place as contiguous ``[k, *shape]`` tensors; the ``[k, d]`` result is written once at the end. When
+        the clients share their start (``params`` a stride-0 expansion of one ``[d]`` vector, as in FedAvg),
+        the base is that one matrix. Same numbers as the gradient path up to float rounding (tested to 1e-5).
+        Writes the final parameters into ``out`` (``[k, d]``), returns the mean losses ``[k]``."""
+        spec, k = model.spec, params.shape[0]
+        named = spec.unflatten(params[0] if params.stride(0) == 0 else params)
+        layers = {n: LowRankLinear(named[n], k) for n in fused}
+        trained = [n for n in spec.names if n not in fused]
+        shapes = dict(zip(spec.names, spec.shapes, strict=True))
+        tensors = [
+            named[n].expand(k, *shapes[n]).clone(memory_format=torch.contiguous_format) for n in trained
         ]
-        trained = [i for i, n in enumerate(names) if n not in fused]
-        taps: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-        with torch.enable_grad():
-            per_client = (
-                model.stacked_example_losses(dict(zip(names, leaves, strict=True)), x, y, taps=taps) * w
-            ).sum(1)
-            outs = torch.autograd.grad(
-                per_client.sum(), [leaves[i] for i in trained] + [taps[n][1] for n in fused]
-            )
+        total = params.new_zeros(k)
+        for r in range(xb.shape[1]):
+            leaves = [t.detach().requires_grad_(True) for t in tensors]
+            with torch.enable_grad():
+                losses = model.stacked_example_losses(
+                    dict(zip(trained, leaves, strict=True)), xb[:, r], yb[:, r], linears=dict(layers)
+                )
+                per_client = (losses * wb[:, r]).sum(1)
+                outs = torch.autograd.grad(per_client.sum(), leaves + [_z(layers[n]) for n in fused])
+            with torch.no_grad():
+                torch._foreach_add_(tensors, list(outs[: len(trained)]), alpha=-lr)
+                for n, gz in zip(fused, outs[len(trained) :], strict=True):
+                    layers[n].step(gz, lr)
+            total = total + per_client.detach()
+        views = spec.unflatten(out)
         with torch.no_grad():
-            torch._foreach_add_([views[i] for i in trained], list(outs[: len(trained)]), alpha=-lr)
-            for n, gz in zip(fused, outs[len(trained) :], strict=True):
-                views[names.index(n)].baddbmm_(gz.transpose(1, 2), taps[n][0].detach(), alpha=-lr)
-        return per_client.detach()
+            for n, t in zip(trained, tensors, strict=True):
+                views[n].copy_(t)
+            for n in fused:
+                layers[n].write(views[n])
+        return total / xb.shape[1]
 
     @staticmethod
     def _batched_grads(
@@ -296,6 +326,7 @@ class Engine:
     def _local_sgd_sequential(
         self,
         model: FunctionalModel,
+        out: torch.Tensor,
         params: torch.Tensor,
         xb: torch.Tensor,
         yb: torch.Tensor,
@@ -304,8 +335,7 @@ class Engine:
         clip: float | None,
         ids: np.ndarray,
         hook: GradHook | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        out = params.clone()
+    ) -> torch.Tensor:
         losses = params.new_zeros(params.shape[0])
         for i in range(params.shape[0]):
             w = params[i].clone()
@@ -316,7 +346,7 @@ class Engine:
                 w = w - lr * g
                 losses[i] += loss
             out[i] = w
-        return out, losses / xb.shape[1]
+        return losses / xb.shape[1]
 
     # -- per-example clipped gradient sums (004 Algorithm 1) ------------------------------------------
     def clipped_gradient_sum(
@@ -458,6 +488,12 @@ class Engine:
                 hits += np.bincount(right, minlength=num_classes)[:num_classes]
         counted = np.bincount(labels, minlength=num_classes)[:num_classes]
         return torch.from_numpy(hits.astype(np.float64))[None], torch.from_numpy(counted.astype(np.float64))
+
+
+def _z(layer: LowRankLinear) -> torch.Tensor:
+    """The output z of ``layer``'s latest forward call (what autograd differentiates for its update)."""
+    assert layer.last is not None
+    return layer.last[1]
 
 
 def _rows(data: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

@@ -67,8 +67,8 @@ class FunctionalModel:
 
     @property
     def fused_linear_names(self) -> tuple[str, ...]:
-        """Weights of stacked linear layers whose ``forward_stacked`` can record their input and output
-        (``taps``), so that the engine can apply their SGD update without a gradient tensor."""
+        """Weights of stacked linear layers whose product z = h Wᵀ ``forward_stacked`` lets the caller
+        compute (``linears``), so that the engine can keep them in low-rank form (ampfl.fl.low_rank)."""
         return tuple(getattr(self.module, "fused_linear_weights", ()))
 
     def stacked_example_losses(
@@ -77,14 +77,14 @@ class FunctionalModel:
         x: torch.Tensor,
         y: torch.Tensor,
         *,
-        taps: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None,
+        linears: dict[str, Callable[[torch.Tensor], torch.Tensor]] | None = None,
     ) -> torch.Tensor:
         """``[k, b]`` losses ℓ(w_i; x_ij, y_ij) + R(w_i) of k clients with stacked named parameters
         (``[k, *shape]``) through the module's ``forward_stacked`` (no ``vmap`` of the forward pass);
-        equals ``vmap(named_example_losses)(params, x, y)`` up to float rounding. ``taps`` (optional) receives
-        the (input, output) of each layer in :attr:`fused_linear_names`."""
+        equals ``vmap(named_example_losses)(params, x, y)`` up to float rounding. ``linears`` (optional): for
+        layers in :attr:`fused_linear_names`, a function ``h -> h Wᵀ`` used instead of ``params``."""
         forward_stacked: Callable[..., torch.Tensor] = getattr(self.module, "forward_stacked")  # noqa: B009
-        out = forward_stacked(params, x) if taps is None else forward_stacked(params, x, taps=taps)
+        out = forward_stacked(params, x) if linears is None else forward_stacked(params, x, linears=linears)
         k, b = out.shape[0], out.shape[1]
         losses = self.module.per_sample_loss(out.reshape(k * b, *out.shape[2:]), y.reshape(k * b))
         stacked = getattr(self.module, "penalty_stacked", None)

@@ -15,6 +15,8 @@ layers are batched matrix products (``baddbmm``). It computes the same function 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -26,8 +28,9 @@ class HasirciogluCNN(FLModel):
     """The network of 004 Fig. 8 for [channels, 28, 28] inputs (no BatchNorm, vmap-safe)."""
 
     fused_linear_weights = ("classifier.0.weight",)
-    """Stacked linear layer whose (input, output) :meth:`forward_stacked` can record (``taps``): the engine
-    then updates its K weight matrices in place without materialising their gradient."""
+    """Stacked linear layer whose product z = h Wᵀ :meth:`forward_stacked` lets the caller compute
+    (``linears``): the engine then keeps its K weight matrices as a shared base plus a low-rank update
+    (:class:`ampfl.fl.low_rank.LowRankLinear`) during the local steps."""
 
     def __init__(self, *, input_shape: tuple[int, ...], num_classes: int) -> None:
         super().__init__()
@@ -53,13 +56,13 @@ class HasirciogluCNN(FLModel):
         params: dict[str, torch.Tensor],
         x: torch.Tensor,
         *,
-        taps: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None,
+        linears: dict[str, Callable[[torch.Tensor], torch.Tensor]] | None = None,
     ) -> torch.Tensor:
         """Outputs of K networks on their own batches: ``params[name]`` is ``[K, *shape]`` (the named
         parameters of :meth:`forward`, stacked), ``x`` is ``[K, b, channels, 28, 28]``; returns ``[K, b,
-        classes]``. Equal to ``vmap(functional_call(self, ·, x_i))`` up to float rounding. With ``taps``, the
-        first FC layer's weight-input product z = h Wᵀ is stored as ``taps["classifier.0.weight"] = (h, z)``
-        (before the bias)."""
+        classes]``. Equal to ``vmap(functional_call(self, ·, x_i))`` up to float rounding. With
+        ``linears``, the first FC layer's weight-input product z = h Wᵀ (before the bias, ``h`` of shape
+        ``[K, b, 512]``) is ``linears["classifier.0.weight"](h)`` and ``params`` need not hold that weight."""
         k, b, c = x.shape[0], x.shape[1], x.shape[2]
         cl = torch.channels_last  # layers as in __init__: conv k8 s2 p3, pool 2 s1, conv k4 s2, pool 2 s1
         # [b, K·c, 28, 28]: client i's channels are group i of the grouped convolutions.
@@ -85,12 +88,11 @@ class HasirciogluCNN(FLModel):
         h = F.max_pool2d(F.relu(h), kernel_size=2, stride=1)  # [b, K·32, 4, 4]
         # back to NCHW order per client so the flattening matches forward(): [K, b, 32·4·4]
         h = h.contiguous().reshape(b, k, -1).transpose(0, 1)
-        fc1_w, fc1_b = params["classifier.0.weight"], params["classifier.0.bias"]
-        if taps is None:
-            h = torch.baddbmm(fc1_b.unsqueeze(1), h, fc1_w.transpose(1, 2)).relu()
+        fc1_b = params["classifier.0.bias"]
+        fc1 = None if linears is None else linears.get("classifier.0.weight")
+        if fc1 is None:
+            h = torch.baddbmm(fc1_b.unsqueeze(1), h, params["classifier.0.weight"].transpose(1, 2)).relu()
         else:
-            z = torch.bmm(h, fc1_w.transpose(1, 2))
-            taps["classifier.0.weight"] = (h, z)
-            h = (z + fc1_b.unsqueeze(1)).relu()
+            h = (fc1(h) + fc1_b.unsqueeze(1)).relu()
         fc2_w, fc2_b = params["classifier.2.weight"], params["classifier.2.bias"]
         return torch.baddbmm(fc2_b.unsqueeze(1), h, fc2_w.transpose(1, 2))

@@ -1,0 +1,86 @@
+"""K clients' weight matrices of one linear layer during local SGD, kept as a base plus a low-rank update.
+
+One plain SGD step changes the weight W_i [out, in] of a linear layer z = h Wᵀ by −η (∂L_i/∂z_i)ᵀ h_i, a
+matrix of rank at most b (the mini-batch size). After r steps W_i = B_i + U_iᵀ H_i with H_i the inputs of the
+r steps stacked ([r·b, in]) and U_i = −η ∂L_i/∂z_i of the same steps ([r·b, out]). :class:`LowRankLinear`
+keeps (B, U, H) instead of W and computes
+
+    z = h B_iᵀ + (h H_iᵀ) U_i        ∂L/∂h = (∂L/∂z) B_i + ((∂L/∂z) U_iᵀ) H_i        (autograd, the second)
+
+— the same numbers as with W_i up to float rounding. When all clients start from one global model
+(FedAvg), B is one [out, in] matrix: h B_iᵀ of the K clients is one matrix product over all K·b rows, as in
+centralized training, and the K per-client weight matrices are never read or written during the Q steps;
+they are formed once at the end (:meth:`LowRankLinear.write`, one ``baddbmm`` of inner size Q·b). Per step
+this replaces about four passes over K·out·in floats (read W for z and for ∂L/∂h, read and write W for the
+update) by small [b, r·b] products; the engine uses it for the CNN's first FC layer (docs/performance.md).
+Once r·b would exceed ``max_rank`` the factors are folded into a per-client B (the dense update again).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class LowRankLinear:
+    """z = h W_iᵀ for K clients with W_i = B_i + U_iᵀ H_i (module docstring); a callable ``h -> z`` for the
+    model's ``forward_stacked`` (``linears``), updated by :meth:`step` after each backward pass."""
+
+    def __init__(self, base: torch.Tensor, k: int, *, max_rank: int | None = None) -> None:
+        """``base``: the starting weights, ``[out, in]`` (shared by the K clients) or ``[k, out, in]``."""
+        if base.dim() not in (2, 3) or (base.dim() == 3 and base.shape[0] != k):
+            raise ValueError(f"base must have shape [out, in] or [{k}, out, in]. Found {tuple(base.shape)}.")
+        self.base, self.k = base, k
+        out_features, in_features = base.shape[-2:]
+        self.max_rank = max_rank if max_rank is not None else min(out_features, in_features) // 2
+        self._h: list[torch.Tensor] = []  # inputs of the past steps, [k, b, in] each
+        self._u: list[torch.Tensor] = []  # −η ∂L/∂z of the past steps, [k, b, out] each
+        self._factors: tuple[torch.Tensor, torch.Tensor] | None = None  # cat of _h, cat of _u
+        self.last: tuple[torch.Tensor, torch.Tensor] | None = None  # (h, z) of the latest call
+
+    @property
+    def rank(self) -> int:
+        """Rows r·b of the accumulated update (its rank is at most this)."""
+        return sum(int(h.shape[1]) for h in self._h)
+
+    def __call__(self, h: torch.Tensor) -> torch.Tensor:
+        """z = h W_iᵀ for ``h`` of shape ``[k, b, in]`` (differentiable w.r.t. ``h``); records (h, z)."""
+        k, b = h.shape[0], h.shape[1]
+        if self.base.dim() == 2:
+            z = (h.reshape(k * b, -1) @ self.base.T).reshape(k, b, -1)
+        else:
+            z = torch.bmm(h, self.base.transpose(1, 2))
+        if self._h:
+            hs, us = self._cat()
+            z = torch.baddbmm(z, torch.bmm(h, hs.transpose(1, 2)), us)
+        self.last = (h, z)
+        return z
+
+    def step(self, grad_z: torch.Tensor, learning_rate: float) -> None:
+        """W_i ← W_i − η (∂L_i/∂z_i)ᵀ h_i for the (h, z) of the latest call; ``grad_z``: ∂L/∂z
+        ``[k, b, out]``."""
+        if self.last is None:
+            raise RuntimeError("step() needs a forward call first")
+        self._h.append(self.last[0].detach())
+        self._u.append(grad_z.detach() * -learning_rate)
+        self._factors, self.last = None, None
+        if self.rank > self.max_rank:  # the factors cost more than the dense matrices: fold them in
+            self.base = self._dense()
+            self._h, self._u = [], []
+
+    def write(self, out: torch.Tensor) -> None:
+        """The current W ``[k, out, in]`` into ``out`` (e.g. a strided view of a ``[k, d]`` buffer)."""
+        if not self._h:
+            out.copy_(self.base.expand(self.k, *self.base.shape[-2:]))
+            return
+        hs, us = self._cat()
+        for i in range(self.k):  # one call per client writes into the strided view directly
+            torch.addmm(self.base if self.base.dim() == 2 else self.base[i], us[i].T, hs[i], out=out[i])
+
+    def _dense(self) -> torch.Tensor:
+        hs, us = self._cat()
+        return torch.baddbmm(self.base.expand(self.k, *self.base.shape[-2:]), us.transpose(1, 2), hs)
+
+    def _cat(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._factors is None:
+            self._factors = (torch.cat(self._h, dim=1), torch.cat(self._u, dim=1))
+        return self._factors
