@@ -266,7 +266,7 @@ def _deploy(
                 tls_dir=Path(tmp) / "tls" if tls else None,
             )
             try:
-                with _progress(progress, out, config.rounds) as show:
+                with _progress(progress, out, config.rounds, federation) as show:
                     federation.start()
                     timings["bring_up_seconds"] = federation.started_seconds
 
@@ -300,8 +300,11 @@ def _deploy(
 
 
 @contextmanager
-def _progress(enabled: bool, out: Path, rounds: int) -> Iterator[Callable[[], None]]:
-    """A rich progress bar on stderr fed from the run folder's ``metrics.jsonl`` (released lines only)."""
+def _progress(
+    enabled: bool, out: Path, rounds: int, federation: LocalFederation | None = None
+) -> Iterator[Callable[[], None]]:
+    """A rich progress bar on stderr fed from the run folder's ``metrics.jsonl`` (released lines only); with
+    a local ``federation``, node discovery until the first round ("n of N SuperNodes connected")."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -323,7 +326,11 @@ def _progress(enabled: bool, out: Path, rounds: int) -> Iterator[Callable[[], No
             except (OSError, ValueError):  # not written yet, or a line being written
                 return
             if last is None:
-                bar.update(task, status="waiting for the first round")
+                status = "waiting for the first round"
+                if federation is not None:
+                    n, total = federation.connected(), federation.num_clients
+                    status = f"{n} of {total} SuperNodes connected" + ("" if n < total else f"; {status}")
+                bar.update(task, status=status)
                 return
             accuracy, epsilon = last.get("accuracy", math.nan), last.get("epsilon", math.nan)
             status = f"acc {accuracy:.3f}  ε {epsilon:.3g}"

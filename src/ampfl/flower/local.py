@@ -30,6 +30,8 @@ from types import TracebackType
 CONNECTION = "ampfl"
 #: Seconds each process group gets after SIGTERM before SIGKILL.
 GRACE_SECONDS = 15.0
+#: What a SuperNode logs once the SuperLink has accepted it (flwr 1.41, ``start_client_internal``).
+CONNECTED_LINE = b"SuperNode ID:"
 
 
 def free_port() -> int:
@@ -201,10 +203,15 @@ class LocalFederation:
         self.names: list[str] = []
         self.watchdog: subprocess.Popen[bytes] | None = None
         self.started_seconds = 0.0
+        self._log_starts: dict[str, int] = {}  # SuperNode log → its size before this start (logs append)
+        self._connected: set[str] = set()
 
     def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen[bytes]:
         bin_dir = Path(sys.executable).parent
-        with open(self.workdir / log_name, "ab") as log:
+        path = self.workdir / log_name
+        if log_name.startswith("supernode-"):
+            self._log_starts[log_name] = path.stat().st_size if path.exists() else 0
+        with open(path, "ab") as log:
             process = subprocess.Popen(
                 [str(bin_dir / args[0]), *args[1:]],
                 stdout=log,
@@ -325,6 +332,21 @@ class LocalFederation:
             self.watchdog.wait()
             self.watchdog = None
         return time.perf_counter() - begun
+
+    def connected(self) -> int:
+        """How many of the SuperNodes started here the SuperLink has accepted so far (each logs
+        :data:`CONNECTED_LINE` once; read from its log, past what earlier runs wrote there)."""
+        for name, start in self._log_starts.items():
+            if name in self._connected:
+                continue
+            try:
+                with open(self.workdir / name, "rb") as log:
+                    log.seek(start)
+                    if CONNECTED_LINE in log.read():
+                        self._connected.add(name)
+            except OSError:
+                continue
+        return len(self._connected)
 
     def dead(self) -> list[str]:
         """One line per started process that has exited (name, exit code, log), in start order."""
