@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 from ampfl import __version__
 from ampfl.commands import GROUP_VERBS, CommandFailed, Registry, command_modules
 from ampfl.io import dumps_json
+from ampfl.numeric_ranges import guard_numeric_flags
 
 
 class UsageError(Exception):
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     registry = Registry(top=top, groups=groups)
     for module in command_modules():
         module.register(registry)
+    guard_numeric_flags(parser)
     return parser
 
 

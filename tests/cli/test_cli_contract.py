@@ -323,9 +323,9 @@ def test_rename_parameters_leaves_ordinary_words_alone():
 
 
 def test_unreachable_calibration_is_a_numerical_error_exit_1(capsys):
-    # At rate 1 a single order-2 RDP bound cannot reach epsilon = 1e-6 at delta = 1e-300 below the
+    # At rate 1 a single order-2 RDP bound cannot reach epsilon = 1e-6 at delta = 1e-100 below the
     # calibration's noise ceiling, so the calibration reports that it is stuck (exit 1, one line).
-    argv = "calibrate poisson --epsilon 1e-6 --delta 1e-300 --rate 1 --steps 1000000 --orders 2 --json"
+    argv = "calibrate poisson --epsilon 1e-6 --delta 1e-100 --rate 1 --steps 1000000 --orders 2 --json"
     code = main(argv.split())
     captured = capsys.readouterr()
     assert code == 1

@@ -42,7 +42,7 @@ def _one_line(capsys, code: int, expected: int) -> str:
 
 def test_diverging_learning_rate_is_one_line_naming_round_and_cause(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["run", str(_config(tmp_path, "1e308")), "--out", str(out), "--no-progress", "--json"])
+    code = main(["run", str(_config(tmp_path, "1e100")), "--out", str(out), "--no-progress", "--json"])
     err = _one_line(capsys, code, 1)
     assert "round 1" in err and "diverged" in err and "learning_rate" in err
     assert (out / "config.toml").is_file()  # the run folder is kept

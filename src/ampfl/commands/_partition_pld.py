@@ -34,17 +34,31 @@ def add_accountant(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: Most self-compositions the CLI's PLD path takes: beyond, dp-accounting's composed grid outgrows memory
+#: (10^9 steps of a Poisson-subsampled Gaussian ask 3 TiB) while RDP composes any count by a product;
+#: ``--accountant auto`` then resolves to RDP, and an explicit ``pld`` is refused naming the flag.
+PLD_MAX_COMPOSITIONS = 10**7
+
+
+def composition_blockers(flag: str, count: int | None) -> list[str]:
+    """``[reason]`` if ``count`` compositions (set by ``flag``) are too many for the PLD path, else ``[]``."""
+    if count is None or count <= PLD_MAX_COMPOSITIONS:
+        return []
+    return [f"{flag} above {PLD_MAX_COMPOSITIONS:.0e} (the composed PLD would not fit in memory)"]
+
+
 def wants_pld(args: argparse.Namespace) -> bool:
     """Whether this command takes the PLD path (``args.accountant`` is set to the resolved name).
 
-    Every number of sub-models has a PLD, Poisson-subsampled or not; only RDP settings (``--orders``) opt out.
+    Every number of sub-models has a PLD, Poisson-subsampled or not; only RDP settings (``--orders``) and
+    more than :data:`PLD_MAX_COMPOSITIONS` steps opt out.
     """
-    return _resolve(args, [])
+    return _resolve(args, composition_blockers("--steps", getattr(args, "steps", None)))
 
 
 def wants_bis_pld(args: argparse.Namespace, k: int) -> bool:
     """Whether ``account|calibrate bis`` takes the PLD path (random allocation of k of T): no RDP settings."""
-    blockers = []
+    blockers = composition_blockers("--epochs", getattr(args, "epochs", None))
     if getattr(args, "bound", None) is not None:
         blockers.append("--bound (an RDP setting)")
     return _resolve(args, blockers)

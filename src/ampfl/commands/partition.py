@@ -384,11 +384,16 @@ def _poisson_setup(args: argparse.Namespace) -> tuple[float, float, int, dict[st
     delta = check_delta("--delta", args.delta)
     rate = check_probability("--rate", args.rate)
     steps = check_int("--steps", args.steps, minimum=1)
+    from ampfl.commands._partition_pld import composition_blockers
+
+    too_many = composition_blockers("--steps", steps)
     if args.accountant in (None, "auto"):  # issue 11: the tightest sound accountant by default
-        args.accountant = "rdp" if args.orders is not None else "pld"
+        args.accountant = "rdp" if args.orders is not None or too_many else "pld"
     if args.accountant == "pld":
         if args.orders is not None:
             raise ValueError("--orders applies to --accountant rdp only.")
+        if too_many:
+            raise ValueError(f"--accountant pld does not apply with {too_many[0]}: use --accountant rdp.")
         return delta, rate, steps, {}
     return delta, rate, steps, {"orders": _orders(args, DEFAULT_ORDERS)}
 

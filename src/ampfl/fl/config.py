@@ -37,6 +37,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError
 
+from ampfl.numeric_ranges import config_problems
+
 #: At most this many validation problems are listed in the one-line error.
 _MAX_LISTED_ERRORS = 3
 
@@ -207,7 +209,7 @@ def parse_config(data: Mapping[str, Any], *, algorithms: Mapping[str, Any] | Non
     if not isinstance(data, Mapping):
         raise ValueError(f"config must be a table of keys. Found {type(data).__name__}.")
     raw = dict(data)
-    problems: list[str] = []
+    problems: list[str] = config_problems(raw)
     section = raw.get("algorithm")
     algorithm: AlgorithmConfig | None = None
     if section is None:
