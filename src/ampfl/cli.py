@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 from ampfl import __version__
@@ -67,7 +67,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Lists longer than this are summarised in a table cell (``--json`` prints them whole).
+_LIST_CELL_ITEMS = 8
+
+
+def _cell(value: Any) -> str:
+    """A scalar or a list of scalars as the text of one table cell."""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list | tuple):
+        items = [_cell(item) for item in value]
+        if len(items) > _LIST_CELL_ITEMS:
+            return f"{len(items)} values: {', '.join(items[:3])}, …, {items[-1]} (all with --json)"
+        return ", ".join(items) if items else "(none)"
+    return "null" if value is None else str(value)
+
+
+def _rows(key: str, value: Any) -> Iterator[tuple[str, str]]:
+    """Table rows of one result entry: nested objects flattened to dotted keys (``analyses.ols.epsilon``)."""
+    if isinstance(value, dict):
+        for sub, item in value.items():
+            yield from _rows(f"{key}.{sub}", item)
+    elif isinstance(value, list | tuple) and any(isinstance(item, dict | list | tuple) for item in value):
+        for index, item in enumerate(value):
+            yield from _rows(f"{key}[{index}]", item)
+    else:
+        yield key, _cell(value)
+
+
 def _render(result: dict[str, Any]) -> None:
+    """The human-readable form of a result: one row per scalar, no JSON in the cells (issue 32)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -75,13 +104,8 @@ def _render(result: dict[str, Any]) -> None:
     table.add_column("key")
     table.add_column("value")
     for key, value in result.items():
-        if isinstance(value, float):
-            text = f"{value:.6g}"
-        elif isinstance(value, dict | list | tuple):
-            text = dumps_json(value)
-        else:
-            text = str(value)
-        table.add_row(str(key), text)
+        for row in _rows(str(key), value):
+            table.add_row(*row)
     Console().print(table)
 
 

@@ -72,3 +72,16 @@ def test_other_arithmetic_errors_are_one_line_exit_1(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert code == 1
     assert err == "ampfl: numerical error: OverflowError: math range error\n"
+
+
+def test_plain_output_has_one_row_per_scalar_and_no_json_in_cells(capsys):
+    # issue 32: nested results (analyses, long order lists) were JSON blobs inside table cells
+    argv = "account random-checkin --p 0.2 --q 0.9 --d 2 --noise-multiplier 0.6 --iterations 30 --delta 1e-5"
+    assert main(argv.split()) == 0
+    table = capsys.readouterr().out
+    assert "analyses.paper.epsilon" in table and "analyses.hidden-participation.sound" in table
+    assert "{" not in table and '"epsilon"' not in table
+    argv = "account poisson --noise-multiplier 1 --rate 0.01 --steps 10 --delta 1e-5 --accountant rdp"
+    assert main(argv.split()) == 0
+    table = capsys.readouterr().out
+    assert "116 values: 2, 3, 4, …, 10000" in table and "[" not in table
