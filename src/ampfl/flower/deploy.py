@@ -321,15 +321,14 @@ def _progress(
 
         def show() -> None:
             try:
-                lines = metrics.read_text(encoding="utf-8").splitlines()
+                lines = metrics.read_text(encoding="utf-8").splitlines() if metrics.exists() else []
                 last = json.loads(lines[-1]) if lines else None
-            except (OSError, ValueError):  # not written yet, or a line being written
+            except (OSError, ValueError):  # a line being written
                 return
-            if last is None:
+            if last is None:  # the ServerApp has not released a round yet
                 status = "waiting for the first round"
                 if federation is not None:
-                    n, total = federation.connected(), federation.num_clients
-                    status = f"{n} of {total} SuperNodes connected" + ("" if n < total else f"; {status}")
+                    status = f"{federation.connected()} of {federation.num_clients} SuperNodes connected"
                 bar.update(task, status=status)
                 return
             accuracy, epsilon = last.get("accuracy", math.nan), last.get("epsilon", math.nan)
