@@ -29,7 +29,10 @@ public, 002 §3.2.1). Round t (one DP-SGD step):
 DP-SGD is the special case Q = 1, b = 1, local learning rate 1 and one example per client (Δ_i = −∇ℓ_i, so
 C clips per-example gradients and η_s is the learning rate); the privacy unit is then one record
 (``privacy_unit = "record"`` when every client holds exactly one example), otherwise one client.
-d = 1 without a shared part is standard DP-SGD / DP-FedAvg and is accounted exactly as such.
+d = 1 without a shared part is standard DP-SGD / DP-FedAvg and is accounted exactly as such. When a round is
+exactly one unmasked DP-SGD step (Q = 1, b = 1, d = 1 blocks or nothing to split, vectorised engine) it runs
+at the one shared model (:meth:`DPSGDPartition._fast_round`, :mod:`ampfl.fl.per_example`: no per-unit weight
+copies, masks or ``[K, d]`` buffers; the same release, issue 32).
 
 Privacy (add/remove one unit; one noise multiplier z for both parts, each relative to its own clip norm):
 
