@@ -56,6 +56,59 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def write_text_if_changed(path: str | os.PathLike[str], text: str) -> bool:
+    """Write ``text`` atomically unless ``path`` already holds exactly it (a resume leaves an unchanged
+    config untouched, so a full disk cannot fail on it); whether it wrote."""
+    target = Path(path)
+    data = text.encode("utf-8")
+    try:
+        if target.read_bytes() == data:
+            return False
+    except OSError:
+        pass
+    atomic_write_bytes(target, data)
+    return True
+
+
+class AppendLog:
+    """An append-only text file (``metrics.jsonl``) whose appends are all or nothing, with a rollback mark.
+
+    Each :meth:`append` writes its bytes with unbuffered ``os.write`` calls; if one fails (a full disk), the
+    file is truncated back to where the append started, so no half line is left. :meth:`mark` records the
+    current end (at a checkpoint) and :meth:`rollback` truncates back to it: after a failed write the file
+    holds exactly the lines of the last checkpoint. Truncating needs no free space.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        self._mark = os.fstat(self._fd).st_size
+
+    def append(self, text: str) -> None:
+        data = memoryview(text.encode("utf-8"))
+        start = os.fstat(self._fd).st_size
+        try:
+            while data:
+                data = data[os.write(self._fd, data) :]
+        except BaseException:
+            os.ftruncate(self._fd, start)
+            raise
+
+    def mark(self) -> None:
+        self._mark = os.fstat(self._fd).st_size
+
+    def rollback(self) -> None:
+        os.ftruncate(self._fd, self._mark)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+    def __enter__(self) -> AppendLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def to_jsonable(value: Any) -> Any:
     """Convert numpy scalars/arrays, paths and non-finite floats into strict-JSON-safe values.
 

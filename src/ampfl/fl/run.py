@@ -63,7 +63,7 @@ from ampfl.fl.run_folder import (
 )
 from ampfl.fl.run_lines import evaluation_line, group_fields, noise_levels, privacy_fields, with_privacy
 from ampfl.fl.run_plots import write_plots
-from ampfl.io import atomic_write_json, atomic_write_text, dumps_json
+from ampfl.io import AppendLog, atomic_write_json, dumps_json, write_text_if_changed
 
 __all__ = [  # the run folder's names and checkpoint functions are re-exported from ampfl.fl.run_folder
     "CHECKPOINT",
@@ -213,8 +213,9 @@ def _run_experiment(
     on = task
     algorithm, ledger = algorithm_and_ledger(build, config.privacy)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / CONFIG_JSON, resolved)
-    atomic_write_text(out / CONFIG_TOML, to_toml(resolved))
+    # left untouched on a resume unless rounds/eval_every/checkpoint_every changed (a full disk cannot hit it)
+    write_text_if_changed(out / CONFIG_JSON, dumps_json(resolved, indent=2) + "\n")
+    write_text_if_changed(out / CONFIG_TOML, to_toml(resolved))
     metrics: list[dict[str, Any]] = []
     diagnostics: list[dict[str, Any]] = []
     released = tuple(algorithm.released_metrics)
@@ -231,8 +232,8 @@ def _run_experiment(
         diagnostics = list(checkpoint.get("diagnostics", []))
         wall_before = float(checkpoint["wall_seconds"])
     # Lines written after the last checkpoint by an interrupted run are dropped here.
-    atomic_write_text(out / METRICS, "".join(dumps_json(line) + "\n" for line in metrics))
-    atomic_write_text(
+    write_text_if_changed(out / METRICS, "".join(dumps_json(line) + "\n" for line in metrics))
+    write_text_if_changed(
         out / DIAGNOSTICS, "".join(dumps_json(line) + "\n" for line in [DIAGNOSTICS_HEADER, *diagnostics])
     )
 
@@ -266,10 +267,8 @@ def _run_experiment(
             release, diagnostic = split_line(last, released)
             metrics.append(release)
             diagnostics.append(diagnostic)
-            handle.write(dumps_json(release) + "\n")
-            handle.flush()
-            diagnostics_handle.write(dumps_json(diagnostic) + "\n")
-            diagnostics_handle.flush()
+            handle.append(dumps_json(release) + "\n")
+            diagnostics_handle.append(dumps_json(diagnostic) + "\n")
         return last
 
     def checkpoint_now(done: int) -> None:
@@ -284,13 +283,16 @@ def _run_experiment(
             wall=wall(),
             privacy=ledger,
         )
+        handle.mark()  # a failed write from here on rolls the lines back to this checkpoint
+        diagnostics_handle.mark()
 
     saved_at = rounds_done if checkpoint is not None else -1
     done, stopped = rounds_done, "rounds"
     with _progress_bar(progress, config.rounds, rounds_done, label or config.algorithm.name) as advance:
         with (
-            open(out / METRICS, "a", encoding="utf-8") as handle,
-            open(out / DIAGNOSTICS, "a", encoding="utf-8") as diagnostics_handle,
+            AppendLog(out / METRICS) as handle,
+            AppendLog(out / DIAGNOSTICS) as diagnostics_handle,
+            _rolled_back_on_write_failure(handle, diagnostics_handle),
             _ledger_thread(books, lambda: write_done(wait=True, quiet=True)),
         ):
             for round_index in range(rounds_done, last):
@@ -333,8 +335,8 @@ def _run_experiment(
                 evaluate(done, {})  # the last line states the ε the run stopped at
                 write_done(wait=True)
                 saved_at = -1
-    if saved_at != done:
-        checkpoint_now(done)
+            if saved_at != done:
+                checkpoint_now(done)
     if stopped == "rounds" and done < config.rounds:
         return {"completed": False, "rounds_done": done, "rounds": config.rounds, "out_dir": str(out)}
 
@@ -428,6 +430,18 @@ def run_or_reuse(
             pass  # another configuration (e.g. a quick run): start again
     clear_run_folder(folder)
     return run_experiment(config, folder, task=task, plots=False, label=label)
+
+
+@contextmanager
+def _rolled_back_on_write_failure(*logs: AppendLog) -> Iterator[None]:
+    """On a failed write (OSError: a full disk), truncate ``logs`` back to the last checkpoint's lines, so the
+    folder never holds a line past its checkpoint that a resume would contradict."""
+    try:
+        yield
+    except OSError:
+        for log in logs:
+            log.rollback()
+        raise
 
 
 @contextmanager
