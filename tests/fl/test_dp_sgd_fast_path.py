@@ -87,14 +87,22 @@ def test_fast_path_equals_general_path_one_example_per_client(model: str, noise:
     assert any(0 < a["clipped_fraction"] < 1 for a, _ in pairs)  # some updates clipped, some not
 
 
-def test_fast_path_equals_general_path_with_a_shared_part_and_larger_clients() -> None:
+@pytest.mark.parametrize(
+    "split",
+    [
+        {"shared": ["net.2"]},  # a split part and a shared part
+        {"shared": ["net"]},  # everything shared: nothing to split, whatever the partition
+        {"shared": ["net"], "partition": "dropout"},
+    ],
+)
+def test_fast_path_equals_general_path_with_a_shared_part_and_larger_clients(split: dict[str, Any]) -> None:
     # b = 1 from clients of 3 examples (the same ROLE_DATA draws pick the example) and a shared part
     # clipped separately to its own bound: two clip norms per example
     task = Task(
         DIGITS, [np.arange(3 * i, 3 * i + 3) for i in range(60)], model="mlp", model_options={"hidden": [16]}
     )
     fast, general, pairs = _both(
-        task, 3, noise_multiplier=0.7, shared=["net.2"], nonsplit_clip=0.05, local_sampling="wr"
+        task, 3, noise_multiplier=0.7, nonsplit_clip=0.05, local_sampling="wr", **split
     )
     _check(fast, general, pairs)
 
