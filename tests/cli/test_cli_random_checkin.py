@@ -165,3 +165,28 @@ def test_usage_errors_are_one_line_exit_2(argv, needle, run_cli):
     assert err.startswith("ampfl: error:")
     assert err.count("\n") == 1
     assert needle in err
+
+
+_ISSUE_32 = "account random-checkin --p 0.2 --q 0.9 --d 2 --noise-multiplier 0.6 --iterations 30 --delta 1e-5"
+
+
+def test_printed_thm_4_1_composed_where_its_bound_is_large(cli_json):
+    # issue 32: composing the printed Thm 4.1 bound took log1p(-e^x) at x >= 0 ("math domain error", exit 2)
+    out = cli_json([*_ISSUE_32.split(), "--json"])
+    paper = out["analyses"]["paper"]
+    assert paper["sound"] is False and paper["epsilon"] is not None and paper["epsilon"] > out["epsilon"]
+
+
+def test_a_listed_analysis_that_fails_is_a_note_not_a_failed_command(monkeypatch, cli_json):
+    real = rc.epsilon_composed
+
+    def broken(*, analysis, **kwargs):
+        if analysis == "paper":
+            raise ValueError("math domain error")
+        return real(analysis=analysis, **kwargs)
+
+    monkeypatch.setattr(rc, "epsilon_composed", broken)
+    out = cli_json([*_ISSUE_32.split(), "--json"])
+    assert out["analyses"]["paper"]["epsilon"] is None
+    assert "not computed: math domain error" in out["analyses"]["paper"]["note"]
+    assert out["epsilon"] > 0  # the recommended analysis is unaffected

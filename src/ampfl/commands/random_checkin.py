@@ -138,7 +138,9 @@ def _hidden(
 
 
 def _each(fn: Any) -> dict[str, tuple[float | None, float | None, str]]:
-    """``fn(name) -> (epsilon, delta)`` per analysis; failures of non-recommended ones become notes."""
+    """``fn(name) -> (epsilon, delta)`` per analysis; failures of non-recommended ones become notes (issue 32:
+    a listed analysis that cannot be computed says so in ``analyses``, it never fails the command; bad input
+    fails the recommended analysis too, which re-raises)."""
     from ampfl.accounting import random_checkin as rc
     from ampfl.accounting._checks import NumericalError
 
@@ -147,10 +149,11 @@ def _each(fn: Any) -> dict[str, tuple[float | None, float | None, str]]:
         try:
             eps, dlt = fn(name)
             out[name] = (eps, dlt, "")
-        except NumericalError as exc:
+        except (NumericalError, ArithmeticError, ValueError) as exc:
             if name == rc.RECOMMENDED_ANALYSIS:
                 raise
-            out[name] = (None, None, f"not computed: {exc}")
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            out[name] = (None, None, f"not computed: {reason}")
     return out
 
 
