@@ -31,6 +31,7 @@ from ampfl.accounting.accountants.base import (
     UnsupportedEventError,
     dp_accounting_relation,
 )
+from ampfl.accounting.accountants.rdp_wor import rdp_sample_wor_gaussian
 from ampfl.accounting.events import (
     BalancedIterationSubsamplingEvent,
     BernoulliMaskEvent,
@@ -50,7 +51,7 @@ from ampfl.accounting.events import (
 )
 from ampfl.accounting.orders import CHEAP_ORDERS, DEFAULT_ORDERS
 
-__all__ = ["RDPAccountant", "event_rdp"]
+__all__ = ["RDPAccountant", "event_rdp", "unsupported"]
 
 _ADD_REMOVE = NeighboringRelation.ADD_OR_REMOVE_ONE
 _CHEAP_MAX = max(CHEAP_ORDERS)
@@ -79,6 +80,41 @@ def _dp_accounting_rdp(event: PrivacyEvent, alphas: np.ndarray, relation: Neighb
         return np.asarray(acc.rdp, dtype=np.float64)
 
     return _on_cheap_orders(alphas, kernel)
+
+
+def unsupported(event: PrivacyEvent, relation: NeighboringRelation = _ADD_REMOVE) -> str | None:
+    """Why :func:`event_rdp` has no curve for ``event`` under ``relation`` (``None``: it has one), without
+    computing a curve (issue 32: the support check of a run, before its first round, used to compute the
+    whole curve). The same branches as :func:`event_rdp`, in the same order."""
+    add_remove = relation == _ADD_REMOVE
+    if isinstance(event, RandomCheckInEvent | MSPAFLRoundEvent | GroupRoundEvent):
+        return unsupported(event.dominating(), relation)
+    if isinstance(event, GaussianEvent | BernoulliMaskEvent | LaplaceEvent):
+        return None  # Laplace: dp-accounting's RDP accountant takes it under every relation
+    if isinstance(event, SelfComposedEvent):
+        return unsupported(event.event, relation) if event.count else None
+    if isinstance(event, ComposedEvent):
+        return next((r for r in (unsupported(e, relation) for e in event.events) if r is not None), None)
+    if isinstance(event, PublicParticipationEvent):
+        return None if event.participation == 0.0 else unsupported(event.event, relation)
+    if isinstance(event, SampledWithoutReplacementEvent):
+        reason = f"no RDP bound for {type(event).__name__} under {relation.name}."
+        if relation != NeighboringRelation.REPLACE_ONE:
+            return reason
+        if isinstance(event.event, GaussianEvent):
+            return None
+        from dp_accounting.rdp import rdp_privacy_accountant as rdp_acc  # another inner event: ask it
+
+        dp = event.to_dp_accounting()
+        acc = rdp_acc.RdpAccountant(orders=[2.0], neighboring_relation=dp_accounting_relation(relation))
+        return None if dp is not None and acc.supports(dp) else reason
+    if not add_remove:
+        return f"{type(event).__name__} is accounted under add/remove-one only; found {relation.name}."
+    if isinstance(event, PoissonSampledEvent):
+        return None if isinstance(event.event, GaussianEvent) else unsupported(event.event, relation)
+    if isinstance(event, ModelSplitEvent | DropoutEvent | BalancedIterationSubsamplingEvent):
+        return None
+    return f"no RDP bound for {type(event).__name__}."
 
 
 def event_rdp(
@@ -120,6 +156,13 @@ def event_rdp(
         from ampfl.accounting import pm_sfl
 
         return pm_sfl.bernoulli_mask_rdp(orders=[float(a) for a in alphas], c=event.c, dim=event.dim)
+    if (
+        isinstance(event, SampledWithoutReplacementEvent)
+        and isinstance(event.event, GaussianEvent)
+        and relation == NeighboringRelation.REPLACE_ONE
+    ):  # fixed-size cohorts: dp-accounting's bound, computed without it (rdp_wor)
+        q, z = event.sample_size / event.source_size, event.event.noise_multiplier
+        return _on_cheap_orders(alphas, lambda o: rdp_sample_wor_gaussian(q, z, o))
     if isinstance(event, LaplaceEvent | SampledWithoutReplacementEvent):
         return _dp_accounting_rdp(event, alphas, relation)
     if not add_remove:
@@ -218,11 +261,10 @@ class RDPAccountant(Accountant):
         return self._cache[event]
 
     def _check(self, event: PrivacyEvent) -> str | None:
-        try:
-            self.curve(event)
-        except UnsupportedEventError as exc:
-            return str(exc)
-        return None
+        """A predicate on the event's structure (:func:`unsupported`): no curve is computed until composed."""
+        if event in self._cache:
+            return None
+        return unsupported(event, self.neighboring_relation)
 
     def _add(self, event: PrivacyEvent, count: int) -> None:
         if count:
