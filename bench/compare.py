@@ -9,13 +9,16 @@ evaluation at the end. The same workload runs through
 * ``loop``: what one writes by hand in PyTorch: for every client, load the global weights into an
   ``nn.Module``, run Q steps of ``torch.optim.SGD``, collect the update (DP: clip it, noise the sum), average;
 * ``central``: one model, R·Q steps of plain SGD on batches of K·b examples — the same example-gradients;
+* ``central-cl`` (image models): the same with model and inputs in ``torch.channels_last`` memory layout, the
+  stronger centralized baseline on CPU (issue 32);
 * ``flower``: Flower's simulation (``flwr[simulation]``) when it is installed; skipped otherwise, and said so.
 
 The paths run interleaved (one call of each per repetition, median reported) so that load bursts on a shared
 machine hit them alike; the 1-minute load average is printed. ``ampfl ÷ central`` compares the R-round runs
 end to end (start-up, the final evaluation and the run folder's files included); ``steady ÷ central``
-compares one steady-state round: the same two paths also run S·R rounds (``--steady S``, default 3), ratio
-(t_ampfl(S·R) − t_ampfl(R)) / (t_central(S·R) − t_central(R)), which cancels every once-per-run cost.
+compares one steady-state round: the same paths also run S·R rounds (``--steady S``, default 3), ratio
+(t_ampfl(S·R) − t_ampfl(R)) / (t_central(S·R) − t_central(R)), which cancels every once-per-run cost (and
+``steady ÷ central-cl`` the same against ``central-cl``).
 ``--clock cpu`` times CPU seconds of the process instead of wall seconds (on a machine shared with other jobs
 the wall time of a small model mostly measures the wait for a core). Results and the method:
 docs/performance.md.
@@ -81,7 +84,7 @@ def workload(
     fns: dict[str, Callable[[], object]] = _paths(model, k, rounds, dp, folder, task, flower)
     if steady > 1:
         more = _paths(model, k, steady * rounds, dp, folder, task, False)
-        fns.update({"ampfl+": more["ampfl"], "central+": more["central"]})
+        fns.update({f"{name}+": more[name] for name in ("ampfl", "central", "central-cl") if name in more})
     return fns
 
 
@@ -138,17 +141,28 @@ def _paths(
                 p.copy_(g)
         evaluate(module)
 
-    def central() -> None:
-        module = build_model(model, input_shape=shape, num_classes=classes)
-        opt = torch.optim.SGD(module.parameters(), lr=LR)
-        for _ in range(rounds * STEPS):
-            batch = torch.randint(len(x), (k * BATCH,), generator=gen)
-            opt.zero_grad()
-            module.per_sample_loss(module(x[batch]), y[batch]).mean().backward()
-            opt.step()
-        evaluate(module)
+    def centralized(layout: torch.memory_format) -> Callable[[], None]:
+        def central() -> None:
+            module = build_model(model, input_shape=shape, num_classes=classes)
+            module = module.to(memory_format=layout)  # type: ignore[call-overload]
+            opt = torch.optim.SGD(module.parameters(), lr=LR)
+            for _ in range(rounds * STEPS):
+                batch = torch.randint(len(x), (k * BATCH,), generator=gen)
+                opt.zero_grad()
+                out = module(x[batch].contiguous(memory_format=layout))
+                module.per_sample_loss(out, y[batch]).mean().backward()
+                opt.step()
+            evaluate(module)
 
-    fns: dict[str, Callable[[], object]] = {"ampfl": ampfl_run, "loop": loop, "central": central}
+        return central
+
+    fns: dict[str, Callable[[], object]] = {
+        "ampfl": ampfl_run,
+        "loop": loop,
+        "central": centralized(torch.contiguous_format),
+    }
+    if x.dim() == 4:
+        fns["central-cl"] = centralized(torch.channels_last)
     if flower and not dp:
         fns["flower"] = flower_run(
             lambda: build_model(model, input_shape=shape, num_classes=classes),
@@ -181,8 +195,11 @@ def main(argv: list[str] | None = None) -> None:
           f"steady {args.steady}·R, {args.clock} clock")  # fmt: skip
     if not flower:
         print("flower: skipped (flwr[simulation] with ray is not installed)")
-    header = "| model | K | DP | ampfl s | loop ÷ ampfl | ampfl ÷ central | steady ÷ central | flower ÷ ampfl"
-    print(header + " |\n|---|---:|---|---:|---:|---:|---:|---:|")
+    header = (
+        "| model | K | DP | ampfl s | loop ÷ ampfl | ampfl ÷ central | steady ÷ central | ampfl ÷ central-cl"
+        " | steady ÷ central-cl | flower ÷ ampfl"
+    )
+    print(header + " |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
             for k in (int(v) for v in args.ks.split(",")):
@@ -193,12 +210,17 @@ def main(argv: list[str] | None = None) -> None:
                     t = timed_interleaved(fns, args.repeats, clock)
                     lp = f"{t['loop'] / t['ampfl']:.1f}×" if "loop" in t else "—"
                     fl = f"{t['flower'] / t['ampfl']:.1f}×" if "flower" in t else "—"
-                    st = "—"
+                    st, cl, st_cl = "—", "—", "—"
                     if "ampfl+" in t:
                         st = f"{(t['ampfl+'] - t['ampfl']) / (t['central+'] - t['central']):.2f}×"
+                    if "central-cl" in t:
+                        cl = f"{t['ampfl'] / t['central-cl']:.2f}×"
+                    if "central-cl+" in t:
+                        steady_cl = (t["ampfl+"] - t["ampfl"]) / (t["central-cl+"] - t["central-cl"])
+                        st_cl = f"{steady_cl:.2f}×"
                     print(
                         f"| {model} | {k} | {'yes' if dp else 'no'} | {t['ampfl']:.3f} | "
-                        f"{lp} | {t['ampfl'] / t['central']:.2f}× | {st} | {fl} |",
+                        f"{lp} | {t['ampfl'] / t['central']:.2f}× | {st} | {cl} | {st_cl} | {fl} |",
                         flush=True,
                     )
                     print(f"  load average {os.getloadavg()[0]:.2f}", flush=True)

@@ -4,8 +4,9 @@ For each model (logistic regression on Adult, the 004 Fig. 8 CNN on Fashion-MNIS
 "round" is K clients each running Q local SGD steps on mini-batches of b examples (000 Eq. 2b), and the
 aggregation (mean of the K models). We time
 
-* ``vectorised``: :meth:`ampfl.fl.engine.Engine.local_sgd` + mean (vmap over clients; for the CNN its
-  ``forward_stacked`` fast path, and ``vmap path`` = the same with ``EngineOptions(model_fast_path=False)``);
+* ``vectorised``: :meth:`ampfl.fl.engine.Engine.local_sgd` with ``average=True`` (the mean of the K models,
+  what FedAvg keeps; vmap over clients; for the CNN its ``forward_stacked`` fast path with the first FC layer
+  in low-rank form, and ``vmap path`` = the same with ``EngineOptions(model_fast_path=False)``);
 * ``sequential``: the same call with ``EngineOptions(vectorized=False)`` (a Python loop over clients and steps
   with plain autograd);
 * ``centralized``: one model, Q steps of plain ``loss.backward(); optimizer.step()`` on batches of K·b
@@ -17,7 +18,8 @@ median reported) so that load bursts on a shared machine hit them alike; the seq
 Mini-batch index sampling is done once outside the timed region. Prints median ms/round, client-updates/s,
 the ratios sequential/vectorised and vectorised/centralized, and the load average at the start.
 
-Usage: ``.venv/bin/python bench/engine.py [--quick] [--threads N] [--models logreg,cnn] [--ks 10,100,1000]``.
+Usage: ``.venv/bin/python bench/engine.py [--quick] [--threads N] [--models logreg,cnn] [--ks 10,100,1000]
+[--clock wall|cpu] [--seq-max-k K]``.
 Not a test; numbers go to docs/performance.md.
 """
 
@@ -52,14 +54,14 @@ def load(
         return x, y, f"synthetic {list(synthetic_shape)} ({type(err).__name__}: {err})"
 
 
-def timed(fn: Callable[[], object], repeats: int) -> float:
+def timed(fn: Callable[[], object], repeats: int, clock: Callable[[], float] = time.perf_counter) -> float:
     """Median of ``repeats`` calls after one warm-up call."""
     fn()
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return float(np.median(times))
 
 
@@ -95,11 +97,11 @@ def _round_functions(
     vec_engine, seq_engine = Engine(), Engine(EngineOptions(vectorized=False))
     vmap_engine = Engine(EngineOptions(model_fast_path=False))
 
-    def vec() -> torch.Tensor:
-        return vec_engine.local_sgd(fm, w0, x, y, batches, learning_rate=0.05).params.mean(0)
+    def vec() -> torch.Tensor:  # the mean of the K models, as FedAvg asks for it (average=True)
+        return vec_engine.local_sgd(fm, w0, x, y, batches, learning_rate=0.05, average=True).params
 
     def vec_vmap() -> torch.Tensor:
-        return vmap_engine.local_sgd(fm, w0, x, y, batches, learning_rate=0.05).params.mean(0)
+        return vmap_engine.local_sgd(fm, w0, x, y, batches, learning_rate=0.05, average=True).params
 
     def seq() -> torch.Tensor:
         return seq_engine.local_sgd(fm, w0, x, y, batches, learning_rate=0.05).params.mean(0)
@@ -148,6 +150,7 @@ def bench_model(
     batch: int,
     repeats: int,
     seq_max_k: int,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> list[dict[str, float]]:
     shape = tuple(x.shape[1:])
     torch.manual_seed(0)
@@ -168,9 +171,9 @@ def bench_model(
         )
         fns = _round_functions(model_name, fm, x, y, batches, classes)
         seq = fns.pop("seq")
-        t = timed_interleaved(fns, repeats)
+        t = timed_interleaved(fns, repeats, clock)
         t_vec, t_cen = t["vec"], t["central"]
-        t_seq = timed(seq, max(1, repeats // 3)) if k <= seq_max_k else float("nan")
+        t_seq = timed(seq, max(1, repeats // 3), clock) if k <= seq_max_k else float("nan")
         nan = float("nan")
         rows.append(
             {
@@ -217,7 +220,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, default=5, help="Q local steps")
     ap.add_argument("--batch", type=int, default=10, help="b examples per step")
     ap.add_argument("--repeats", type=int, default=7, help="timed repetitions (median reported)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="cpu: the process's CPU time")
+    ap.add_argument("--seq-max-k", type=int, default=100, help="largest K timed sequentially (CNN)")
     args = ap.parse_args(argv)
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
     torch.set_num_threads(args.threads)
     ks = [int(k) for k in args.ks.split(",")] if args.ks else ([10, 100] if args.quick else [10, 100, 1000])
     repeats = 3 if args.quick else args.repeats
@@ -225,14 +231,23 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
         f"Q = {args.steps}, b = {args.batch}, "
-        f"{os.cpu_count()} CPUs, 1-min load average {loadavg:.1f}"
+        f"{os.cpu_count()} CPUs, 1-min load average {loadavg:.1f}, {args.clock} clock"
     )
     models = args.models.split(",")
     if "logreg" in models:
         x, y, source = load("adult", (14,), 32561, 2)
         print(f"logreg (000 Eq. 21, d = {x.shape[1]}) on {source}")
         bench_model(
-            "logreg", x, y, 2, ks, steps=args.steps, batch=args.batch, repeats=repeats, seq_max_k=1000
+            "logreg",
+            x,
+            y,
+            2,
+            ks,
+            steps=args.steps,
+            batch=args.batch,
+            repeats=repeats,
+            seq_max_k=1000,
+            clock=clock,
         )
     if "cnn" in models:
         x, y, source = load("fmnist", (1, 28, 28), 60000, 10)
@@ -247,7 +262,8 @@ def main(argv: list[str] | None = None) -> None:
             steps=args.steps,
             batch=args.batch,
             repeats=max(3, repeats // 2),
-            seq_max_k=100,
+            seq_max_k=args.seq_max_k,
+            clock=clock,
         )
 
 

@@ -188,6 +188,26 @@ def test_cnn_low_rank_path_equals_vmap_path(
     assert float(moved[:, fm.spec.slice_of("classifier.0.weight")].abs().max()) > 0  # the layer trained
 
 
+@pytest.mark.parametrize("name,chunk", [("cnn", None), ("cnn", 2), ("logreg", None)])
+def test_average_equals_mean_of_the_clients(name: str, chunk: int | None) -> None:
+    # local_sgd(average=True) gives the clients' mean parameters ([d]) and the same losses; for the CNN from
+    # the low-rank factors without forming the K models (LowRankLinear.add_sum), summed over chunks.
+    case = next(c for c in CASES if c[0] == name)
+    fm, x, y, batches, start = _setup(*case, k=5, q=2, b=3)
+    engine = Engine(EngineOptions(chunk_size=chunk))
+    for first in (start[0], start):
+        kw = dict(learning_rate=0.05)
+        every = engine.local_sgd(fm, first, x, y, batches, **kw)
+        mean = engine.local_sgd(fm, first, x, y, batches, average=True, **kw)
+        assert mean.params.shape == (fm.dim,)
+        assert torch.allclose(mean.params, every.params.mean(0), atol=1e-6, rtol=0)
+        assert torch.allclose(mean.loss, every.loss, atol=1e-6, rtol=0)
+        seq = Engine(EngineOptions(vectorized=False)).local_sgd(fm, first, x, y, batches, average=True, **kw)
+        assert torch.allclose(mean.params, seq.params, atol=1e-5, rtol=0)
+    empty = engine.local_sgd(fm, start[0], x, y, batches[:0], learning_rate=0.05, average=True)
+    assert empty.params.shape == (fm.dim,) and empty.loss.shape == (0,)
+
+
 @pytest.mark.parametrize("shared", [True, False])
 @pytest.mark.parametrize("max_rank", [100, 5])
 def test_low_rank_linear_equals_dense_updates(shared: bool, max_rank: int) -> None:
@@ -210,6 +230,9 @@ def test_low_rank_linear_equals_dense_updates(shared: bool, max_rank: int) -> No
     out = torch.full((k, n_out, n_in), float("nan"))
     layer.write(out)
     assert torch.allclose(out, dense, atol=1e-5)
+    total = torch.ones(n_out, n_in)
+    layer.add_sum(total)
+    assert torch.allclose(total, 1 + dense.sum(0), atol=1e-5)
     assert layer.rank == (0 if max_rank == 5 else 12)
     with pytest.raises(RuntimeError, match="forward call"):
         layer.step(gz, lr)

@@ -115,6 +115,7 @@ class Engine:
         per_sample_clip: float | None = None,
         client_ids: np.ndarray | None = None,
         grad_hook: GradHook | None = None,
+        average: bool = False,
     ) -> LocalResult:
         """Q steps of (optionally per-example-clipped) SGD for each of K clients.
 
@@ -128,6 +129,10 @@ class Engine:
             per_sample_clip: clip every example's gradient to this L2 norm before weighting.
             client_ids: ids passed to ``grad_hook`` (default 0..K−1).
             grad_hook: transforms each step's gradients (see :data:`GradHook`).
+            average: return the mean of the K final parameter vectors (``params`` of shape ``[d]``, what
+                FedAvg keeps, 000 Eq. 3) instead of all of them: the same numbers as ``params.mean(0)`` up
+                to float rounding; on the low-rank path (:meth:`_low_rank_chunk`) without forming the K
+                models (one matrix product over all clients' factors instead of K).
         """
         k, q, b = batches.shape
         if start.dim() == 1:
@@ -146,13 +151,28 @@ class Engine:
             if self.options.vectorized
             else k
         )
-        out = start.new_empty(k, model.dim)  # every chunk writes its rows: no concatenation
+        if average and not (low_rank and k):
+            res = self.local_sgd(
+                model,
+                start,
+                x,
+                y,
+                batches,
+                learning_rate=learning_rate,
+                weights=weights,
+                per_sample_clip=per_sample_clip,
+                client_ids=client_ids,
+                grad_hook=grad_hook,
+            )
+            return LocalResult(res.params.mean(0), res.loss)
+        # every chunk writes its rows (no concatenation), or adds the sum of its rows (average)
+        out = start.new_zeros(model.dim) if average else start.new_empty(k, model.dim)
         losses = []
         for lo in range(0, k, size):
             sl = slice(lo, min(k, lo + size))
             l_ = run(
                 model,
-                out[sl],
+                out if average else out[sl],
                 start[sl],
                 _rows(x, batches[sl]),
                 _rows(y, batches[sl]),
@@ -163,7 +183,7 @@ class Engine:
                 grad_hook,
             )
             losses.append(l_)
-        return LocalResult(out, torch.cat(losses) if losses else start.new_zeros(0))
+        return LocalResult(out / k if average else out, torch.cat(losses) if losses else start.new_zeros(0))
 
     def _low_rank_names(
         self, model: FunctionalModel, clip: float | None, hook: GradHook | None
@@ -190,8 +210,8 @@ class Engine:
         ids: np.ndarray,
         hook: GradHook | None,
     ) -> torch.Tensor:
-        """Local SGD of one chunk of clients: final parameters into ``out`` (``[k, d]``), returns the mean
-        losses ``[k]``."""
+        """Local SGD of one chunk of clients: final parameters into ``out`` (``[k, d]``; the low-rank path
+        also takes ``[d]``: their sum is added to it), returns the mean losses ``[k]``."""
         fast = self.options.model_fast_path and model.has_stacked_forward
         fused = self._low_rank_names(model, clip, hook)
         if fused:
@@ -242,7 +262,8 @@ class Engine:
         place as contiguous ``[k, *shape]`` tensors; the ``[k, d]`` result is written once at the end. When
         the clients share their start (``params`` a stride-0 expansion of one ``[d]`` vector, as in FedAvg),
         the base is that one matrix. Same numbers as the gradient path up to float rounding (tested to 1e-5).
-        Writes the final parameters into ``out`` (``[k, d]``), returns the mean losses ``[k]``."""
+        Writes the final parameters into ``out`` (``[k, d]``) or adds their sum over the k clients to it
+        (``[d]``); returns the mean losses ``[k]``."""
         spec, k = model.spec, params.shape[0]
         named = spec.unflatten(params[0] if params.stride(0) == 0 else params)
         layers = {n: LowRankLinear(named[n], k) for n in fused}
@@ -268,9 +289,15 @@ class Engine:
         views = spec.unflatten(out)
         with torch.no_grad():
             for n, t in zip(trained, tensors, strict=True):
-                views[n].copy_(t)
+                if out.dim() == 2:
+                    views[n].copy_(t)
+                else:
+                    views[n].add_(t.sum(0))
             for n in fused:
-                layers[n].write(views[n])
+                if out.dim() == 2:
+                    layers[n].write(views[n])
+                else:
+                    layers[n].add_sum(views[n])
         return total / xb.shape[1]
 
     @staticmethod

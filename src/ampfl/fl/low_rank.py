@@ -13,6 +13,8 @@ centralized training, and the K per-client weight matrices are never read or wri
 they are formed once at the end (:meth:`LowRankLinear.write`, one ``baddbmm`` of inner size Q·b). Per step
 this replaces about four passes over K·out·in floats (read W for z and for ∂L/∂h, read and write W for the
 update) by small [b, r·b] products; the engine uses it for the CNN's first FC layer (docs/performance.md).
+Where only the clients' mean is needed (FedAvg), :meth:`LowRankLinear.add_sum` forms Σ_i W_i with one
+matrix product over all clients' factors, and the K matrices are never formed at all.
 Once r·b would exceed ``max_rank`` the factors are folded into a per-client B (the dense update again).
 """
 
@@ -75,6 +77,14 @@ class LowRankLinear:
         hs, us = self._cat()
         for i in range(self.k):  # one call per client writes into the strided view directly
             torch.addmm(self.base if self.base.dim() == 2 else self.base[i], us[i].T, hs[i], out=out[i])
+
+    def add_sum(self, out: torch.Tensor) -> None:
+        """Adds Σ_i W_i (``[out, in]``) to ``out``: k·B (or Σ_i B_i) + Σ_i U_iᵀ H_i as one matrix product over
+        the factors of all clients (the K matrices are not formed)."""
+        out.add_(self.base * self.k if self.base.dim() == 2 else self.base.sum(0))
+        if self._h:
+            hs, us = self._cat()
+            out.addmm_(us.reshape(-1, us.shape[-1]).T, hs.reshape(-1, hs.shape[-1]))
 
     def _dense(self) -> torch.Tensor:
         hs, us = self._cat()

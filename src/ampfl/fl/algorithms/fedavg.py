@@ -59,6 +59,7 @@ class FedAvg(FederatedAlgorithm):
             self.batches(clients, round_index, self.p),
             learning_rate=self.p.learning_rate,
             client_ids=clients,
+            average=True,
         )
-        self.global_params = result.params.mean(0)  # Eq. (3)
+        self.global_params = result.params  # Eq. (3): the mean of the clients' models
         return {"participants": float(len(clients)), "train_loss": float(result.loss.mean())}
