@@ -1,14 +1,16 @@
-"""``ampfl demo`` on a reduced setting: the JSON contract, the files, and the common privacy target."""
+"""``ampfl demo`` on a reduced setting: the JSON contract, the files, the privacy target, the frontier."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
 import pytest
 
 from ampfl.cli import main
-from ampfl.fl.demo import RUNS, TARGET_DELTA, TARGET_EPSILON, run_name
+from ampfl.fl.demo import RUNS, TARGET_DELTA, TARGET_EPSILON, run_demo, run_name
+from ampfl.fl.demo_frontier import QUICK_EPSILONS
 
 
 @pytest.mark.slow
@@ -43,3 +45,62 @@ def test_demo_json_contract_on_a_reduced_setting(tmp_path, capsys):
     for algorithm, accounting in RUNS:
         summary = json.loads((folder / run_name(algorithm, accounting) / "summary.json").read_text())
         assert summary["accounting"] == accounting
+    assert (folder / "frontier.png").is_file() and (folder / "frontier.csv").is_file()
+    _check_frontier(result)
+
+
+def _check_frontier(result):
+    frontier, grid = result["frontier"], list(QUICK_EPSILONS)
+    private = [run for run in RUNS if run[1] != "none"]
+    assert result["frontier_epsilons"] == grid
+    assert [(p["algorithm"], p["accounting"], p["epsilon"]) for p in frontier] == [
+        (*run, epsilon) for run in private for epsilon in grid
+    ]
+    table = {(r["algorithm"], r["accounting"]): r for r in result["results"]}
+    for p in frontier:
+        assert {
+            "algorithm",
+            "accounting",
+            "epsilon",
+            "noise_multiplier",
+            "final_accuracy",
+            "local_accuracy",
+        } <= set(p)
+        assert 0.0 <= p["final_accuracy"] <= 1.0 and 0.0 <= p["local_accuracy"] <= 1.0
+        # calibrated to its grid ε as the table's runs are: never above it, within 1%
+        assert p["epsilon"] * 0.99 <= p["epsilon_accounted"] <= p["epsilon"] * (1 + 1e-9)
+        if p["epsilon"] == TARGET_EPSILON:  # the table's run is the frontier's point (not trained twice)
+            row = table[p["algorithm"], p["accounting"]]
+            assert p["run"] == row["run"] and p["final_accuracy"] == row["final_accuracy"]
+            assert p["noise_multiplier"] == row["noise_multiplier"]
+    for algorithm in dict.fromkeys(name for name, _ in private):
+        z = {
+            accounting: [
+                p["noise_multiplier"]
+                for p in frontier
+                if p["algorithm"] == algorithm and p["accounting"] == accounting
+            ]
+            for accounting in ("amplified", "no-amplification")
+        }
+        # Monotone sanity: amplification never needs more noise at equal ε; more ε never needs more noise.
+        assert all(a <= b for a, b in zip(z["amplified"], z["no-amplification"], strict=True))
+        for curve in z.values():
+            assert all(later < earlier for earlier, later in itertools.pairwise(curve))
+        saved = result["savings"][algorithm]
+        noise = saved["noise_saved_at_equal_epsilon"]
+        assert [r["epsilon"] for r in noise] == grid
+        for r, a, b in zip(noise, z["amplified"], z["no-amplification"], strict=True):
+            assert r["ratio"] == pytest.approx(b / a, rel=1e-12) and r["ratio"] >= 1.0
+        gaps = saved["epsilon_saved_at_equal_accuracy"]
+        assert [r["epsilon"] for r in gaps] == grid
+        for r in gaps:
+            assert {"accuracy", "epsilon_no_amplification", "epsilon_amplified", "ratio"} <= set(r)
+            if r["ratio"] is not None:
+                assert grid[0] <= r["epsilon_amplified"] <= grid[-1]
+                assert r["ratio"] == pytest.approx(r["epsilon_no_amplification"] / r["epsilon_amplified"])
+
+
+def test_a_bad_frontier_grid_is_refused_before_any_run(tmp_path):
+    with pytest.raises(ValueError, match="epsilons must be strictly increasing"):
+        run_demo(tmp_path / "demo", reduced=True, progress=False, epsilons=[2.0, 1.0])
+    assert not (tmp_path / "demo").exists()

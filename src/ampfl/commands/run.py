@@ -1,4 +1,5 @@
-"""``ampfl run CONFIG.toml`` (one training run in a run folder) and ``ampfl demo`` (the embedded comparison).
+"""``ampfl run CONFIG.toml`` (one training run in a run folder) and ``ampfl demo`` (the embedded comparison:
+a table at one ε and the privacy–utility frontier, :mod:`ampfl.fl.demo`).
 
 Both need the ``train`` extra (torch, scikit-learn); they import the simulator inside their handlers only.
 """
@@ -23,14 +24,19 @@ def register(registry: Registry) -> None:
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
     demo = registry.command(
-        None, "demo", _demo, help="what amplification buys: amplified vs unamplified noise at one epsilon"
+        None,
+        "demo",
+        _demo,
+        help="what amplification buys: accuracy against epsilon, amplified vs unamplified accounting",
     )
     demo.add_argument(
         "--out", type=Path, default=Path("runs") / "demo", help="output folder (default runs/demo)"
     )
-    demo.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    demo.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     demo.add_argument(
-        "--quick", action="store_true", help="a few rounds only (a smoke test of the whole pipeline)"
+        "--quick",
+        action="store_true",
+        help="a few rounds and three epsilons only (a smoke test of the whole pipeline)",
     )
 
 

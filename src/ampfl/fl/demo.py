@@ -1,4 +1,4 @@
-"""``ampfl demo``: at one record-level (ε, δ), how much accuracy does amplification buy?
+"""``ampfl demo``: how much accuracy does amplification buy, at one record-level (ε, δ) and across ε?
 
 The embedded default task (offline): scikit-learn's digits split over 100 clients with two labels each (~14
 training examples per client, equal sizes so that 004's "N clients with d records" holds without dropping
@@ -15,6 +15,9 @@ run is calibrated to the same record-level target ε = 2 at δ = 1e-5 after the 
   record were used and seen in every round (:func:`ampfl.accounting.unamplified.without_amplification`).
 
 So the noise multiplier each twin needs, and the accuracy it reaches, show what the amplification is worth.
+The same comparison at every ε of a grid (``FRONTIER_EPSILONS``, 0.5 to 8192; the table's ε = 2 runs are its
+points at 2) draws the privacy–utility frontier: same helper, accountant, rounds, seed and hyper-parameters at
+every point, no per-point tuning. What it yields (ε and noise saved) is in :mod:`ampfl.fl.demo_frontier`.
 FedAvg (no privacy) and local-only training (no communication, nothing released) are the two ends; they
 carry ε = ∞ and ``accounting = "none"``. DP-FedAvg is left out on purpose: its guarantee is client-level and
 cannot be compared with these record-level ones.
@@ -34,11 +37,20 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ampfl.fl.config import RunConfig, parse_config
+from ampfl.fl.demo_frontier import (
+    FRONTIER_EPSILONS,
+    FRONTIER_KEYS,
+    QUICK_EPSILONS,
+    check_epsilons,
+    plot_frontier,
+    render_frontier,
+    savings,
+)
 from ampfl.io import atomic_save_figure, atomic_write_csv, atomic_write_json
 
 if TYPE_CHECKING:
@@ -137,9 +149,10 @@ def base_config(
 
 
 def calibrated_config(
-    name: str, accounting: str, *, rounds: int, task: Task
+    name: str, accounting: str, *, rounds: int, task: Task, target_epsilon: float = TARGET_EPSILON
 ) -> tuple[RunConfig, float | None]:
-    """The config of ``name`` with its noise multiplier z calibrated to the target under ``accounting``.
+    """The config of ``name`` with its noise multiplier z calibrated to ``target_epsilon`` (at the demo's δ)
+    under ``accounting``.
 
     Returns the config and z (None for a run without noise). The calibration composes the algorithm's own
     per-round event (``event_at``), mapped as the run maps it, with the run's accountant and δ.
@@ -153,7 +166,7 @@ def calibrated_config(
     algorithm: Any = build_algorithm(config, task)
     z = calibrate_noise(
         algorithm.event_at,
-        target_epsilon=TARGET_EPSILON,
+        target_epsilon=target_epsilon,
         rounds=rounds,
         privacy=config.privacy,
         relation=algorithm.neighboring_relation,
@@ -168,59 +181,77 @@ def run_demo(
     reduced: bool = False,
     progress: bool = True,
     runs: tuple[tuple[str, str], ...] = RUNS,
+    epsilons: Sequence[float] | None = None,
 ) -> dict[str, Any]:
-    """Train the demo's runs into ``out/<run name>/`` and compare them.
+    """Train the demo's runs into ``out/<run name>/``, its frontier into ``out/frontier/``, and compare them.
 
     Args:
-        out: output folder (one run folder per run, plus ``results.json``, ``results.csv`` and
-            ``accuracy.png``, a bar chart of the table).
-        reduced: a few rounds only (for tests); the privacy target is recalibrated for that length.
-        progress: rich progress bars on stderr.
-        runs: which of the demo's (algorithm, accounting) runs to train.
+        out: output folder (one run folder per run, plus ``results.json``, ``results.csv``, ``frontier.csv``,
+            ``accuracy.png`` (a bar chart of the table at ε = 2) and ``frontier.png``
+            (:func:`ampfl.fl.demo_frontier.plot_frontier`)).
+        reduced: a few rounds and a three-point grid only (for tests); every ε is recalibrated for that
+            length.
+        progress: one rich progress bar across the runs, on stderr.
+        runs: which of the demo's (algorithm, accounting) runs to train; the frontier covers the private ones.
+        epsilons: the frontier's record-level ε grid (default ``FRONTIER_EPSILONS``, ``QUICK_EPSILONS`` when
+            ``reduced``). The table's ε = 2 runs are its points at ε = 2 (not trained twice).
 
     Returns:
         ``{"results": [{"algorithm", "accounting", "final_accuracy", "epsilon", "delta", "privacy_unit",
-        "noise_multiplier", ...}, ...], ...}``.
+        "noise_multiplier", ...}, ...], "frontier": [{"algorithm", "accounting", "epsilon",
+        "noise_multiplier", "final_accuracy", "local_accuracy", ...}, ...], "savings": {algorithm:
+        {"epsilon_saved_at_equal_accuracy": [...], "noise_saved_at_equal_epsilon": [...]}}, ...}`` (savings:
+        :mod:`ampfl.fl.demo_frontier`).
     """
-    from ampfl.fl.run import build_task, clear_run_folder, run_experiment
-    from ampfl.fl.run_folder import read_lines
+    from ampfl.fl.run import _progress_bar, build_task
 
     unknown = [run for run in runs if run not in RUNS]
     if unknown:
         raise ValueError(f"runs must be among {RUNS}. Found {unknown[0]!r}.")
+    default = QUICK_EPSILONS if reduced else FRONTIER_EPSILONS
+    grid = check_epsilons(default if epsilons is None else epsilons)
     started = time.perf_counter()
     folder = Path(out)
     rounds = REDUCED_ROUNDS if reduced else ROUNDS
     task = build_task(base_config("fedavg", rounds=rounds))
-    results = []
-    for name, accounting in runs:
-        config, z = calibrated_config(name, accounting, rounds=rounds, task=task)
-        label = run_name(name, accounting)
-        clear_run_folder(folder / label)
-        summary = run_experiment(config, folder / label, progress=progress, task=task, plots=not reduced)
-        final = read_lines(folder / label, diagnostics=True)[-1]  # local accuracy: a diagnostic
-        results.append(
-            {
-                "algorithm": name,
-                "accounting": accounting,
-                "final_accuracy": summary["final_accuracy"],
-                "local_accuracy": final.get("local_accuracy_mean"),
-                "epsilon": summary["epsilon"],
-                "delta": summary["delta"],
-                "privacy_unit": summary["privacy_unit"],
-                "noise_multiplier": z,
-                "analysis": summary["analysis"],
-                "run": label,
-                "wall_seconds": summary["wall_seconds"],
-            }
-        )
-    files = [
-        _plot(folder / "accuracy.png", results, rounds=rounds),
-        atomic_write_csv(
-            folder / "results.csv",
-            [*RESULT_KEYS, "analysis"],
-            [[_csv(r[key]) for key in (*RESULT_KEYS, "analysis")] for r in results],
-        ),
+    jobs: list[tuple[str, str, float]] = [(name, accounting, TARGET_EPSILON) for name, accounting in runs]
+    jobs += [
+        (name, accounting, epsilon)
+        for name, accounting in runs
+        if accounting != "none"
+        for epsilon in grid
+        if epsilon != TARGET_EPSILON
+    ]
+    trained: dict[tuple[str, str, float], dict[str, Any]] = {}
+    with _progress_bar(progress, len(jobs), 0, "ampfl demo: runs") as advance:
+        for name, accounting, epsilon in jobs:
+            table = epsilon == TARGET_EPSILON
+            label = (
+                run_name(name, accounting)
+                if table
+                else f"frontier/{run_name(name, accounting)}-eps{epsilon:g}"
+            )
+            row = _train(
+                name,
+                accounting,
+                epsilon,
+                folder / label,
+                rounds=rounds,
+                task=task,
+                plots=table and not reduced,
+            )
+            trained[name, accounting, epsilon] = {**row, "run": label}
+            z = "" if row["noise_multiplier"] is None else f" ε={epsilon:g}: z {row['noise_multiplier']:.3g},"
+            advance(f"{run_name(name, accounting)}{z} acc. {row['final_accuracy']:.3f}")
+    results = [trained[name, accounting, TARGET_EPSILON] for name, accounting in runs]
+    # A point's epsilon is its grid target; epsilon_accounted the run's reported ε (≤ the target, within 1%).
+    frontier = [
+        {key: trained[name, accounting, epsilon][key] for key in FRONTIER_KEYS}
+        | {"epsilon": epsilon, "epsilon_accounted": trained[name, accounting, epsilon]["epsilon"]}
+        | {"run": trained[name, accounting, epsilon]["run"]}
+        for name, accounting in runs
+        if accounting != "none"
+        for epsilon in grid
     ]
     result = {
         "results": results,
@@ -230,12 +261,54 @@ def run_demo(
         "dataset": "digits",
         "num_clients": NUM_CLIENTS,
         "partition": f"label_skew ({LABELS} labels per client)",
+        "frontier_epsilons": list(grid),
+        "frontier": frontier,
+        "savings": savings(frontier),
         "out_dir": str(folder),
-        "wall_seconds": time.perf_counter() - started,
     }
+    files = [
+        _plot(folder / "accuracy.png", results, rounds=rounds),
+        plot_frontier(folder / "frontier.png", result),
+        atomic_write_csv(
+            folder / "results.csv",
+            [*RESULT_KEYS, "analysis"],
+            [[_csv(r[key]) for key in (*RESULT_KEYS, "analysis")] for r in results],
+        ),
+        atomic_write_csv(
+            folder / "frontier.csv",
+            [*FRONTIER_KEYS, "epsilon_accounted", "run"],
+            [[_csv(p[key]) for key in (*FRONTIER_KEYS, "epsilon_accounted", "run")] for p in frontier],
+        ),
+    ]
+    result["wall_seconds"] = time.perf_counter() - started
     result["files"] = [str(path) for path in (*files, folder / "results.json")]
     atomic_write_json(folder / "results.json", result)
     return result
+
+
+def _train(
+    name: str, accounting: str, epsilon: float, folder: Path, *, rounds: int, task: Task, plots: bool
+) -> dict[str, Any]:
+    """One demo run at record-level ``epsilon`` (ignored without privacy) into ``folder``: its table row."""
+    from ampfl.fl.run import clear_run_folder, run_experiment
+    from ampfl.fl.run_folder import read_lines
+
+    config, z = calibrated_config(name, accounting, rounds=rounds, task=task, target_epsilon=epsilon)
+    clear_run_folder(folder)
+    summary = run_experiment(config, folder, progress=False, task=task, plots=plots)
+    final = read_lines(folder, diagnostics=True)[-1]  # local accuracy: a diagnostic
+    return {
+        "algorithm": name,
+        "accounting": accounting,
+        "final_accuracy": summary["final_accuracy"],
+        "local_accuracy": final.get("local_accuracy_mean"),
+        "epsilon": summary["epsilon"],
+        "delta": summary["delta"],
+        "privacy_unit": summary["privacy_unit"],
+        "noise_multiplier": z,
+        "analysis": summary["analysis"],
+        "wall_seconds": summary["wall_seconds"],
+    }
 
 
 def _csv(value: Any) -> Any:
@@ -314,6 +387,8 @@ def render_table(result: dict[str, Any], *, print_fn: Callable[..., None] | None
         "data distribution (mean over clients).",
         soft_wrap=True,
     )
+    if result.get("frontier"):
+        render_frontier(result, show)
     show(f"Figures and run folders: {result['out_dir']}", soft_wrap=True)
 
 
