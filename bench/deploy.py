@@ -145,6 +145,65 @@ def time_readme(config_path: Path, workdir: Path) -> float:
     return time.perf_counter() - begun
 
 
+def _memory_kb(pid: int) -> tuple[int, int]:
+    """``(PSS, RSS)`` of a live process in kB (``/proc/PID/smaps_rollup``; PSS shares each shared page among
+    the processes mapping it)."""
+    values = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        parts = line.split()
+        if parts and parts[0] in ("Pss:", "Rss:"):
+            values[parts[0]] = int(parts[1])
+    return values["Pss:"], values["Rss:"]
+
+
+def idle_nodes(count: int, workdir: Path, timeout: float) -> None:
+    """Start a local federation of ``count`` SuperNodes (no run), wait until the SuperLink has accepted them
+    all and print the memory of the processes per kind (item 6 of issue 31)."""
+    from ampfl.flower.local import LocalFederation, marked_processes
+
+    marker = f"bench-idle-{os.getpid()}"
+    federation = LocalFederation(count, workdir / "logs", workdir / "flwr-home", marker=marker)
+    (workdir / "logs").mkdir(parents=True)
+    begun = time.perf_counter()
+    with federation:
+        deadline = time.monotonic() + timeout
+        while federation.connected() < count and time.monotonic() < deadline:
+            time.sleep(1.0)
+        connected = time.perf_counter() - begun
+        time.sleep(10.0)  # every SuperNode's flower-superexec is up
+        kinds: dict[str, list[tuple[int, int]]] = {}
+        for pid in marked_processes(marker):
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                memory = _memory_kb(pid)
+            except (OSError, KeyError):
+                continue
+            name = next((Path(p.decode()).name for p in command if b"flower-" in p or b"flwr" in p), "other")
+            kinds.setdefault(name, []).append(memory)
+        available = next(
+            int(line.split()[1])
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if "MemAvailable" in line
+        )
+    print(
+        f"{federation.connected()} of {count} SuperNodes connected in {connected:.0f} s "
+        f"(load {os.getloadavg()[0]:.2f})"
+    )
+    print("| process | count | PSS MB each (median) | RSS MB each (median) | PSS MB total |")
+    print("|---|---|---|---|---|")
+    node_pss = 0.0
+    for name, rows in sorted(kinds.items()):
+        pss = [row[0] / 1024 for row in rows]
+        rss = [row[1] / 1024 for row in rows]
+        print(f"| {name} | {len(rows)} | {_median(pss):.0f} | {_median(rss):.0f} | {sum(pss):.0f} |")
+        if name != "flower-superlink":
+            node_pss += sum(pss)
+    print(
+        f"per SuperNode (its processes, PSS): {node_pss / count:.0f} MB; "
+        f"MemAvailable at the end: {available / 1024:.0f} MB"
+    )
+
+
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -155,8 +214,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", type=Path, default=ROOT / "examples" / "flower_dp_fedavg.toml")
     parser.add_argument("--readme", action="store_true", help="also time the README example end to end")
     parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--idle-nodes", type=int, default=0, help="only: memory of N idle SuperNodes")
     args = parser.parse_args(argv)
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+    if args.idle_nodes:
+        with tempfile.TemporaryDirectory(prefix="ampfl-bench-nodes-") as tmp:
+            idle_nodes(args.idle_nodes, Path(tmp), args.timeout)
+        return
     load = [os.getloadavg()[0]]
     names = ["minimal", "ampfl"]
     results: dict[str, list[tuple[str, float, int, float]]] = {name: [] for name in names}

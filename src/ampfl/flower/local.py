@@ -170,7 +170,8 @@ class LocalFederation:
         flwr_home: the ``FLWR_HOME`` of every process (a temporary folder).
         marker: the value of :data:`MARKER` in every process.
         state_dir: when given, SuperNode i gets the node config ``state-dir = state_dir/node-i`` (where
-            MS-PAFL keeps its private submodel).
+            MS-PAFL keeps its private submodel, and the node caches its shard of the task in ``cache/``:
+            :mod:`ampfl.flower.node_cache`).
     """
 
     def __init__(
