@@ -29,8 +29,13 @@ Usage: ``.venv/bin/python bench/compare.py [--models logreg,cnn] [--ks 10,100] [
 
 from __future__ import annotations
 
-import argparse
 import os
+
+# as the ampfl command sets it (ampfl.cli._prefer_huge_pages), before torch is imported; every contender runs
+# under it (THP_MEM_ALLOC_ENABLE=0 measures without, docs/performance.md)
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+
+import argparse
 import tempfile
 import time
 from collections.abc import Callable

@@ -25,8 +25,13 @@ Not a test; numbers go to docs/performance.md.
 
 from __future__ import annotations
 
-import argparse
 import os
+
+# as the ampfl command sets it (ampfl.cli._prefer_huge_pages), before torch is imported; every contender runs
+# under it (THP_MEM_ALLOC_ENABLE=0 measures without, docs/performance.md)
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+
+import argparse
 import time
 from collections.abc import Callable
 

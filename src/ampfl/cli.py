@@ -162,8 +162,17 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _console_entry() -> NoReturn:  # pragma: no cover - exercised through the console script
+    _prefer_huge_pages()
     sys.exit(main())
 
 
+def _prefer_huge_pages() -> None:
+    """PyTorch's switch for 2 MB pages on CPU tensors of at least 2 MB, read at torch's first allocation (no
+    handler has imported torch yet): without it a CNN round's tens of MB of activations page-fault anew at
+    every step (docs/performance.md, issue 32). An explicit ``THP_MEM_ALLOC_ENABLE`` wins."""
+    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+
+
 if __name__ == "__main__":  # pragma: no cover
+    _prefer_huge_pages()
     sys.exit(main())
