@@ -39,8 +39,55 @@ if TYPE_CHECKING:
 
 #: Default seconds ``flwr run`` may take before it is stopped.
 RUN_TIMEOUT = 3600.0
-#: Most SuperNodes a local federation starts (each is a process; each message starts one more).
-MAX_LOCAL_CLIENTS = 64
+#: Memory of one idle local SuperNode: ``flower-supernode`` and its ``flower-superexec``, PSS (flwr 1.41: 94
+#: + 88 MB; ``bench/deploy.py --idle-nodes 16``).
+NODE_MEMORY_MB = 190
+#: Memory of one message process while many run at once (``flwr-clientapp`` with torch, ampfl and the node's
+#: shard, logreg on digits): 207 MB private after the imports plus Flower's runtime and the training (peak
+#: RSS 381 MB alone; ``bench/deploy.py``). A bigger model or shard needs more.
+MESSAGE_MEMORY_MB = 280
+#: Most SuperNodes a local federation starts whatever the memory: each is two processes, a round adds one per
+#: asked node, and bring-up costs about 3.5 CPU-s per node.
+MAX_LOCAL_CLIENTS = 256
+
+
+def available_memory_mb() -> float | None:
+    """This machine's ``MemAvailable`` in MB (None where ``/proc/meminfo`` cannot be read)."""
+    try:
+        for line in Path("/proc/meminfo").read_text(encoding="ascii").splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def local_capacity(asked: int | None, available_mb: float | None) -> int:
+    """Most SuperNodes a local federation fits in ``available_mb`` when ``asked`` nodes train at once (None:
+    every node): N · :data:`NODE_MEMORY_MB` + min(asked, N) · :data:`MESSAGE_MEMORY_MB` ≤ available, and
+    N ≤ :data:`MAX_LOCAL_CLIENTS` (that alone where the memory is unknown)."""
+    if available_mb is None:
+        return MAX_LOCAL_CLIENTS
+    if asked is None:
+        most = available_mb // (NODE_MEMORY_MB + MESSAGE_MEMORY_MB)
+    else:
+        together = min(asked, available_mb // (NODE_MEMORY_MB + MESSAGE_MEMORY_MB))
+        most = (available_mb - together * MESSAGE_MEMORY_MB) // NODE_MEMORY_MB
+    return int(max(1, min(MAX_LOCAL_CLIENTS, most)))
+
+
+def check_local_size(num_clients: int, asked: int | None, available_mb: float | None) -> None:
+    """ValueError (one line naming ``partition.num_clients``) when ``num_clients`` local SuperNodes, ``asked``
+    of them training at once (None: all), do not fit in ``available_mb`` (:func:`local_capacity`)."""
+    most = local_capacity(asked, available_mb)
+    if num_clients > most:
+        memory = "" if available_mb is None else f" in the {available_mb / 1024:.1f} GiB available here"
+        raise ValueError(
+            f"partition.num_clients: a local federation runs one SuperNode per client ({NODE_MEMORY_MB} MB "
+            f"each, plus {MESSAGE_MEMORY_MB} MB per node training at once); at most {most} fit{memory} "
+            f"(use --superlink for more). Found {num_clients}."
+        )
+
 
 _APP_TOML = """\
 [build-system]
@@ -187,11 +234,11 @@ def deploy(
         getattr(config.algorithm.params, "client_sampling", None),
     )
     validate_run(config)
-    if superlink is None and config.partition.num_clients > MAX_LOCAL_CLIENTS:
-        raise ValueError(
-            f"partition.num_clients: a local federation starts one SuperNode per client, at most "
-            f"{MAX_LOCAL_CLIENTS} (use --superlink for more). Found {config.partition.num_clients}."
-        )
+    if superlink is None:  # a fixed-size cohort asks cohort_size nodes a round; the other samplers every node
+        params = config.algorithm.params
+        fixed = getattr(params, "client_sampling", None) == "fixed" and secure_aggregation == "none"
+        asked = int(params.cohort_size) if fixed else None  # type: ignore[attr-defined]
+        check_local_size(config.partition.num_clients, asked, available_memory_mb())
     out = Path(out_dir)
     resolved = config_to_dict(config)
     if resume:
