@@ -308,6 +308,15 @@ class RunAccountant:
             return max(self.epsilon_by_group().values())
         return float(self.accountant.get_epsilon(self.privacy.delta))
 
+    def epsilon_reading(self) -> tuple[float, bool]:
+        """``(ε, exact)``: what a run reports at an evaluation (issue 32): :meth:`epsilon`, or (``exact``
+        False) a certified upper bound on it that costs a fraction of a reading (the PLD accountant's
+        :meth:`~ampfl.accounting.accountants.pld.PLDAccountant.epsilon_reading`; the RDP accountant's and
+        per-group readings are exact). The summary and budget checks always use the exact :meth:`epsilon`."""
+        if self.accountant is None or self.groups:
+            return self.epsilon(), True
+        return self.accountant.epsilon_reading(self.privacy.delta)
+
     def analysis(self) -> str:
         """How ε is obtained, in words (the ``analysis`` key of ``summary.json``)."""
         if self.accountant is None:

@@ -33,7 +33,17 @@ DIAGNOSTICS_HEADER: dict[str, Any] = {
 }
 
 #: Keys of a metrics line that are released whatever the algorithm: the round, privacy, wall-clock time.
-RELEASE_KEYS = frozenset({"round", "epsilon", "delta", "wall_seconds", "epsilon_by_group", "budget_by_group"})
+RELEASE_KEYS = frozenset(
+    {
+        "round",
+        "epsilon",
+        "epsilon_upper_bound",
+        "delta",
+        "wall_seconds",
+        "epsilon_by_group",
+        "budget_by_group",
+    }
+)
 
 #: The parties a guarantee can protect against (``protects_against``, ``participation_hidden_from``).
 MODEL_CONSUMERS = "model consumers"

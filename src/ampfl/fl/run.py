@@ -247,9 +247,11 @@ def _run_experiment(
     books = LedgerThread(threaded=ledger.private)
     pending: list[tuple[dict[str, Any], float, Future[dict[str, Any]]]] = []
 
-    def evaluate(done: int, round_metrics: Mapping[str, Any]) -> None:
+    def evaluate(done: int, round_metrics: Mapping[str, Any], exact: bool = False) -> None:
         line = evaluation_line(algorithm, done, round_metrics)
-        pending.append((line, wall(), books.submit(privacy_fields, ledger, algorithm.group_budgets())))
+        exact = exact or done == config.rounds  # the last line's ε is exact; others may be a labelled bound
+        fields = books.submit(privacy_fields, ledger, algorithm.group_budgets(), exact)
+        pending.append((line, wall(), fields))
 
     latest: list[dict[str, Any] | None] = [None]  # the last line written (full, for the progress bar)
 
@@ -332,7 +334,7 @@ def _run_experiment(
                 advance(f"acc {shown['accuracy']:.3f}  ε {shown['epsilon']:.3g}" if shown else "")
             write_done(wait=True)
             if stopped == "budget" and (not metrics or metrics[-1]["round"] != done):
-                evaluate(done, {})  # the last line states the ε the run stopped at
+                evaluate(done, {}, exact=True)  # the last line states the ε the run stopped at
                 write_done(wait=True)
                 saved_at = -1
             if saved_at != done:

@@ -44,9 +44,15 @@ def evaluation_line(algorithm: Algorithm, done: int, round_metrics: Mapping[str,
     return line
 
 
-def privacy_fields(ledger: RunAccountant, budgets: Mapping[int, float]) -> dict[str, Any]:
-    """``epsilon``, ``delta`` and the group fields, read from the ledger (on its thread during a run)."""
-    return {"epsilon": ledger.epsilon(), "delta": ledger.delta, **group_fields(ledger, budgets)}
+def privacy_fields(ledger: RunAccountant, budgets: Mapping[int, float], exact: bool = True) -> dict[str, Any]:
+    """``epsilon``, ``delta`` and the group fields, read from the ledger (on its thread during a run). Not
+    ``exact``: ε may be a certified upper bound (:meth:`RunAccountant.epsilon_reading`), then labelled
+    ``epsilon_upper_bound: true`` (issue 32)."""
+    epsilon, is_exact = (ledger.epsilon(), True) if exact else ledger.epsilon_reading()
+    fields = {"epsilon": epsilon, "delta": ledger.delta, **group_fields(ledger, budgets)}
+    if not is_exact:
+        fields["epsilon_upper_bound"] = True
+    return fields
 
 
 def group_fields(ledger: RunAccountant, budgets: Mapping[int, float]) -> dict[str, Any]:

@@ -137,6 +137,11 @@ class Accountant(abc.ABC):
     def get_delta(self, target_epsilon: float) -> float:
         """δ at ``target_epsilon`` of everything composed so far."""
 
+    def epsilon_reading(self, target_delta: float) -> tuple[float, bool]:
+        """``(ε, exact)``: :meth:`get_epsilon`, or (``exact`` False) a cheaper certified upper bound on it —
+        what a run reports every round (issue 32). This accountant's readings are all exact."""
+        return self.get_epsilon(target_delta), True
+
     def _maybe_compose(self, event: Any, count: int, do_compose: bool) -> CompositionErrorDetails | None:
         try:
             ev = as_ampfl_event(event)

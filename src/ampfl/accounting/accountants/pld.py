@@ -71,6 +71,17 @@ PLD_DISCRETIZATION = 1e-4
 PLD_REFINE_BELOW = 2.0
 PLD_REFINE_RTOL = 0.005
 PLD_MIN_INTERVAL = 1e-7
+#: Bounded readings (issue 32, :meth:`PLDAccountant.epsilon_reading`): anchors S_1 = 1, S_{k+1} = S_k +
+#: max(1, S_k // BOUND_STRIDE) draws; between two anchors a reading reports the bound at the next one.
+BOUND_STRIDE = 4
+
+
+def bound_anchors(steps: int) -> tuple[int, int]:
+    """``(previous, next)``: the anchors (:data:`BOUND_STRIDE`) with previous < ``steps`` ≤ next."""
+    previous, anchor = 0, 1
+    while anchor < steps:
+        previous, anchor = anchor, anchor + max(1, anchor // BOUND_STRIDE)
+    return previous, anchor
 
 
 def event_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> pld_lib.PrivacyLossDistribution:
@@ -352,6 +363,34 @@ class PLDAccountant(Accountant):
             return grid.epsilon(dlt)
 
         return max(0.0, self._best("epsilon", dlt, value, None))
+
+    def epsilon_reading(self, target_delta: float) -> tuple[float, bool]:
+        """``(ε, exact)`` at ``target_delta``: a run's per-round reading, amortised (issue 32).
+
+        With ``steps`` draws composed and anchors previous < steps ≤ next (:func:`bound_anchors`): the exact
+        :meth:`get_epsilon` when next = previous + 1 (the first rounds), else an upper bound on it — the
+        reporting grid's ε(δ) of ``next`` draws of the same event, from a 16-times coarser PMF, plus one grid
+        step (:meth:`~ampfl.accounting.accountants.pld_cache.GridState.bound_at`). Sound: ε never falls as
+        draws are added, the coarse PMF only moves mass up, and :meth:`get_epsilon` is at most the reporting
+        grid's value (refinement and a second pair only lower it). One bound serves every round up to the
+        next anchor (~25 bounds over 200 rounds), and depends on the history and δ alone, not on when it was
+        read (a resumed run reports what an uninterrupted one does). A history of different events, or an
+        event whose PMF is too small to bin, is read exactly."""
+        dlt = check_delta("delta", target_delta)
+        previous, anchor = bound_anchors(self._steps)
+        if self._steps == 0 or anchor == previous + 1:
+            return self.get_epsilon(dlt), True
+        from ampfl.accounting.subsampling import dp_accounting_guard
+
+        grid = self._at(0, self._interval)
+        bound = None
+        if grid is not None:
+            with dp_accounting_guard("PLD composition"):
+                grid.advance(self._calls_seen)
+                bound = grid.bound_at(anchor, dlt)
+        if bound is None:
+            return self.get_epsilon(dlt), True
+        return max(0.0, bound), False
 
     def get_delta(self, target_epsilon: float) -> float:
         eps = check_nonnegative("epsilon", target_epsilon)

@@ -160,10 +160,19 @@ class _Spectrum:
         rounding ~1e-18) join a bin below the window's first point or above its last one."""
         self._materialize()
         times, length, d = self.times + ahead, self._length, factor
-        lower, size, _ = self._window(times)
-        if d < 2 or length % (2 * d) or length - size < d - 1 or self._power.size != length // 2 + 1:
+        if not self._fits(length, times, d) or self._power.size != length // 2 + 1:
             return None
         power = self._power if ahead == 0 else self._power * self._base_power(ahead)
+        return self._coarse(power, length, times, delta, d)
+
+    def _fits(self, length: int, times: int, d: int) -> bool:
+        """Whether the ``times``-fold window leaves room on ``length`` for bins of ``d`` points."""
+        return d >= 2 and length % (2 * d) == 0 and length - self._window(times)[1] >= d - 1
+
+    def _coarse(self, power: np.ndarray, length: int, times: int, delta: float, d: int) -> float:
+        """ε(δ) of the ``d``-times coarser PMF of the ``times``-fold composition whose spectrum on ``length``
+        is ``power`` (:meth:`coarse_epsilon`; the caller checked :meth:`_fits`)."""
+        lower = self._window(times)[0]
         m, h = length // d, length // d // 2
         half = power * _box(length, d)  # Y_k, k ≤ N/2; Y_{N−k} = conj(Y_k)
         folded = half[: h + 1].copy()
@@ -178,6 +187,24 @@ class _Spectrum:
         probs = np.roll(coarse, -first)
         pmf = DensePmf(self._h * d, -(-top_of_first // d), probs, self._infinity(times))
         return pld_fast.pmf_epsilon(pmf, delta)
+
+    def bound_at(self, times: int, delta: float, factor: int) -> float | None:
+        """An upper bound on the ε(δ) that :meth:`read` gives once ``times`` ≥ :attr:`times` draws are
+        composed — hence on the ε(δ) of every composition of fewer draws (:meth:`coarse_epsilon`: ε never
+        falls as draws are added) — plus one grid step (the rounding of the folded FFT and of the tails'
+        wrap-around move ε by orders of magnitude less). A function of the PMF, ``times``, ``delta`` and
+        ``factor`` alone, whatever this spectrum's state: the ``times``-fold spectrum is built afresh on its
+        own length (the window plus ``factor`` spare points). ``None`` when that length does not split into
+        bins (a PMF of a few hundred points: the exact reading is cheap then)."""
+        if times < self.times:
+            raise ValueError(f"times must be at least the draws composed ({self.times}). Found {times}.")
+        length = fft_length(max(self._window(times)[1] + factor, len(self._probs)))
+        if not self._fits(length, times, factor):
+            return None
+        self._materialize()  # the base on the current length is that same rfft: reuse it there
+        base = self._base if self._length == length else fft.rfft(self._probs, length)
+        power = pld_fast.spectrum_power(base, times)
+        return float(self._coarse(power, length, times, delta, factor) + self._h)
 
     def room_ahead(self, factor: int) -> int:
         """The most draws, at most AHEAD, whose composition's window still fits the current length with
@@ -247,6 +274,12 @@ class _Run:
         return max(eps, self._add.epsilon(delta))
 
 
+def _run_bound(run: _Run, times: int, delta: float) -> float | None:
+    """:meth:`_Spectrum.bound_at` of both adjacencies of ``run`` (the larger; None if either has none)."""
+    bounds = [sp.bound_at(times, delta, COARSE) for sp in (run._remove, run._add) if sp is not None]
+    return None if any(b is None for b in bounds) else max(b for b in bounds if b is not None)
+
+
 class GridState:
     """The composed PLD of a history of calls on one grid, kept incrementally (see the module docstring).
 
@@ -261,6 +294,7 @@ class GridState:
         self._done = 0
         self._answers: dict[tuple[str, float], float] = {}
         self._version = -1
+        self._bounds: dict[tuple[PrivacyEvent, int, float], float | None] = {}
 
     def advance(self, calls: Calls) -> bool:
         """Take in the calls not seen yet (``calls`` only grow at the end); False for an empty history."""
@@ -288,6 +322,19 @@ class GridState:
         if self._prefix is None:
             return self._run.epsilon(delta)
         return float(pld_fast.epsilon_for_delta(self.composed(), delta))
+
+    def bound_at(self, times: int, delta: float) -> float | None:
+        """An upper bound on :meth:`epsilon` (δ) for a history of one run of equal events, valid for every
+        count of them up to ``times`` (:meth:`_Spectrum.bound_at`); ``None`` for a history of several runs or
+        where no bound is available. Cached per (``times``, ``delta``) while the history is one run."""
+        if self._run is None or self._prefix is not None:
+            return None
+        key = (self._run.event, times, delta)
+        if key not in self._bounds:
+            if len(self._bounds) > 64:
+                self._bounds.clear()
+            self._bounds[key] = _run_bound(self._run, times, delta)
+        return self._bounds[key]
 
     def answer(self, kind: str, arg: float, version: int, compute: Callable[[], float]) -> float:
         """``compute()`` once per (``kind``, ``arg``) and history ``version``."""
