@@ -4,8 +4,9 @@
 Workload: 20 rounds (``--rounds N``: N; issue 32's target is at 200) of DP-DSGD with random participation
 (the demo's setting: digits, 100 label-skewed clients, logistic regression, p = q = 0.5, z = 4, the local
 dataset size declared public as 16), the run-level RDP or PLD accountant, checkpoints and plots off.
-``eval_every = 1`` and ``eval_every = N`` run interleaved in one process; medians printed with the machine's
-load. The ``none`` row runs without noise, so without a ledger: the cost of the evaluations alone, which the
+``eval_every = 1`` and ``eval_every = N`` run interleaved in one process; medians of wall and CPU time (every
+thread of the process: the steadier one when other work loads the machine) printed with the machine's load.
+The ``none`` row runs without noise, so without a ledger: the cost of the evaluations alone, which the
 accounting cannot remove. Usage: ``.venv/bin/python bench/eval_every.py [REPEATS] [--rounds N]
 [--accountants none,rdp,pld]``.
 """
@@ -63,18 +64,22 @@ def main() -> None:
     print(f"{rounds} rounds, {repeats} repeats; load average (1 min): {os.getloadavg()[0]:.2f}")
     for accountant in kinds:
         times: dict[int, list[float]] = {1: [], rounds: []}
+        cpu: dict[int, list[float]] = {1: [], rounds: []}
         for _ in range(repeats):
             for every in (1, rounds):
                 config = parse_config(_config(every, accountant, rounds), algorithms=ALGORITHMS)
                 out = Path(tempfile.mkdtemp())
-                start = time.perf_counter()
+                start, cpu_start = time.perf_counter(), time.process_time()
                 run_experiment(config, out / "run", progress=False, plots=False)
                 times[every].append(time.perf_counter() - start)
+                cpu[every].append(time.process_time() - cpu_start)  # every thread of the process
                 shutil.rmtree(out)
         each, once = statistics.median(times[1]), statistics.median(times[rounds])
+        each_cpu, once_cpu = statistics.median(cpu[1]), statistics.median(cpu[rounds])
         print(
             f"{accountant}: eval_every=1 {each:.2f} s, eval_every={rounds} {once:.2f} s, "
-            f"ratio {each / once:.2f}x (load {os.getloadavg()[0]:.2f})"
+            f"ratio {each / once:.2f}x; CPU {each_cpu:.2f} / {once_cpu:.2f} s, "
+            f"ratio {each_cpu / once_cpu:.2f}x (load {os.getloadavg()[0]:.2f})"
         )
 
 
