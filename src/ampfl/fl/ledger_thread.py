@@ -15,7 +15,11 @@ budget check (``max_epsilon``, per-group budgets), a checkpoint, the summary. Af
 worker runs nothing more, and the error is raised in the run's thread at the next wait, with its own type and
 message.
 
-Why it is faster: SciPy's FFT and NumPy's array loops release the GIL (and the ledger calls no threaded BLAS,
+Issue 32: with the PLD accountant the reading itself is amortised — between anchors a line carries a
+certified upper bound (``epsilon_upper_bound``) that one coarse FFT serves for many rounds
+(:meth:`ampfl.accounting.accountants.pld.PLDAccountant.epsilon_reading`) — so the worker mostly composes.
+
+Why it is faster: NumPy's FFT and array loops release the GIL (and the ledger calls no threaded BLAS,
 whose idle workers spin: see ``pld_fast.log_mgfs``), and the run's torch computes on ``[engine] threads``
 threads (default 1), so on a machine with two or more cores the readings of round r run while round r + 1
 trains. With one core the order of work is the same as before and nothing is gained or lost but a thread
