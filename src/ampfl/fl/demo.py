@@ -15,9 +15,10 @@ run is calibrated to the same record-level target ε = 2 at δ = 1e-5 after the 
   record were used and seen in every round (:func:`ampfl.accounting.unamplified.without_amplification`).
 
 So the noise multiplier each twin needs, and the accuracy it reaches, show what the amplification is worth.
-The same comparison at every ε of a grid (``FRONTIER_EPSILONS``, 0.5 to 8192; the table's ε = 2 runs are its
-points at 2) draws the privacy–utility frontier: same helper, accountant, rounds, seed and hyper-parameters at
-every point, no per-point tuning. What it yields (ε and noise saved) is in :mod:`ampfl.fl.demo_frontier`.
+The same comparison at every ε of a grid (``FRONTIER_EPSILONS``, doubling from 0.5 to 8192; the table's
+ε = 2 runs are its points at 2) draws the privacy–utility frontier: same helper, accountant, rounds, seed and
+hyper-parameters at every point, no per-point tuning. What it yields (ε and noise saved) is in
+:mod:`ampfl.fl.demo_frontier`.
 FedAvg (no privacy) and local-only training (no communication, nothing released) are the two ends; they
 carry ε = ∞ and ``accounting = "none"``. DP-FedAvg is left out on purpose: its guarantee is client-level and
 cannot be compared with these record-level ones.
