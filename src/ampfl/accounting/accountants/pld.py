@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from ampfl.accounting._checks import NumericalError, check_delta, check_nonnegative, check_positive
 from ampfl.accounting.accountants import pld_dense, pld_fast
 from ampfl.accounting.accountants.base import Accountant, NeighboringRelation, UnsupportedEventError
-from ampfl.accounting.accountants.pld_cache import Calls, GridState
+from ampfl.accounting.accountants.pld_cache import Bounds, Calls, GridState
 from ampfl.accounting.events import (
     BalancedIterationSubsamplingEvent,
     ComposedEvent,
@@ -254,6 +254,10 @@ class PLDAccountant(Accountant):
         self._steps = 0  # Σ count over the calls: the refinement's threshold, kept instead of re-summed
         self._version = 0
         self._pairs = 1  # 2 once an event with a second pair is composed (module docstring)
+        #: the one event of a history of equal events (None: empty or mixed) and its bounds (epsilon_reading)
+        self._single: PrivacyEvent | None = None
+        self._mixed = False
+        self._bounds: Bounds | None = None
         self._grids: dict[tuple[int, float], GridState | None] = {(0, self._interval): GridState(self._one)}
 
     def _at(self, pair: int, interval: float) -> GridState | None:
@@ -353,6 +357,10 @@ class PLDAccountant(Accountant):
         if self._pairs == 1 and has_second_pair(event):
             self._pairs = 2
         self._calls_seen.append((event, count))
+        if not self._mixed and self._single is not None and event != self._single:
+            self._mixed, self._single = True, None
+        elif not self._mixed:
+            self._single = event
         self._steps += count
         self._version += 1
 
@@ -370,7 +378,7 @@ class PLDAccountant(Accountant):
         With ``steps`` draws composed and anchors previous < steps ≤ next (:func:`bound_anchors`): the exact
         :meth:`get_epsilon` when next = previous + 1 (the first rounds), else an upper bound on it — the
         reporting grid's ε(δ) of ``next`` draws of the same event, from a 16-times coarser PMF, plus one grid
-        step (:meth:`~ampfl.accounting.accountants.pld_cache.GridState.bound_at`). Sound: ε never falls as
+        step (:class:`~ampfl.accounting.accountants.pld_cache.Bounds`). Sound: ε never falls as
         draws are added, the coarse PMF only moves mass up, and :meth:`get_epsilon` is at most the reporting
         grid's value (refinement and a second pair only lower it). One bound serves every round up to the
         next anchor (~25 bounds over 200 rounds), and depends on the history and δ alone, not on when it was
@@ -378,16 +386,15 @@ class PLDAccountant(Accountant):
         event whose PMF is too small to bin, is read exactly."""
         dlt = check_delta("delta", target_delta)
         previous, anchor = bound_anchors(self._steps)
-        if self._steps == 0 or anchor == previous + 1:
+        event = self._single
+        if self._steps == 0 or anchor == previous + 1 or event is None:
             return self.get_epsilon(dlt), True
         from ampfl.accounting.subsampling import dp_accounting_guard
 
-        grid = self._at(0, self._interval)
-        bound = None
-        if grid is not None:
-            with dp_accounting_guard("PLD composition"):
-                grid.advance(self._calls_seen)
-                bound = grid.bound_at(anchor, dlt)
+        if self._bounds is None or self._bounds.event != event:
+            self._bounds = Bounds(event, self._one(event))
+        with dp_accounting_guard("PLD composition"):
+            bound = self._bounds.at(anchor, dlt)
         if bound is None:
             return self.get_epsilon(dlt), True
         return max(0.0, bound), False

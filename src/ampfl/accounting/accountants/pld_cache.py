@@ -32,7 +32,7 @@ from ampfl.accounting.accountants.pld_dense import DensePmf, Pld
 from ampfl.accounting.accountants.pld_fast import fft_length
 from ampfl.accounting.events import PrivacyEvent
 
-__all__ = ["Calls", "GridState", "fft_length"]
+__all__ = ["Bounds", "Calls", "GridState", "fft_length"]
 
 Calls = list[tuple[PrivacyEvent, int]]
 
@@ -201,9 +201,7 @@ class _Spectrum:
         length = fft_length(max(self._window(times)[1] + factor, len(self._probs)))
         if not self._fits(length, times, factor):
             return None
-        self._materialize()  # the base on the current length is that same rfft: reuse it there
-        base = self._base if self._length == length else fft.rfft(self._probs, length)
-        power = pld_fast.spectrum_power(base, times)
+        power = pld_fast.spectrum_power(fft.rfft(self._probs, length), times)
         return float(self._coarse(power, length, times, delta, factor) + self._h)
 
     def room_ahead(self, factor: int) -> int:
@@ -274,10 +272,29 @@ class _Run:
         return max(eps, self._add.epsilon(delta))
 
 
-def _run_bound(run: _Run, times: int, delta: float) -> float | None:
-    """:meth:`_Spectrum.bound_at` of both adjacencies of ``run`` (the larger; None if either has none)."""
-    bounds = [sp.bound_at(times, delta, COARSE) for sp in (run._remove, run._add) if sp is not None]
-    return None if any(b is None for b in bounds) else max(b for b in bounds if b is not None)
+class Bounds:
+    """Certified upper bounds on the ε(δ) of up to ``times`` draws of one event, each built afresh from the
+    event's PLD alone (:meth:`_Spectrum.bound_at`, both adjacencies: the larger), cached per (``times``, δ):
+    the PLD accountant's amortised readings (issue 32). Nothing here touches the composition's own state."""
+
+    def __init__(self, event: PrivacyEvent, pld: Any) -> None:
+        self.event = event
+        self._run = _Run(event, pld)
+        self._cache: dict[tuple[int, float], float | None] = {}
+
+    def at(self, times: int, delta: float) -> float | None:
+        """The bound for every count of draws up to ``times`` at ``delta`` (None: the PMF is too small to
+        bin; read exactly)."""
+        key = (times, delta)
+        if key not in self._cache:
+            if len(self._cache) > 64:
+                self._cache.clear()
+            spectra = [sp for sp in (self._run._remove, self._run._add) if sp is not None]
+            bounds = [sp.bound_at(times, delta, COARSE) for sp in spectra]
+            self._cache[key] = (
+                None if any(b is None for b in bounds) else max(b for b in bounds if b is not None)
+            )
+        return self._cache[key]
 
 
 class GridState:
@@ -294,7 +311,6 @@ class GridState:
         self._done = 0
         self._answers: dict[tuple[str, float], float] = {}
         self._version = -1
-        self._bounds: dict[tuple[PrivacyEvent, int, float], float | None] = {}
 
     def advance(self, calls: Calls) -> bool:
         """Take in the calls not seen yet (``calls`` only grow at the end); False for an empty history."""
@@ -322,19 +338,6 @@ class GridState:
         if self._prefix is None:
             return self._run.epsilon(delta)
         return float(pld_fast.epsilon_for_delta(self.composed(), delta))
-
-    def bound_at(self, times: int, delta: float) -> float | None:
-        """An upper bound on :meth:`epsilon` (δ) for a history of one run of equal events, valid for every
-        count of them up to ``times`` (:meth:`_Spectrum.bound_at`); ``None`` for a history of several runs or
-        where no bound is available. Cached per (``times``, ``delta``) while the history is one run."""
-        if self._run is None or self._prefix is not None:
-            return None
-        key = (self._run.event, times, delta)
-        if key not in self._bounds:
-            if len(self._bounds) > 64:
-                self._bounds.clear()
-            self._bounds[key] = _run_bound(self._run, times, delta)
-        return self._bounds[key]
 
     def answer(self, kind: str, arg: float, version: int, compute: Callable[[], float]) -> float:
         """``compute()`` once per (``kind``, ``arg``) and history ``version``."""
