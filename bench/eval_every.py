@@ -7,8 +7,9 @@ dataset size declared public as 16), the run-level RDP or PLD accountant, checkp
 ``eval_every = 1`` and ``eval_every = N`` run interleaved in one process; medians of wall and CPU time (every
 thread of the process: the steadier one when other work loads the machine) printed with the machine's load.
 The ``none`` row runs without noise, so without a ledger: the cost of the evaluations alone, which the
-accounting cannot remove. Usage: ``.venv/bin/python bench/eval_every.py [REPEATS] [--rounds N]
-[--accountants none,rdp,pld]``.
+accounting cannot remove. ``--setup``: instead, the CPU time of a 1-round DP-FedAvg run with a fixed-size
+cohort (10 of 100 clients without replacement, replace-one, RDP: issue 32's set-up cost). Usage:
+``.venv/bin/python bench/eval_every.py [REPEATS] [--rounds N] [--accountants none,rdp,pld] [--setup]``.
 """
 
 from __future__ import annotations
@@ -50,6 +51,33 @@ def _config(eval_every: int, accountant: str, rounds: int = ROUNDS) -> dict[str,
     }
 
 
+def _setup(repeats: int) -> None:
+    """CPU (all threads) and wall time of a 1-round fixed-size-cohort DP run: mostly its set-up."""
+    config = {
+        **_config(1, "rdp", 1),
+        "algorithm": {
+            "name": "dp_fedavg",
+            "noise_multiplier": 1.0,
+            "client_sampling": "fixed",
+            "cohort_size": 10,
+        },
+        "privacy": {"accountant": "auto"},
+    }
+    cpu, wall = [], []
+    for _ in range(repeats + 1):  # the first run pays the imports
+        out = Path(tempfile.mkdtemp())
+        start, cpu_start = time.perf_counter(), time.process_time()
+        run_experiment(parse_config(config, algorithms=ALGORITHMS), out / "run", progress=False, plots=False)
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - cpu_start)
+        shutil.rmtree(out)
+    print(
+        f"1-round fixed-cohort DP run: first {cpu[0]:.2f} CPU-s ({wall[0]:.2f} s wall, imports included), "
+        f"then median {statistics.median(cpu[1:]):.2f} CPU-s ({statistics.median(wall[1:]):.2f} s wall); "
+        f"dp-accounting imported: {'dp_accounting' in sys.modules}; load {os.getloadavg()[0]:.2f}"
+    )
+
+
 def main() -> None:
     argv = sys.argv[1:]
     rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else ROUNDS
@@ -60,7 +88,11 @@ def main() -> None:
     )
     flags = {"--rounds", "--accountants"}
     values = [a for i, a in enumerate(argv) if a not in flags and (i == 0 or argv[i - 1] not in flags)]
+    values = [a for a in values if not a.startswith("--")]
     repeats = int(values[0]) if values else 3
+    if "--setup" in argv:
+        _setup(repeats)
+        return
     print(f"{rounds} rounds, {repeats} repeats; load average (1 min): {os.getloadavg()[0]:.2f}")
     for accountant in kinds:
         times: dict[int, list[float]] = {1: [], rounds: []}
