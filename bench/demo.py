@@ -11,7 +11,9 @@ Rows, interleaved (one of each per repeat, so a change of the machine's load hit
 median wall and CPU time (user + system of the child, ``getrusage``) per row, the medians' ratio to ``table
 only``, and the 1-minute load average before each repeat.
 
-Run: ``.venv/bin/python bench/demo.py [REPEATS]`` (default 3).
+Run: ``.venv/bin/python bench/demo.py [REPEATS] [--src DIR]`` (default 3 repeats). ``--src DIR`` runs the
+source tree ``DIR/src`` instead of the installed one (``git archive HEAD src | tar -x -C DIR``: a committed
+snapshot, steady while others edit the working tree).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-BIN = Path(sys.executable).parent
+CLI = [sys.executable, "-m", "ampfl.cli"]
 
 
 def _rows(out: Path) -> dict[str, list[str]]:
@@ -35,21 +37,24 @@ def _rows(out: Path) -> dict[str, list[str]]:
     )
     return {
         "table only": [sys.executable, "-c", table],
-        "demo": [str(BIN / "ampfl"), "demo", "--out", str(out / "demo"), "--no-progress", "--json"],
-        "accounting-demo": [str(BIN / "ampfl"), "reproduce", "accounting-demo", "--out", str(out / "acc")],
+        "demo": [*CLI, "demo", "--out", str(out / "demo"), "--no-progress", "--json"],
+        "accounting-demo": [*CLI, "reproduce", "accounting-demo", "--out", str(out / "acc")],
     }
 
 
-def _timed(argv: list[str]) -> tuple[float, float]:
+def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def main(repeats: int = 3) -> None:
+def main(repeats: int = 3, src: str | None = None) -> None:
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = str(Path(src, "src").resolve())
     with tempfile.TemporaryDirectory() as folder:
         rows = _rows(Path(folder))
         wall: dict[str, list[float]] = {name: [] for name in rows}
@@ -58,7 +63,7 @@ def main(repeats: int = 3) -> None:
         for repeat in range(repeats):
             loads.append(os.getloadavg()[0])
             for name, argv in rows.items():
-                w, c = _timed(argv)
+                w, c = _timed(argv, env)
                 wall[name].append(w)
                 cpu[name].append(c)
                 print(f"repeat {repeat + 1}: {name}: {w:.1f} s wall, {c:.1f} s CPU", file=sys.stderr)
@@ -77,4 +82,10 @@ def main(repeats: int = 3) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    args = sys.argv[1:]
+    source = None
+    if "--src" in args:
+        at = args.index("--src")
+        source = args[at + 1]
+        del args[at : at + 2]
+    main(int(args[0]) if args else 3, source)
