@@ -209,3 +209,15 @@ def test_a_train_message_on_a_warm_cache_loads_no_dataset(tmp_path: Path) -> Non
         check=True,
     )
     assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
+def test_a_cache_folder_keeps_the_most_recent_shards(tmp_path: Path) -> None:
+    node = {"cache-dir": str(tmp_path)}
+    written = []
+    for cohort in range(1, node_cache.KEEP + 3):  # KEEP + 2 configurations, one shard each
+        run_config = _run_config("fedavg", f"cohort_size = {min(cohort, 3)}\nnum_local_steps = {cohort}")
+        node_cache._MEMO.clear()
+        node_cache.node_algorithm(run_config, node, 0, 3)
+        key = node_cache.cache_key(run_config[CONFIG_KEY], 0, 3)
+        written.append(node_cache.cache_file(tmp_path, key, 0))
+    assert sorted(tmp_path.glob("task-*.npz")) == sorted(written[-node_cache.KEEP :])

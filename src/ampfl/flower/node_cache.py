@@ -21,8 +21,9 @@ reproducible``), as a full build does. MS-PAFL's private submodel stays in ``con
 The cache folder is the node config's ``cache-dir``, else ``<state-dir>/cache`` (a local federation gives
 node i ``state-dir = <run>/node-state/node-i``); a node with neither builds in memory on every message. The
 file is written atomically (:func:`ampfl.io.atomic_write_bytes`) and read without pickle; an unreadable or
-foreign file is rebuilt. The key hashes the encoded config, the partition id, the number of partitions and
-the ampfl version (a config that names a user dataset path is keyed by the path, not the file's contents).
+foreign file is rebuilt; the folder keeps the :data:`KEEP` most recent shards. The key hashes the encoded
+config, the partition id, the number of partitions and the ampfl version (a config that names a user dataset
+path is keyed by the path, not the file's contents).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ CACHE_DIR_KEY = "cache-dir"
 STATE_DIR_KEY = "state-dir"
 #: Bumped when the file's layout changes (old files are then rebuilt).
 FORMAT = 1
+#: Shards a cache folder keeps (the most recently written; a long-lived node serves many runs).
+KEEP = 4
 
 
 def cache_key(config_text: str, pid: int, num_partitions: int) -> str:
@@ -145,6 +148,18 @@ def _with_noise_multiplier(config: RunConfig, z: float | None) -> RunConfig:
     return config.model_copy(update={"algorithm": config.algorithm.model_copy(update={"params": params})})
 
 
+def _prune(folder: Path) -> None:
+    """Delete all but the :data:`KEEP` most recently written shards of ``folder``."""
+    shards = []
+    for path in folder.glob("task-*.npz"):
+        try:
+            shards.append((path.stat().st_mtime_ns, path))
+        except OSError:  # deleted meanwhile by another message of this node
+            continue
+    for _, old in sorted(shards, reverse=True)[KEEP:]:
+        old.unlink(missing_ok=True)
+
+
 _MEMO: dict[tuple[str, int], tuple[RunConfig, Algorithm]] = {}
 
 
@@ -174,6 +189,7 @@ def node_algorithm(
         algorithm = algorithm_from_config(config)
         if path is not None:
             write_shard(path, key, pid, algorithm)
+            _prune(path.parent)
     _MEMO.clear()
     _MEMO[(text, pid)] = (config, algorithm)
     return config, algorithm
