@@ -185,7 +185,7 @@ def test_calibration_round_trip_and_the_noise_saved():
 def test_cli_rate_with_the_pld_accountant(cli_json):
     import argparse
 
-    from ampfl.commands._partition_pld import wants_pld
+    from ampfl.commands.partition import wants_pld
 
     argv = "account dropout --noise-multiplier 1.5 --steps 20 --rate 0.1 --delta 1e-6 --accountant pld"
     out = cli_json(argv.split())

@@ -83,7 +83,7 @@ def register(registry: Registry) -> None:
 def _account(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting._checks import check_delta
     from ampfl.accounting.ms_pafl import account_ms_pafl
-    from ampfl.commands._report import analysis_entry, privacy_report
+    from ampfl.accounting.report import analysis_entry, privacy_report
 
     with flag_errors(_FLAGS):
         if (args.rounds is None) != (args.delta_tilde is None):

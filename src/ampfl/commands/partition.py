@@ -1,11 +1,12 @@
 """``ampfl account|calibrate model-split|bis|poisson|dropout``: partition amplification (paper 002).
 
-Every command prints the common report (:func:`ampfl.commands._report.privacy_report`): ``epsilon``,
-``delta``, ``analysis`` (the recommended, sound analysis), ``accountant``, ``noise_multiplier`` (z = noise std
-/ clip norm; ``noise_std`` = z·C with ``--clip``) and ``analyses`` (every other analysis, each with
-``epsilon``, ``delta``, ``sound``, ``note``; ``calibrate`` adds each one's ``noise_multiplier``). RDP reports
-also print ``order`` (the minimising Rényi order), ``orders`` and ``rdp`` (whole-run RDP at each order) of
-the recommended analysis. ``--orders`` takes integers ≥ 2; the default is the one grid of
+A thin layer over :mod:`ampfl.accounting.partition.reports` and
+:mod:`~ampfl.accounting.partition.sampling_reports`, which build every report (the common shape of
+:func:`ampfl.accounting.report.privacy_report`; RDP reports add ``order``, ``orders``, ``rdp``). What stays
+here is the CLI's policy: the flags, and ``--accountant auto`` (the default), which resolves to the PLD
+accountant where it applies and to RDP otherwise — with an RDP setting (``--orders``, bis ``--bound``) or more
+than :data:`PLD_MAX_COMPOSITIONS` compositions; an explicit ``--accountant pld`` with one of those is a
+one-line error. ``--orders`` takes integers ≥ 2; the default is the one grid of
 :mod:`ampfl.accounting.orders` (up to 10 000) for ``poisson`` and its orders ≤ 256 for the Theorem 3.1
 mechanisms (:data:`ampfl.accounting.partition.PARTITION_ORDERS`), whose cost grows like α².
 """
@@ -16,23 +17,20 @@ import argparse
 from typing import Any
 
 from ampfl.commands import Registry, flag_errors, parse_orders
-from ampfl.commands._report import analysis_entry, privacy_report
 
 # Keyword of the Python API -> flag, so that one-line errors name the flag.
 _FLAGS = {
     "noise_multiplier": "--noise-multiplier",
-    "split_noise_multiplier": "--noise-multiplier",
     "nonsplit_noise_multiplier": "--nonsplit-noise-multiplier",
     "num_submodels": "--submodels",
     "steps": "--steps",
     "iterations": "--iterations",
     "participations": "--k",
-    "k": "--k",
+    "nonsplit_clip": "--nonsplit-clip",
+    "clip": "--clip",
     "epochs": "--epochs",
     "sampling_rate": "--rate",
     "target_epsilon": "--epsilon",
-    "target_delta": "--delta",
-    "epsilon": "--epsilon",
     "delta": "--delta",
     "orders": "--orders",
     "bound": "--bound",
@@ -40,15 +38,14 @@ _FLAGS = {
 }
 
 _ORDERS_HELP = "comma-separated integer Renyi orders >= 2 (default: ampfl's grid, see docs/partition.md)"
+_ACCOUNTANT_HELP = (
+    "accountant: pld (pessimistic PLD: any --submodels, with or without --rate; bis with any --k) or rdp "
+    "(002 Thm 3.1); default: pld where it applies, else rdp (auto)"
+)
 _BOUND_HELP = (
     "forward term of Theorem 3.1: exact (Lemma 3.12, Eq. 2) or efficient (Eq. 5); "
     "default: exact where affordable (always for one participation / sub-model), else efficient"
 )
-#: Baselines that ignore the amplification (sound, looser): name -> note.
-_BASELINES = {
-    "no-split": "the split credit ignored: the plain Gaussian mechanism",
-    "no-amplification": "each sample's k participations per epoch as plain Gaussian steps",
-}
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -88,13 +85,6 @@ _HELP = {
 
 
 def register(registry: Registry) -> None:
-    from ampfl.commands._partition_calibrate import (
-        _calibrate_bis,
-        _calibrate_model_split,
-        _calibrate_poisson,
-    )
-    from ampfl.commands._partition_pld import add_accountant
-
     exact, auto = _bound("exact"), _bound(None)
     for verb, name, handler, adders in (
         (
@@ -164,260 +154,143 @@ def _poisson_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-# ----------------------------------------------------------------------------------------------- helpers
+def add_accountant(p: argparse.ArgumentParser) -> None:
+    # auto (the default): pld where it applies, else rdp; the report names the resolved one (issue 11)
+    p.add_argument("--accountant", choices=("auto", "rdp", "pld"), default=None, help=_ACCOUNTANT_HELP)
 
 
-def _orders(args: argparse.Namespace, default: tuple[int, ...]) -> tuple[int, ...]:
-    from ampfl.accounting._checks import check_orders
+# ---------------------------------------------------------------------------------- accountant policy
 
-    if args.orders is None:
-        return default
-    return tuple(int(a) for a in check_orders("--orders", args.orders))
-
-
-def _partition_orders(args: argparse.Namespace) -> tuple[int, ...]:
-    from ampfl.accounting.partition import PARTITION_ORDERS
-
-    return _orders(args, PARTITION_ORDERS)
+#: Most self-compositions the CLI's PLD path takes: beyond, dp-accounting's composed grid outgrows memory
+#: (10^9 steps of a Poisson-subsampled Gaussian ask 3 TiB) while RDP composes any count by a product;
+#: ``--accountant auto`` then resolves to RDP, and an explicit ``pld`` is refused naming the flag.
+PLD_MAX_COMPOSITIONS = 10**7
 
 
-def _positive(value: float | None, flag: str) -> float | None:
-    from ampfl.accounting._checks import check_positive
-
-    return None if value is None else check_positive(flag, value)
-
-
-def _curve(orders: tuple[int, ...], rdp: Any, delta: float) -> tuple[float, dict[str, Any]]:
-    """ε of an RDP curve (the one conversion) and the ``order``/``orders``/``rdp`` keys."""
-    from ampfl.accounting.rdp import epsilon_from_rdp
-
-    values = [float(r) for r in rdp]
-    eps, order = epsilon_from_rdp(orders=orders, rdp=values, delta=delta)
-    return eps, {"order": order, "orders": list(orders), "rdp": values}
+def composition_blockers(flag: str, count: int | None) -> list[str]:
+    """``[reason]`` if ``count`` compositions (set by ``flag``) are too many for the PLD path, else ``[]``."""
+    if count is None or count <= PLD_MAX_COMPOSITIONS:
+        return []
+    return [f"{flag} above {PLD_MAX_COMPOSITIONS:.0e} (the composed PLD would not fit in memory)"]
 
 
-def _rdp(event: Any, count: int, orders: tuple[int, ...]) -> Any:
-    """Per-order RDP of ``count`` × ``event`` in a fresh RDP accountant."""
-    from ampfl.accounting.accountants import RDPAccountant
-
-    return RDPAccountant(orders=orders).compose(event, count).rdp
-
-
-def _eps(event: Any, count: int, delta: float, orders: tuple[int, ...]) -> float:
-    return _curve(orders, _rdp(event, count, orders), delta)[0]
-
-
-def _entry(name: str, eps: float, delta: float, z: Any = None) -> dict[str, Any]:
-    """An ``analyses`` entry; ``z`` is a calibrated noise multiplier or the UnreachableTarget it raised."""
-    from ampfl.accounting.partition import SUBSAMPLED_ANALYSES
-
-    sound, note = SUBSAMPLED_ANALYSES.get(name, (True, _BASELINES.get(name, "")))
-    if z is not None and not isinstance(z, float):  # an UnreachableTarget
-        eps, note = z.smallest_epsilon, note + "; target unreachable: epsilon is the smallest it certifies"
-    out = analysis_entry(epsilon=eps, delta=delta, sound=sound, note=note)
-    if isinstance(z, float):
-        out["noise_multiplier"] = z
-    return out
+def resolve_accountant(args: argparse.Namespace, blockers: list[str]) -> str:
+    """``--accountant`` resolved: ``pld`` unless an RDP setting or a ``blocker`` rules it out (auto → rdp;
+    an explicit ``pld`` → one-line error naming the flag). Sets ``args.accountant`` to the resolved name."""
+    if args.orders is not None:
+        blockers = [*blockers, "--orders (an RDP setting)"]
+    if args.accountant == "pld" and blockers:
+        raise ValueError(f"--accountant pld does not apply with {'; '.join(blockers)}: use --accountant rdp.")
+    if args.accountant in (None, "auto"):  # the tightest sound one that applies
+        args.accountant = "rdp" if blockers else "pld"
+    return str(args.accountant)
 
 
-def _gaussian(z: float) -> Any:
-    from ampfl.accounting.events import GaussianEvent
-
-    return GaussianEvent(noise_multiplier=z)
-
-
-def _poisson(rate: float, z: float) -> Any:
-    from ampfl.accounting.events import PoissonSampledEvent
-
-    return PoissonSampledEvent(sampling_rate=rate, event=_gaussian(z))
+def wants_pld(args: argparse.Namespace) -> bool:
+    """Whether ``account|calibrate model-split|dropout`` takes the PLD path (every number of sub-models has
+    a PLD, Poisson-subsampled or not; ``args.accountant`` is set to the resolved name)."""
+    return resolve_accountant(args, composition_blockers("--steps", getattr(args, "steps", None))) == "pld"
 
 
-def _calibrate(make_event: Any, target: float, delta: float, count: int, **kwargs: Any) -> float:
-    from ampfl.accounting.calibrate import calibrate
-
-    return calibrate(make_event, target_epsilon=target, target_delta=delta, count=count, **kwargs)
-
-
-# ----------------------------------------------------------------------------------------------- account
+def _bis_accountant(args: argparse.Namespace) -> str:
+    blockers = composition_blockers("--epochs", args.epochs)
+    if getattr(args, "bound", None) is not None:
+        blockers.append("--bound (an RDP setting)")
+    return resolve_accountant(args, blockers)
 
 
-def split_inputs(args: argparse.Namespace) -> tuple[float, int, float, float | None, dict[str, Any]]:
-    """(δ, steps, z, z_ns, report keys of the non-split part) of ``account model-split|dropout``."""
-    from ampfl.accounting._checks import check_delta, check_int, check_positive
-
-    delta = check_delta("--delta", args.delta)
-    steps = check_int("--steps", args.steps, minimum=1)
-    z = check_positive("--noise-multiplier", args.noise_multiplier)
-    z_ns = _positive(args.nonsplit_noise_multiplier, "--nonsplit-noise-multiplier")
-    extra: dict[str, Any] = {} if z_ns is None else {"nonsplit_noise_multiplier": z_ns}
-    clip_ns = _positive(args.nonsplit_clip, "--nonsplit-clip")
-    if z_ns is not None and clip_ns is not None:
-        extra["nonsplit_noise_std"] = z_ns * clip_ns
-    return delta, steps, z, z_ns, extra
+def _poisson_accountant(args: argparse.Namespace) -> str:
+    too_many = composition_blockers("--steps", args.steps)
+    if args.accountant == "pld" and args.orders is not None:
+        raise ValueError("--orders applies to --accountant rdp only.")
+    return resolve_accountant(args, too_many)
 
 
-def _split_report(args: argparse.Namespace, *, d: int, theorem: str) -> dict[str, Any]:
-    """Thm 3.4 / 3.7 over ``--steps`` (+ a non-split part), or its Poisson-subsampled form with ``--rate``."""
-    from ampfl.commands import _partition_pld
+# ------------------------------------------------------------------------------------------------ handlers
 
-    if _partition_pld.wants_pld(args):
-        return _partition_pld.split_report(args, d=d, theorem=theorem)
-    from ampfl.accounting import partition
-    from ampfl.accounting._checks import check_probability
 
-    delta, steps, z, z_ns, extra = split_inputs(args)
-    orders = _partition_orders(args)
-    common: dict[str, Any] = {
-        "noise_multiplier": z,
-        "clip": _positive(args.clip, "--clip"),
-        "accountant": "rdp",
-    }
-    rate = getattr(args, "rate", None)
-    if rate is None:
-        rdp = partition.rdp_partial_split(
-            orders=orders,
-            num_submodels=d,
-            split_noise_multiplier=z,
-            nonsplit_noise_multiplier=z_ns,
-            steps=steps,
-            bound=args.bound,
-        )
-        eps, keys = _curve(orders, rdp, delta)
-        plain = _eps(_gaussian(partition.unsplit_noise_multiplier(z, z_ns)), steps, delta, orders)
-        analyses = {"no-split": _entry("no-split", plain, delta)}
-        return privacy_report(
-            epsilon=eps,
-            delta=delta,
-            analysis=theorem,
-            analyses=analyses,
-            **common,
-            **extra,
-            bound=args.bound,
-            **keys,
-        )
-    q = check_probability("--rate", rate)
-    curves = partition.subsampled_split_curves(
-        orders=orders,
-        num_submodels=d,
-        noise_multiplier=z,
-        sampling_rate=q,
-        steps=steps,
-        nonsplit_noise_multiplier=z_ns,
-        bound=args.bound,
-    )
-    results = {name: _curve(orders, rdp, delta) for name, rdp in curves.items()}
-    best = min(partition.SUBSAMPLED_RECOMMENDED, key=lambda n: results[n][0])
-    analyses = {n: _entry(n, results[n][0], delta) for n in results if n != best}
-    return privacy_report(
-        epsilon=results[best][0],
-        delta=delta,
-        analysis=best,
-        analyses=analyses,
-        **common,
-        **extra,
-        sampling_rate=q,
-        bound=args.bound,
-        **results[best][1],
-    )
+def _split(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords ``account model-split|dropout`` pass on."""
+    out = {"noise_multiplier": args.noise_multiplier, "steps": args.steps, "delta": args.delta}
+    out |= {"nonsplit_noise_multiplier": args.nonsplit_noise_multiplier, "nonsplit_clip": args.nonsplit_clip}
+    return out | {"sampling_rate": args.rate, "clip": args.clip, "orders": args.orders, "bound": args.bound}
 
 
 @flag_errors(_FLAGS)
 def _account_model_split(args: argparse.Namespace) -> dict[str, Any]:
-    from ampfl.accounting._checks import check_int
+    from ampfl.accounting.partition.reports import account_split
 
-    d = check_int("--submodels", args.submodels, minimum=1)
-    return _split_report(args, d=d, theorem="theorem-3.4")
+    accountant = "pld" if wants_pld(args) else "rdp"
+    return account_split(num_submodels=args.submodels, accountant=accountant, **_split(args))
 
 
 @flag_errors(_FLAGS)
 def _account_dropout(args: argparse.Namespace) -> dict[str, Any]:
-    return _split_report(args, d=2, theorem="theorem-3.7")
+    from ampfl.accounting.partition.reports import account_split
+
+    accountant = "pld" if wants_pld(args) else "rdp"
+    return account_split(num_submodels=2, accountant=accountant, theorem="theorem-3.7", **_split(args))
 
 
-def _bis_setup(args: argparse.Namespace) -> tuple[float, int, int, int, tuple[int, ...], str]:
-    """(delta, T, k, epochs, orders, bound) of a bis command."""
-    from ampfl.accounting._checks import check_delta, check_int
-    from ampfl.accounting.partition import resolve_bound
+@flag_errors(_FLAGS)
+def _calibrate_model_split(args: argparse.Namespace) -> dict[str, Any]:
+    from ampfl.accounting.partition.reports import calibrate_split
 
-    delta = check_delta("--delta", args.delta)
-    t = check_int("--iterations", args.iterations, minimum=1)
-    k = check_int("--k", args.k, minimum=1, maximum=t)
-    epochs = check_int("--epochs", args.epochs, minimum=1)
-    orders = _partition_orders(args)
-    bound = resolve_bound(getattr(args, "bound", None) or "auto", d=t, k=k, max_order=max(orders))
-    return delta, t, k, epochs, orders, bound
+    accountant = "pld" if wants_pld(args) else "rdp"
+    return calibrate_split(
+        target_epsilon=args.epsilon,
+        delta=args.delta,
+        num_submodels=args.submodels,
+        steps=args.steps,
+        accountant=accountant,
+        sampling_rate=args.rate,
+        clip=args.clip,
+        orders=args.orders,
+    )
+
+
+def _bis(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords ``account|calibrate bis`` pass on (the accountant resolved)."""
+    accountant = _bis_accountant(args)
+    out = {"iterations": args.iterations, "participations": args.k, "epochs": args.epochs}
+    bound = getattr(args, "bound", None) or "auto"
+    return (
+        out
+        | {"delta": args.delta, "accountant": accountant, "clip": args.clip, "orders": args.orders}
+        | {"bound": bound}
+    )
 
 
 @flag_errors(_FLAGS)
 def _account_bis(args: argparse.Namespace) -> dict[str, Any]:
-    from ampfl.accounting._checks import check_positive
-    from ampfl.accounting.partition import rdp_bis
-    from ampfl.commands import _partition_pld
+    from ampfl.accounting.partition.sampling_reports import account_bis
 
-    delta, t, k, epochs, orders, bound = _bis_setup(args)
-    if _partition_pld.wants_bis_pld(args, k):  # issue 11: random allocation (any k) has a PLD
-        return _partition_pld.bis_report(args, delta=delta, t=t, k=k, epochs=epochs)
-    z = check_positive("--noise-multiplier", args.noise_multiplier)
-    rdp = rdp_bis(
-        orders=orders, iterations=t, participations=k, noise_multiplier=z, epochs=epochs, bound=bound
-    )
-    eps, keys = _curve(orders, rdp, delta)
-    plain = _eps(_gaussian(z), k * epochs, delta, orders)
-    return privacy_report(
-        epsilon=eps,
-        delta=delta,
-        analysis="theorem-3.8",
-        accountant="rdp",
-        noise_multiplier=z,
-        clip=_positive(args.clip, "--clip"),
-        analyses={"no-amplification": _entry("no-amplification", plain, delta)},
-        bound=bound,
-        **keys,
-    )
+    return account_bis(noise_multiplier=args.noise_multiplier, **_bis(args))
 
 
-def _poisson_setup(args: argparse.Namespace) -> tuple[float, float, int, dict[str, Any]]:
-    """(delta, rate, steps, accountant kwargs) of a poisson command; ``--orders`` is an RDP setting."""
-    from ampfl.accounting._checks import check_delta, check_int, check_probability
-    from ampfl.accounting.orders import DEFAULT_ORDERS
+@flag_errors(_FLAGS)
+def _calibrate_bis(args: argparse.Namespace) -> dict[str, Any]:
+    from ampfl.accounting.partition.sampling_reports import calibrate_bis
 
-    delta = check_delta("--delta", args.delta)
-    rate = check_probability("--rate", args.rate)
-    steps = check_int("--steps", args.steps, minimum=1)
-    from ampfl.commands._partition_pld import composition_blockers
+    return calibrate_bis(target_epsilon=args.epsilon, **_bis(args))
 
-    too_many = composition_blockers("--steps", steps)
-    if args.accountant in (None, "auto"):  # issue 11: the tightest sound accountant by default
-        args.accountant = "rdp" if args.orders is not None or too_many else "pld"
-    if args.accountant == "pld":
-        if args.orders is not None:
-            raise ValueError("--orders applies to --accountant rdp only.")
-        if too_many:
-            raise ValueError(f"--accountant pld does not apply with {too_many[0]}: use --accountant rdp.")
-        return delta, rate, steps, {}
-    return delta, rate, steps, {"orders": _orders(args, DEFAULT_ORDERS)}
+
+def _poisson(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords ``account|calibrate poisson`` pass on (the accountant resolved)."""
+    accountant = _poisson_accountant(args)
+    out = {"sampling_rate": args.rate, "steps": args.steps, "delta": args.delta, "accountant": accountant}
+    return out | {"clip": args.clip, "orders": args.orders}
 
 
 @flag_errors(_FLAGS)
 def _account_poisson(args: argparse.Namespace) -> dict[str, Any]:
-    from ampfl.accounting._checks import check_positive
-    from ampfl.accounting.accountants import PLDAccountant
+    from ampfl.accounting.partition.sampling_reports import account_poisson
 
-    delta, rate, steps, kwargs = _poisson_setup(args)
-    z = check_positive("--noise-multiplier", args.noise_multiplier)
-    keys: dict[str, Any] = {}
-    if args.accountant == "rdp":
-        eps, keys = _curve(kwargs["orders"], _rdp(_poisson(rate, z), steps, kwargs["orders"]), delta)
-    else:
-        eps = float(PLDAccountant().compose(_poisson(rate, z), steps).get_epsilon(delta))
-    return privacy_report(
-        epsilon=eps,
-        delta=delta,
-        analysis="poisson-gaussian",
-        accountant=args.accountant,
-        noise_multiplier=z,
-        clip=_positive(args.clip, "--clip"),
-        sampling_rate=rate,
-        steps=steps,
-        **keys,
-    )
+    return account_poisson(noise_multiplier=args.noise_multiplier, **_poisson(args))
+
+
+@flag_errors(_FLAGS)
+def _calibrate_poisson(args: argparse.Namespace) -> dict[str, Any]:
+    from ampfl.accounting.partition.sampling_reports import calibrate_poisson
+
+    return calibrate_poisson(target_epsilon=args.epsilon, **_poisson(args))

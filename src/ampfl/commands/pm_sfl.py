@@ -11,7 +11,6 @@ import argparse
 from typing import Any
 
 from ampfl.commands import Registry, flag_errors
-from ampfl.commands._report import analysis_entry, privacy_report
 
 # Keyword of the Python API -> flag, so that one-line errors name the flag.
 _FLAGS = {"epsilon": "--epsilon", "c": "--c", "dim": "--dim"}
@@ -56,6 +55,7 @@ def _account(args: argparse.Namespace) -> dict[str, Any]:
         smashed_epsilon_proof_corrected,
         smashed_recommended,
     )
+    from ampfl.accounting.report import analysis_entry, privacy_report
 
     name, eps = smashed_recommended(
         epsilon=args.epsilon, c=args.c, dim=args.dim, domain_includes_zero=args.domain_includes_zero

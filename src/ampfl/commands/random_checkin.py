@@ -5,7 +5,7 @@ client besides x′, ``--noise-multiplier`` z = σ/C (the paper's σ in units of
 (optional: only adds ``noise_std`` = z·C to the report), ``--iterations`` T, ``--accountant auto|rdp|pld``
 (``auto``, the default: the PLD accountant with ``--iterations``, else the closed forms).
 
-Both commands print the common report (:func:`ampfl.commands._report.privacy_report`). The top level is the
+Both commands print the common report (:func:`ampfl.accounting.report.privacy_report`). The top level is the
 recommended analysis, ``wcs`` (004 Thm 5.2); ``analyses`` holds all four (``paper`` = Thm 4.1 and ``cs`` =
 Cor. 5.3 with ``sound: false``). Per iteration (no ``--iterations``, no ``--accountant``) every analysis is
 the paper's closed form (``accountant: "closed-form"``); with ``--iterations`` wcs/ols/cs are events composed
@@ -161,7 +161,7 @@ def _each(fn: Any) -> dict[str, tuple[float | None, float | None, str]]:
 def _account(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting import random_checkin as rc
     from ampfl.accounting._checks import check_delta, check_int, check_nonnegative, check_positive
-    from ampfl.commands._report import privacy_report
+    from ampfl.accounting.report import privacy_report
 
     mech = _mechanism(args)
     _auto(args)
@@ -208,7 +208,7 @@ def _account(args: argparse.Namespace) -> dict[str, Any]:
 def _calibrate(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting import random_checkin as rc
     from ampfl.accounting._checks import check_int
-    from ampfl.commands._report import privacy_report
+    from ampfl.accounting.report import privacy_report
 
     mech = _mechanism(args)
     _auto(args)
