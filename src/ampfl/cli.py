@@ -113,7 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ampfl`` console script; returns the exit code."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        code = _main(argv)
+        try:
+            code = _main(argv)
+        except BrokenPipeError:  # `ampfl ... | head`: the reader left; no traceback, the shell's code 141
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush cannot fail again
+            return 141
     # ampfl's own warnings (e.g. a published bound that claims no noise is needed) become one line each;
     # third-party deprecation chatter is not shown to CLI users.
     package_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep

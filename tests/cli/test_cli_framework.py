@@ -85,3 +85,19 @@ def test_plain_output_has_one_row_per_scalar_and_no_json_in_cells(capsys):
     assert main(argv.split()) == 0
     table = capsys.readouterr().out
     assert "116 values: 2, 3, 4, …, 10000" in table and "[" not in table
+
+
+def test_a_closed_stdout_is_not_a_traceback():
+    # `ampfl ... | head` whose reader has gone: one quiet exit (141), no BrokenPipeError traceback
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # nobody will read: the command's first write fails with EPIPE
+    argv = "account poisson --noise-multiplier 1 --rate 0.01 --steps 10 --delta 1e-5 --accountant rdp --json"
+    done = subprocess.run(
+        [sys.executable, "-m", "ampfl.cli", *argv.split()], stdout=write, stderr=subprocess.PIPE, check=False
+    )
+    os.close(write)
+    assert done.returncode == 141 and b"Traceback" not in done.stderr, done.stderr.decode()
