@@ -32,29 +32,57 @@ upper bounds on the true divergence.
 
 from __future__ import annotations
 
-from ampfl.accounting.partition.mechanisms import (
-    BOUND_CHOICES,
-    PARTITION_ORDERS,
-    calibrate_bis,
-    calibrate_dropout,
-    calibrate_model_split,
-    rdp_bis,
-    rdp_dropout,
-    rdp_model_split,
-    rdp_partial_split,
-    resolve_bound,
-    unsplit_noise_multiplier,
-)
-from ampfl.accounting.partition.subsampled import (
-    EXPANSIONS,
-    SUBSAMPLED_ANALYSES,
-    SUBSAMPLED_RECOMMENDED,
-    calibrate_subsampled_split,
-    calibrate_subsampled_split_analyses,
-    no_split_poisson_event,
-    rdp_subsampled_split,
-    subsampled_split_curves,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): this package is imported by the
+    # reports of ``ampfl account poisson``, which must not import SciPy (issue 32)
+    from ampfl.accounting.partition.mechanisms import (
+        BOUND_CHOICES,
+        PARTITION_ORDERS,
+        calibrate_bis,
+        calibrate_dropout,
+        calibrate_model_split,
+        rdp_bis,
+        rdp_dropout,
+        rdp_model_split,
+        rdp_partial_split,
+        resolve_bound,
+        unsplit_noise_multiplier,
+    )
+    from ampfl.accounting.partition.subsampled import (
+        EXPANSIONS,
+        SUBSAMPLED_ANALYSES,
+        SUBSAMPLED_RECOMMENDED,
+        calibrate_subsampled_split,
+        calibrate_subsampled_split_analyses,
+        no_split_poisson_event,
+        rdp_subsampled_split,
+        subsampled_split_curves,
+    )
+
+#: Public name -> the submodule that defines it.
+_EXPORTS: dict[str, str] = {
+    "BOUND_CHOICES": "mechanisms",
+    "PARTITION_ORDERS": "mechanisms",
+    "calibrate_bis": "mechanisms",
+    "calibrate_dropout": "mechanisms",
+    "calibrate_model_split": "mechanisms",
+    "rdp_bis": "mechanisms",
+    "rdp_dropout": "mechanisms",
+    "rdp_model_split": "mechanisms",
+    "rdp_partial_split": "mechanisms",
+    "resolve_bound": "mechanisms",
+    "unsplit_noise_multiplier": "mechanisms",
+    "EXPANSIONS": "subsampled",
+    "SUBSAMPLED_ANALYSES": "subsampled",
+    "SUBSAMPLED_RECOMMENDED": "subsampled",
+    "calibrate_subsampled_split": "subsampled",
+    "calibrate_subsampled_split_analyses": "subsampled",
+    "no_split_poisson_event": "subsampled",
+    "rdp_subsampled_split": "subsampled",
+    "subsampled_split_curves": "subsampled",
+}
 
 __all__ = [
     "BOUND_CHOICES",
@@ -77,3 +105,13 @@ __all__ = [
     "subsampled_split_curves",
     "unsplit_noise_multiplier",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__
