@@ -6,7 +6,8 @@ each: SuperLink, one SuperNode per client, ampfl's ServerApp driving the rounds,
 
 - ``minimal``: a ClientApp that imports torch and replies a fixed zero update of the model's size (the floor
   any torch ClientApp pays: Flower's process plus the torch import);
-- ``ampfl``: ``ampfl.flower.client_app`` (the cached shard of the task, :mod:`ampfl.flower.node_cache`).
+- ``ampfl``: ``ampfl.flower.client_app`` (the cached shard of the task, :mod:`ampfl.flower.node_cache`);
+- ``ampfl-nocache`` (``--nocache``): the same on nodes without ``state-dir``, so each message builds the task.
 
 Every ``flwr-clientapp`` process is started through a wrapper placed first on the SuperNodes' ``PATH`` that
 waits for it and records its CPU seconds (user + system, ``os.wait4``: the process and the children it
@@ -114,7 +115,7 @@ def run_contender(
         out / "logs",
         workdir / "flwr-home",
         marker=f"bench-{name}-{os.getpid()}-{workdir.name}",
-        state_dir=out / "node-state",
+        state_dir=None if name == "ampfl-nocache" else out / "node-state",  # no state-dir: no task cache
     )
     federation.env["PATH"] = str(_wrapper_dir(workdir / "bin")) + os.pathsep + federation.env["PATH"]
     federation.env["AMPFL_BENCH_CPU"] = str(log)
@@ -214,6 +215,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", type=Path, default=ROOT / "examples" / "flower_dp_fedavg.toml")
     parser.add_argument("--readme", action="store_true", help="also time the README example end to end")
     parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument(
+        "--nocache", action="store_true", help="also ampfl's ClientApp on nodes without a cache folder"
+    )
     parser.add_argument("--idle-nodes", type=int, default=0, help="only: memory of N idle SuperNodes")
     args = parser.parse_args(argv)
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
@@ -222,7 +226,7 @@ def main(argv: list[str] | None = None) -> None:
             idle_nodes(args.idle_nodes, Path(tmp), args.timeout)
         return
     load = [os.getloadavg()[0]]
-    names = ["minimal", "ampfl"]
+    names = ["minimal", "ampfl", *(["ampfl-nocache"] if args.nocache else [])]
     results: dict[str, list[tuple[str, float, int, float]]] = {name: [] for name in names}
     walls: dict[str, list[float]] = {name: [] for name in names}
     readme: list[float] = []
