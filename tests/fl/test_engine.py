@@ -213,6 +213,17 @@ def test_average_equals_mean_of_the_clients(name: str, chunk: int | None) -> Non
     assert empty.params.shape == (fm.dim,) and empty.loss.shape == (0,)
 
 
+def test_cnn_evaluation_through_stacked_forward() -> None:
+    # The CNN's test accuracy is computed through forward_stacked (channels-last convolutions, also for one
+    # model); it must equal the vmap path's, per label and for one or several models.
+    fm, x, y, _, start = _setup("cnn", (1, 28, 28), 4, {}, k=3)
+    fast, slow = Engine(), Engine(EngineOptions(model_fast_path=False))
+    for params in (start, start[:1]):
+        assert torch.equal(fast.class_accuracy(fm, params, x, y, 4), slow.class_accuracy(fm, params, x, y, 4))
+    assert torch.equal(fast.accuracy(fm, start[0], x, y, batch_size=16), slow.accuracy(fm, start[0], x, y))
+    assert 0 < float(fast.accuracy(fm, start[0], x, y)) < 1
+
+
 @pytest.mark.parametrize("shared", [True, False])
 @pytest.mark.parametrize("max_rank", [100, 5])
 def test_low_rank_linear_equals_dense_updates(shared: bool, max_rank: int) -> None:

@@ -70,7 +70,7 @@ class HasirciogluCNN(FLModel):
         w1 = params["features.0.weight"]
         h = F.conv2d(
             h,
-            w1.reshape(k * w1.shape[1], *w1.shape[2:]).contiguous(memory_format=cl),
+            w1.reshape(k * w1.shape[1], *w1.shape[2:]).to(memory_format=cl),
             params["features.0.bias"].reshape(-1),
             stride=2,
             padding=3,
@@ -80,7 +80,7 @@ class HasirciogluCNN(FLModel):
         w2 = params["features.3.weight"]
         h = F.conv2d(
             h,
-            w2.reshape(k * w2.shape[1], *w2.shape[2:]).contiguous(memory_format=cl),
+            w2.reshape(k * w2.shape[1], *w2.shape[2:]).to(memory_format=cl),
             params["features.3.bias"].reshape(-1),
             stride=2,
             groups=k,
