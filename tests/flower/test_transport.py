@@ -61,3 +61,37 @@ def test_transport_flags_are_checked_in_one_line(tmp_path: Path, capsys, flags, 
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and message in err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_an_unregistered_supernode_is_refused(tmp_path: Path) -> None:
+    # Prepare: a TLS federation with SuperNode authentication where only node 0's key is registered; node 1
+    # presents a key of its own that the SuperLink never saw.
+    import time
+
+    from ampfl.flower.local import LocalFederation
+    from ampfl.flower.tls import write_node_keys
+
+    (tmp_path / "logs").mkdir()
+    federation = LocalFederation(2, tmp_path / "logs", tmp_path / "home", tls_dir=tmp_path / "tls")
+    registered = list(federation.node_keys)
+    stranger = write_node_keys(tmp_path / "stranger", 1)[0]
+    federation.node_keys = registered[:1]  # what `flwr supernode register` is given
+    register = federation._register_nodes
+
+    def register_then_swap() -> None:
+        register()
+        federation.node_keys = [registered[0], stranger]  # what the SuperNodes present
+
+    federation._register_nodes = register_then_swap  # type: ignore[method-assign]
+    # Execute
+    with federation:
+        deadline = time.monotonic() + 60
+        while federation.connected() < 1 and time.monotonic() < deadline:
+            time.sleep(1)
+        time.sleep(10)  # time for node 1 to try (and retry) too
+        connected = federation.connected()
+    # Assert: the registered node is accepted, the stranger never is
+    assert connected == 1
+    assert b"SuperNode ID:" in (tmp_path / "logs" / "supernode-0.log").read_bytes()
+    assert b"SuperNode ID:" not in (tmp_path / "logs" / "supernode-1.log").read_bytes()
