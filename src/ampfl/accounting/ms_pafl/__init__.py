@@ -17,49 +17,96 @@ Units: ``noise_multiplier`` = σ/(2C) with Lemma 1's σ; the 2C is the L2 sensit
 (‖ŵ_{i,p}‖ ≤ C, Eq. 11) to any change of the local dataset. ε in nats. Findings: ``docs/ms_pafl.md``.
 """
 
-from ampfl.accounting.ms_pafl.account import PAPER_NOTES, MSPAFLAccount, MSPAFLAnalysis, account_ms_pafl
-from ampfl.accounting.ms_pafl.amplified import (
-    ANALYSIS_AMPLIFIED,
-    NOTE_AMPLIFIED,
-    amplified_accountant,
-    amplified_delta,
-    amplified_epsilon,
-    amplified_event,
-    amplified_round_log_delta,
-)
-from ampfl.accounting.ms_pafl.first_use import (
-    ANALYSIS_FIRST_USE,
-    NOTE_FIRST_USE,
-    first_use_delta,
-    first_use_epsilon,
-    first_use_log_delta,
-    first_use_weights,
-)
-from ampfl.accounting.ms_pafl.printed import (
-    SAMPLING_SCHEMES,
-    eps_local_from_noise_multiplier,
-    hoeffding_delta,
-    ldp_noise_multiplier,
-    ldp_sigma,
-    sampling_rate,
-    theorem1_amplification,
-    theorem2_round_cdp,
-    theorem2_round_delta,
-    theorem3_client_total,
-    theorem3_constant,
-    theorem4_strong_composition,
-)
-from ampfl.accounting.ms_pafl.public_participation import (
-    ANALYSIS_PUBLIC_PARTICIPATION,
-    NOTE_PUBLIC_PARTICIPATION,
-    public_participation_accountant,
-    public_participation_delta,
-    public_participation_epsilon,
-    round_event,
-)
+from __future__ import annotations
 
-#: The analysis ampfl recommends (sound with the persistent private submodel, composable per round).
-RECOMMENDED = ANALYSIS_PUBLIC_PARTICIPATION
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): importing the package (the
+    # simulator's algorithms, a Flower ClientApp) must not import SciPy through the analyses it does not use
+    from ampfl.accounting.ms_pafl.account import PAPER_NOTES, MSPAFLAccount, MSPAFLAnalysis, account_ms_pafl
+    from ampfl.accounting.ms_pafl.amplified import (
+        ANALYSIS_AMPLIFIED,
+        NOTE_AMPLIFIED,
+        amplified_accountant,
+        amplified_delta,
+        amplified_epsilon,
+        amplified_event,
+        amplified_round_log_delta,
+    )
+    from ampfl.accounting.ms_pafl.first_use import (
+        ANALYSIS_FIRST_USE,
+        NOTE_FIRST_USE,
+        first_use_delta,
+        first_use_epsilon,
+        first_use_log_delta,
+        first_use_weights,
+    )
+    from ampfl.accounting.ms_pafl.printed import (
+        SAMPLING_SCHEMES,
+        eps_local_from_noise_multiplier,
+        hoeffding_delta,
+        ldp_noise_multiplier,
+        ldp_sigma,
+        sampling_rate,
+        theorem1_amplification,
+        theorem2_round_cdp,
+        theorem2_round_delta,
+        theorem3_client_total,
+        theorem3_constant,
+        theorem4_strong_composition,
+    )
+    from ampfl.accounting.ms_pafl.public_participation import (
+        ANALYSIS_PUBLIC_PARTICIPATION,
+        NOTE_PUBLIC_PARTICIPATION,
+        public_participation_accountant,
+        public_participation_delta,
+        public_participation_epsilon,
+        round_event,
+    )
+
+    RECOMMENDED = ANALYSIS_PUBLIC_PARTICIPATION
+
+#: Public name -> the module that defines it.
+_EXPORTS: dict[str, str] = {
+    "PAPER_NOTES": "ampfl.accounting.ms_pafl.account",
+    "MSPAFLAccount": "ampfl.accounting.ms_pafl.account",
+    "MSPAFLAnalysis": "ampfl.accounting.ms_pafl.account",
+    "account_ms_pafl": "ampfl.accounting.ms_pafl.account",
+    "ANALYSIS_AMPLIFIED": "ampfl.accounting.ms_pafl.amplified",
+    "NOTE_AMPLIFIED": "ampfl.accounting.ms_pafl.amplified",
+    "amplified_accountant": "ampfl.accounting.ms_pafl.amplified",
+    "amplified_delta": "ampfl.accounting.ms_pafl.amplified",
+    "amplified_epsilon": "ampfl.accounting.ms_pafl.amplified",
+    "amplified_event": "ampfl.accounting.ms_pafl.amplified",
+    "amplified_round_log_delta": "ampfl.accounting.ms_pafl.amplified",
+    "ANALYSIS_FIRST_USE": "ampfl.accounting.ms_pafl.first_use",
+    "NOTE_FIRST_USE": "ampfl.accounting.ms_pafl.first_use",
+    "first_use_delta": "ampfl.accounting.ms_pafl.first_use",
+    "first_use_epsilon": "ampfl.accounting.ms_pafl.first_use",
+    "first_use_log_delta": "ampfl.accounting.ms_pafl.first_use",
+    "first_use_weights": "ampfl.accounting.ms_pafl.first_use",
+    "SAMPLING_SCHEMES": "ampfl.accounting.ms_pafl.printed",
+    "eps_local_from_noise_multiplier": "ampfl.accounting.ms_pafl.printed",
+    "hoeffding_delta": "ampfl.accounting.ms_pafl.printed",
+    "ldp_noise_multiplier": "ampfl.accounting.ms_pafl.printed",
+    "ldp_sigma": "ampfl.accounting.ms_pafl.printed",
+    "sampling_rate": "ampfl.accounting.ms_pafl.printed",
+    "theorem1_amplification": "ampfl.accounting.ms_pafl.printed",
+    "theorem2_round_cdp": "ampfl.accounting.ms_pafl.printed",
+    "theorem2_round_delta": "ampfl.accounting.ms_pafl.printed",
+    "theorem3_client_total": "ampfl.accounting.ms_pafl.printed",
+    "theorem3_constant": "ampfl.accounting.ms_pafl.printed",
+    "theorem4_strong_composition": "ampfl.accounting.ms_pafl.printed",
+    "ANALYSIS_PUBLIC_PARTICIPATION": "ampfl.accounting.ms_pafl.public_participation",
+    "NOTE_PUBLIC_PARTICIPATION": "ampfl.accounting.ms_pafl.public_participation",
+    "public_participation_accountant": "ampfl.accounting.ms_pafl.public_participation",
+    "public_participation_delta": "ampfl.accounting.ms_pafl.public_participation",
+    "public_participation_epsilon": "ampfl.accounting.ms_pafl.public_participation",
+    "round_event": "ampfl.accounting.ms_pafl.public_participation",
+}
+#: Public aliases: name -> the exported name it stands for.
+_ALIASES: dict[str, str] = {"RECOMMENDED": "ANALYSIS_PUBLIC_PARTICIPATION"}
 
 __all__ = [
     "ANALYSIS_AMPLIFIED",
@@ -99,3 +146,14 @@ __all__ = [
     "theorem3_constant",
     "theorem4_strong_composition",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    name = _ALIASES.get(name, name)
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__

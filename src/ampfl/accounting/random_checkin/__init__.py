@@ -38,30 +38,66 @@ Modules: :mod:`.analyses` (catalogue, events), :mod:`.theorem41`, :mod:`.per_ite
 pairs for hidden participation).
 """
 
-from ampfl.accounting.events import RandomCheckInEvent
-from ampfl.accounting.random_checkin.analyses import (
-    ANALYSES,
-    COMPOSITION_METHODS,
-    EVENT_ANALYSES,
-    NOTES,
-    PAPER_NO_NOISE_NOTE,
-    RECOMMENDED_ANALYSIS,
-    SOUND,
-    analysis_event,
-)
-from ampfl.accounting.random_checkin.calibration import NOISE_LIMITS, calibrate_noise_multiplier
-from ampfl.accounting.random_checkin.composition import composed_accountant, delta_composed, epsilon_composed
-from ampfl.accounting.random_checkin.per_iteration import (
-    delta_per_iteration,
-    epsilon_per_iteration,
-    log_delta_per_iteration,
-)
-from ampfl.accounting.random_checkin.theorem41 import (
-    PaperTerms,
-    eq28_delta,
-    paper_noiseless_delta,
-    paper_terms,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): importing the package (the
+    # simulator's algorithms, a Flower ClientApp) must not import SciPy through the analyses it does not use
+    from ampfl.accounting.events import RandomCheckInEvent
+    from ampfl.accounting.random_checkin.analyses import (
+        ANALYSES,
+        COMPOSITION_METHODS,
+        EVENT_ANALYSES,
+        NOTES,
+        PAPER_NO_NOISE_NOTE,
+        RECOMMENDED_ANALYSIS,
+        SOUND,
+        analysis_event,
+    )
+    from ampfl.accounting.random_checkin.calibration import NOISE_LIMITS, calibrate_noise_multiplier
+    from ampfl.accounting.random_checkin.composition import (
+        composed_accountant,
+        delta_composed,
+        epsilon_composed,
+    )
+    from ampfl.accounting.random_checkin.per_iteration import (
+        delta_per_iteration,
+        epsilon_per_iteration,
+        log_delta_per_iteration,
+    )
+    from ampfl.accounting.random_checkin.theorem41 import (
+        PaperTerms,
+        eq28_delta,
+        paper_noiseless_delta,
+        paper_terms,
+    )
+
+#: Public name -> the module that defines it.
+_EXPORTS: dict[str, str] = {
+    "RandomCheckInEvent": "ampfl.accounting.events",
+    "ANALYSES": "ampfl.accounting.random_checkin.analyses",
+    "COMPOSITION_METHODS": "ampfl.accounting.random_checkin.analyses",
+    "EVENT_ANALYSES": "ampfl.accounting.random_checkin.analyses",
+    "NOTES": "ampfl.accounting.random_checkin.analyses",
+    "PAPER_NO_NOISE_NOTE": "ampfl.accounting.random_checkin.analyses",
+    "RECOMMENDED_ANALYSIS": "ampfl.accounting.random_checkin.analyses",
+    "SOUND": "ampfl.accounting.random_checkin.analyses",
+    "analysis_event": "ampfl.accounting.random_checkin.analyses",
+    "NOISE_LIMITS": "ampfl.accounting.random_checkin.calibration",
+    "calibrate_noise_multiplier": "ampfl.accounting.random_checkin.calibration",
+    "composed_accountant": "ampfl.accounting.random_checkin.composition",
+    "delta_composed": "ampfl.accounting.random_checkin.composition",
+    "epsilon_composed": "ampfl.accounting.random_checkin.composition",
+    "delta_per_iteration": "ampfl.accounting.random_checkin.per_iteration",
+    "epsilon_per_iteration": "ampfl.accounting.random_checkin.per_iteration",
+    "log_delta_per_iteration": "ampfl.accounting.random_checkin.per_iteration",
+    "PaperTerms": "ampfl.accounting.random_checkin.theorem41",
+    "eq28_delta": "ampfl.accounting.random_checkin.theorem41",
+    "paper_noiseless_delta": "ampfl.accounting.random_checkin.theorem41",
+    "paper_terms": "ampfl.accounting.random_checkin.theorem41",
+}
 
 __all__ = [
     "ANALYSES",
@@ -86,3 +122,13 @@ __all__ = [
     "paper_noiseless_delta",
     "paper_terms",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__
