@@ -170,7 +170,7 @@ def test_cnn_fast_path_equals_vmap_path(chunk: int | None) -> None:
 def test_cnn_low_rank_path_equals_vmap_path(
     shared: bool, q: int, b: int, chunk: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Without a hook the fast path keeps the first FC layer as base + low-rank update (Engine._low_rank_chunk,
+    # Without a hook the fast path keeps the first FC layer as base + low-rank update (low_rank_local_sgd,
     # LowRankLinear): per-client starts (a [k, d] base) or one shared start ([d]: one base matrix), chunked,
     # and q·b = 150 > max_rank = 128 (the factors are folded into a dense base once). It must equal the
     # generic vmap path and the sequential reference to 1e-5.

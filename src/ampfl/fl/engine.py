@@ -14,8 +14,11 @@ Pipeline of :meth:`Engine.local_sgd` (one call per round):
    autograd differentiates Σ_i L_i(w_i) w.r.t. the stacked parameters), or, with
    ``per_sample_clip=C``, g_i = Σ_j w_ij clip_C(∇(ℓ_ij + R)) by ``vmap`` over clients of ``vmap`` over
    examples of ``grad``; optional ``grad_hook(step, client_ids, g)`` (noise, masks);
-   w_i ← w_i − η g_i (000 Eq. 2b), in place in one ``[k, d]`` buffer;
-3. return the final parameters and each client's mean loss over its Q steps.
+   w_i ← w_i − η g_i (000 Eq. 2b), in place in one ``[k, d]`` buffer — or, in plain local SGD through
+   ``forward_stacked`` (the CNN), with the model's large linear layers kept as the start plus a low-rank
+   update (:func:`ampfl.fl.low_rank.low_rank_local_sgd`);
+3. return the final parameters (or, with ``average=True``, only their mean, which the low-rank path forms
+   without the K models) and each client's mean loss over its Q steps.
 
 ``EngineOptions(vectorized=False)`` runs the sequential reference: a Python loop over clients and steps with
 plain autograd (and a loop over examples for per-sample clipping); it gives the same numbers up to float
@@ -33,7 +36,7 @@ import torch
 from torch.func import vmap
 
 from ampfl.fl.functional_model import FunctionalModel
-from ampfl.fl.low_rank import LowRankLinear
+from ampfl.fl.low_rank import low_rank_local_sgd
 from ampfl.fl.models.base import FLModel
 
 GradHook = Callable[[int, np.ndarray, torch.Tensor], torch.Tensor]
@@ -93,7 +96,8 @@ class Engine:
         low_rank: bool = False,
     ) -> int:
         """Clients per vectorised call: ``options.chunk_size`` or what fits into ``memory_cap_mb``
-        (``low_rank``: the path of :meth:`_low_rank_chunk`, which holds about 2 instead of 8 copies of d)."""
+        (``low_rank``: the path of :func:`ampfl.fl.low_rank.low_rank_local_sgd`, which holds about 2
+        instead of 8 copies of d)."""
         if self.options.chunk_size is not None:
             return self.options.chunk_size
         d, inp, act = model.dim, math.prod(model.input_shape), model.activation_numel
@@ -131,8 +135,8 @@ class Engine:
             grad_hook: transforms each step's gradients (see :data:`GradHook`).
             average: return the mean of the K final parameter vectors (``params`` of shape ``[d]``, what
                 FedAvg keeps, 000 Eq. 3) instead of all of them: the same numbers as ``params.mean(0)`` up
-                to float rounding; on the low-rank path (:meth:`_low_rank_chunk`) without forming the K
-                models (one matrix product over all clients' factors instead of K).
+                to float rounding; on the low-rank path (:func:`ampfl.fl.low_rank.low_rank_local_sgd`)
+                without forming the K models (one matrix product over all clients' factors instead of K).
         """
         k, q, b = batches.shape
         if start.dim() == 1:
@@ -188,9 +192,10 @@ class Engine:
     def _low_rank_names(
         self, model: FunctionalModel, clip: float | None, hook: GradHook | None
     ) -> tuple[str, ...]:
-        """Layers :meth:`_low_rank_chunk` keeps in low-rank form: the model's ``fused_linear_names`` in plain
-        local SGD through its ``forward_stacked`` (no per-example clipping, no gradient hook) when it has no
-        penalty (R(w) = 0, so no gradient reaches W except through z = h Wᵀ); else none."""
+        """Layers :func:`ampfl.fl.low_rank.low_rank_local_sgd` keeps in low-rank form: the model's
+        ``fused_linear_names`` in plain local SGD through its ``forward_stacked`` (no per-example clipping,
+        no gradient hook) when it has no penalty (R(w) = 0, so no gradient reaches W except through
+        z = h Wᵀ); else none."""
         if not (self.options.vectorized and self.options.model_fast_path and model.has_stacked_forward):
             return ()
         if clip is not None or hook is not None or type(model.module).penalty is not FLModel.penalty:
@@ -215,7 +220,7 @@ class Engine:
         fast = self.options.model_fast_path and model.has_stacked_forward
         fused = self._low_rank_names(model, clip, hook)
         if fused:
-            return self._low_rank_chunk(model, out, params, fused, xb, yb, wb, lr)
+            return low_rank_local_sgd(model, out, params, fused, xb, yb, wb, lr)
         spec = model.spec
         buffer = out.copy_(params)  # [k, d], updated in place through per-tensor views
         views = list(spec.unflatten(buffer).values())
@@ -243,61 +248,6 @@ class Engine:
                 assert grads is not None
                 torch._foreach_add_(views, grads, alpha=-lr)
             total = total + loss.detach()
-        return total / xb.shape[1]
-
-    @staticmethod
-    def _low_rank_chunk(
-        model: FunctionalModel,
-        out: torch.Tensor,
-        params: torch.Tensor,
-        fused: tuple[str, ...],
-        xb: torch.Tensor,
-        yb: torch.Tensor,
-        wb: torch.Tensor,
-        lr: float,
-    ) -> torch.Tensor:
-        """Plain local SGD through the model's ``forward_stacked`` with the weights named in ``fused``
-        (stacked linear layers z = h Wᵀ) kept as base + low-rank update (:class:`LowRankLinear`): autograd
-        gives ∂L/∂z of these layers and the gradients of the other (small) parameters, which are updated in
-        place as contiguous ``[k, *shape]`` tensors; the ``[k, d]`` result is written once at the end. When
-        the clients share their start (``params`` a stride-0 expansion of one ``[d]`` vector, as in FedAvg),
-        the base is that one matrix. Same numbers as the gradient path up to float rounding (tested to 1e-5).
-        Writes the final parameters into ``out`` (``[k, d]``) or adds their sum over the k clients to it
-        (``[d]``); returns the mean losses ``[k]``."""
-        spec, k = model.spec, params.shape[0]
-        named = spec.unflatten(params[0] if params.stride(0) == 0 else params)
-        layers = {n: LowRankLinear(named[n], k) for n in fused}
-        trained = [n for n in spec.names if n not in fused]
-        shapes = dict(zip(spec.names, spec.shapes, strict=True))
-        tensors = [
-            named[n].expand(k, *shapes[n]).clone(memory_format=torch.contiguous_format) for n in trained
-        ]
-        total = params.new_zeros(k)
-        for r in range(xb.shape[1]):
-            leaves = [t.detach().requires_grad_(True) for t in tensors]
-            with torch.enable_grad():
-                losses = model.stacked_example_losses(
-                    dict(zip(trained, leaves, strict=True)), xb[:, r], yb[:, r], linears=dict(layers)
-                )
-                per_client = (losses * wb[:, r]).sum(1)
-                outs = torch.autograd.grad(per_client.sum(), leaves + [_z(layers[n]) for n in fused])
-            with torch.no_grad():
-                torch._foreach_add_(tensors, list(outs[: len(trained)]), alpha=-lr)
-                for n, gz in zip(fused, outs[len(trained) :], strict=True):
-                    layers[n].step(gz, lr)
-            total = total + per_client.detach()
-        views = spec.unflatten(out)
-        with torch.no_grad():
-            for n, t in zip(trained, tensors, strict=True):
-                if out.dim() == 2:
-                    views[n].copy_(t)
-                else:
-                    views[n].add_(t.sum(0))
-            for n in fused:
-                if out.dim() == 2:
-                    layers[n].write(views[n])
-                else:
-                    layers[n].add_sum(views[n])
         return total / xb.shape[1]
 
     @staticmethod
@@ -526,12 +476,6 @@ class Engine:
                 hits += np.bincount(right, minlength=num_classes)[:num_classes]
         counted = np.bincount(labels, minlength=num_classes)[:num_classes]
         return torch.from_numpy(hits.astype(np.float64))[None], torch.from_numpy(counted.astype(np.float64))
-
-
-def _z(layer: LowRankLinear) -> torch.Tensor:
-    """The output z of ``layer``'s latest forward call (what autograd differentiates for its update)."""
-    assert layer.last is not None
-    return layer.last[1]
 
 
 def _rows(data: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

@@ -10,9 +10,10 @@ keeps (B, U, H) instead of W and computes
 — the same numbers as with W_i up to float rounding. When all clients start from one global model
 (FedAvg), B is one [out, in] matrix: h B_iᵀ of the K clients is one matrix product over all K·b rows, as in
 centralized training, and the K per-client weight matrices are never read or written during the Q steps;
-they are formed once at the end (:meth:`LowRankLinear.write`, one ``baddbmm`` of inner size Q·b). Per step
-this replaces about four passes over K·out·in floats (read W for z and for ∂L/∂h, read and write W for the
-update) by small [b, r·b] products; the engine uses it for the CNN's first FC layer (docs/performance.md).
+they are formed once at the end (:meth:`LowRankLinear.write`, a product of inner size Q·b per client). Per
+step this replaces about four passes over K·out·in floats (read W for z and for ∂L/∂h, read and write W for
+the update) by small [b, r·b] products. :func:`low_rank_local_sgd` is the engine's plain local SGD with such
+layers (the CNN's first FC layer, docs/performance.md).
 Where only the clients' mean is needed (FedAvg), :meth:`LowRankLinear.add_sum` forms Σ_i W_i with one
 matrix product over all clients' factors, and the K matrices are never formed at all.
 Once r·b would exceed ``max_rank`` the factors are folded into a per-client B (the dense update again).
@@ -21,6 +22,8 @@ Once r·b would exceed ``max_rank`` the factors are folded into a per-client B (
 from __future__ import annotations
 
 import torch
+
+from ampfl.fl.functional_model import FunctionalModel
 
 
 class LowRankLinear:
@@ -94,3 +97,62 @@ class LowRankLinear:
         if self._factors is None:
             self._factors = (torch.cat(self._h, dim=1), torch.cat(self._u, dim=1))
         return self._factors
+
+
+def low_rank_local_sgd(
+    model: FunctionalModel,
+    out: torch.Tensor,
+    params: torch.Tensor,
+    fused: tuple[str, ...],
+    xb: torch.Tensor,
+    yb: torch.Tensor,
+    wb: torch.Tensor,
+    lr: float,
+) -> torch.Tensor:
+    """Plain local SGD through the model's ``forward_stacked`` with the weights named in ``fused``
+    (stacked linear layers z = h Wᵀ) kept as base + low-rank update (:class:`LowRankLinear`): autograd
+    gives ∂L/∂z of these layers and the gradients of the other (small) parameters, which are updated in
+    place as contiguous ``[k, *shape]`` tensors; the ``[k, d]`` result is written once at the end. When
+    the clients share their start (``params`` a stride-0 expansion of one ``[d]`` vector, as in FedAvg),
+    the base is that one matrix. Same numbers as the gradient path up to float rounding (tested to 1e-5).
+    Writes the final parameters into ``out`` (``[k, d]``) or adds their sum over the k clients to it
+    (``[d]``); returns the mean losses ``[k]``."""
+    spec, k = model.spec, params.shape[0]
+    named = spec.unflatten(params[0] if params.stride(0) == 0 else params)
+    layers = {n: LowRankLinear(named[n], k) for n in fused}
+    trained = [n for n in spec.names if n not in fused]
+    shapes = dict(zip(spec.names, spec.shapes, strict=True))
+    tensors = [named[n].expand(k, *shapes[n]).clone(memory_format=torch.contiguous_format) for n in trained]
+    total = params.new_zeros(k)
+    for r in range(xb.shape[1]):
+        leaves = [t.detach().requires_grad_(True) for t in tensors]
+        with torch.enable_grad():
+            losses = model.stacked_example_losses(
+                dict(zip(trained, leaves, strict=True)), xb[:, r], yb[:, r], linears=dict(layers)
+            )
+            per_client = (losses * wb[:, r]).sum(1)
+            outs = torch.autograd.grad(per_client.sum(), leaves + [_z(layers[n]) for n in fused])
+        with torch.no_grad():
+            torch._foreach_add_(tensors, list(outs[: len(trained)]), alpha=-lr)
+            for n, gz in zip(fused, outs[len(trained) :], strict=True):
+                layers[n].step(gz, lr)
+        total = total + per_client.detach()
+    views = spec.unflatten(out)
+    with torch.no_grad():
+        for n, t in zip(trained, tensors, strict=True):
+            if out.dim() == 2:
+                views[n].copy_(t)
+            else:
+                views[n].add_(t.sum(0))
+        for n in fused:
+            if out.dim() == 2:
+                layers[n].write(views[n])
+            else:
+                layers[n].add_sum(views[n])
+    return total / xb.shape[1]
+
+
+def _z(layer: LowRankLinear) -> torch.Tensor:
+    """The output z of ``layer``'s latest forward call (what autograd differentiates for its update)."""
+    assert layer.last is not None
+    return layer.last[1]
