@@ -211,9 +211,17 @@ def _poisson_accountant(args: argparse.Namespace) -> str:
 
 def _split(args: argparse.Namespace) -> dict[str, Any]:
     """The keywords ``account model-split|dropout`` pass on."""
-    out = {"noise_multiplier": args.noise_multiplier, "steps": args.steps, "delta": args.delta}
-    out |= {"nonsplit_noise_multiplier": args.nonsplit_noise_multiplier, "nonsplit_clip": args.nonsplit_clip}
-    return out | {"sampling_rate": args.rate, "clip": args.clip, "orders": args.orders, "bound": args.bound}
+    return {
+        "noise_multiplier": args.noise_multiplier,
+        "steps": args.steps,
+        "delta": args.delta,
+        "nonsplit_noise_multiplier": args.nonsplit_noise_multiplier,
+        "nonsplit_clip": args.nonsplit_clip,
+        "sampling_rate": args.rate,
+        "clip": args.clip,
+        "orders": args.orders,
+        "bound": args.bound,
+    }
 
 
 @flag_errors(_FLAGS)
@@ -251,14 +259,16 @@ def _calibrate_model_split(args: argparse.Namespace) -> dict[str, Any]:
 
 def _bis(args: argparse.Namespace) -> dict[str, Any]:
     """The keywords ``account|calibrate bis`` pass on (the accountant resolved)."""
-    accountant = _bis_accountant(args)
-    out = {"iterations": args.iterations, "participations": args.k, "epochs": args.epochs}
-    bound = getattr(args, "bound", None) or "auto"
-    return (
-        out
-        | {"delta": args.delta, "accountant": accountant, "clip": args.clip, "orders": args.orders}
-        | {"bound": bound}
-    )
+    return {
+        "iterations": args.iterations,
+        "participations": args.k,
+        "epochs": args.epochs,
+        "delta": args.delta,
+        "accountant": _bis_accountant(args),
+        "clip": args.clip,
+        "orders": args.orders,
+        "bound": getattr(args, "bound", None) or "auto",  # calibrate bis has no --bound
+    }
 
 
 @flag_errors(_FLAGS)
@@ -277,9 +287,14 @@ def _calibrate_bis(args: argparse.Namespace) -> dict[str, Any]:
 
 def _poisson(args: argparse.Namespace) -> dict[str, Any]:
     """The keywords ``account|calibrate poisson`` pass on (the accountant resolved)."""
-    accountant = _poisson_accountant(args)
-    out = {"sampling_rate": args.rate, "steps": args.steps, "delta": args.delta, "accountant": accountant}
-    return out | {"clip": args.clip, "orders": args.orders}
+    return {
+        "sampling_rate": args.rate,
+        "steps": args.steps,
+        "delta": args.delta,
+        "accountant": _poisson_accountant(args),
+        "clip": args.clip,
+        "orders": args.orders,
+    }
 
 
 @flag_errors(_FLAGS)

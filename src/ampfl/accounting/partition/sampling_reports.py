@@ -177,6 +177,15 @@ def calibrate_bis(
 # ------------------------------------------------------------------------------------------------ poisson
 
 
+def _poisson_inputs(delta: float, sampling_rate: float, steps: int) -> tuple[float, float, int]:
+    """(δ, q, T) of a Poisson report, checked."""
+    return (
+        check_delta("delta", delta),
+        check_probability("sampling_rate", sampling_rate),
+        check_int("steps", steps, minimum=1),
+    )
+
+
 def account_poisson(
     *,
     noise_multiplier: float,
@@ -191,9 +200,7 @@ def account_poisson(
     from ampfl.accounting.accountants import PLDAccountant
     from ampfl.accounting.orders import DEFAULT_ORDERS
 
-    delta = check_delta("delta", delta)
-    rate = check_probability("sampling_rate", sampling_rate)
-    steps = check_int("steps", steps, minimum=1)
+    delta, rate, steps = _poisson_inputs(delta, sampling_rate, steps)
     z = check_positive("noise_multiplier", noise_multiplier)
     keys: dict[str, Any] = {}
     if resolved(accountant) == "rdp":
@@ -229,9 +236,7 @@ def calibrate_poisson(
     from ampfl.accounting.orders import DEFAULT_ORDERS
 
     target = check_positive("target_epsilon", target_epsilon)
-    delta = check_delta("delta", delta)
-    rate = check_probability("sampling_rate", sampling_rate)
-    steps = check_int("steps", steps, minimum=1)
+    delta, rate, steps = _poisson_inputs(delta, sampling_rate, steps)
     kwargs = {"orders": orders_or(orders, DEFAULT_ORDERS)} if resolved(accountant) == "rdp" else {}
     z = calibrated(
         lambda x: poisson(rate, x), target, delta, steps, accountant=accountant, accountant_kwargs=kwargs
