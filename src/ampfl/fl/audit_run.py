@@ -23,7 +23,6 @@ without a guarantee (ε = ∞) whose canaries are detected (lower bound > 0): it
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import secrets
 import time
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ampfl.fl.audit_canaries import CanaryPlan, insert_canaries, model_scores, revealed_scores
 from ampfl.fl.config import RunConfig
 from ampfl.io import atomic_save_figure, atomic_write_json
 
@@ -40,9 +40,11 @@ if TYPE_CHECKING:
     from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.task import Task
 
-__all__ = ["CanaryPlan", "audit_run", "insert_canaries", "secret_coins"]
+__all__ = ["PARTICIPATION", "CanaryPlan", "audit_run", "insert_canaries", "secret_coins"]
 
 SCORES = ("delta", "loss")
+#: ``participation``: as the algorithm accounts it, or revealed (DP-DSGD-RP; :mod:`ampfl.fl.audit_observers`).
+PARTICIPATION = ("as-accounted", "revealed")
 #: Nominal privacy unit of algorithms whose noise can be switched off (privacy_unit None at z = 0).
 _CLIENT_LEVEL = ("dp_fedavg", "gdpfed", "gdpfed_plus", "gdpfed_minus", "idp_fedavg", "pfa")
 
@@ -53,93 +55,32 @@ def secret_coins(count: int) -> np.ndarray:
     return rng.random(count) < 0.5
 
 
-@dataclasses.dataclass(frozen=True)
-class CanaryPlan:
-    """Where the canaries sit: feature ``columns[k]``, label ``labels[k]``, input ``scale``, the unit."""
-
-    columns: np.ndarray
-    labels: np.ndarray
-    scale: float
-    unit: str
-    included: np.ndarray
+#: What each observer's scores read (the report's ``observer``).
+OBSERVERS = {
+    "model": "the released model",
+    "revealed": "every released model and who checked in at each round",
+    "smashed": "the noised clipped smashed rows the server receives (not the gradient sums)",
+}
 
 
-def insert_canaries(
-    task: Task, *, included: np.ndarray, unit: str, scale: float, seed: int
-) -> tuple[Task, CanaryPlan]:
-    """A copy of ``task`` with one extra (zero) feature per canary and the included canaries inserted.
+def _observer(probe: Algorithm, participation: str, score: str) -> str:
+    """Which observer scores the canaries (module docstring); one-line errors for the pairs not offered."""
+    from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
+    from ampfl.fl.split.splitfed_dp import SplitFedDP
 
-    Labels and the clients that receive record canaries are public (drawn from ``seed``); only ``included``
-    (the coins) is secret.
-    """
-    from ampfl.fl.task import Task
-
-    data = task.dataset
-    if data.x_train.ndim != 2:
-        raise ValueError(
-            f"audit run needs flat inputs (e.g. model logreg or mlp on tabular data). Found input shape "
-            f"{data.input_shape}."
-        )
-    k = int(included.size)
-    n, d = data.x_train.shape
-    public = np.random.default_rng([seed, 27])
-    labels = public.integers(0, data.num_classes, size=k)
-    columns = np.arange(d, d + k)
-    indices = [np.asarray(ix, dtype=np.int64) for ix in task.client_indices]
-    sizes = np.array([ix.size for ix in indices])
-    copies = 1 if unit == "record" else max(1, int(np.median(sizes)))
-    chosen = np.flatnonzero(included)
-    rows = np.zeros((chosen.size * copies, d + k), dtype=np.float32)
-    for j, c in enumerate(chosen):
-        rows[j * copies : (j + 1) * copies, d + c] = scale
-    row_labels = np.repeat(labels[chosen], copies).astype(np.int64)
-    x_train = np.concatenate([np.pad(data.x_train, ((0, 0), (0, k))), rows])
-    y_train = np.concatenate([data.y_train, row_labels])
-    x_test = np.pad(data.x_test, ((0, 0), (0, k)))
-    if unit == "record":  # canary k goes to client homes[k] (a public permutation, round robin)
-        homes = public.permutation(np.resize(public.permutation(len(indices)), k))
-        for j, c in enumerate(chosen):
-            indices[homes[c]] = np.append(indices[homes[c]], n + j)
-    else:
-        indices += [np.arange(n + j * copies, n + (j + 1) * copies) for j in range(chosen.size)]
-    dataset = dataclasses.replace(data, x_train=x_train, y_train=y_train, x_test=x_test)
-    new_task = Task(dataset, indices, model=task.model, model_options=dict(task.model_options))
-    return new_task, CanaryPlan(columns, labels, float(scale), unit, np.asarray(included, dtype=bool))
-
-
-def _first_weight(algorithm: Algorithm, flat: Any, width: int) -> np.ndarray:
-    spec = algorithm.model.spec  # type: ignore[attr-defined]
-    for shape, offset in zip(spec.shapes, spec.offsets, strict=True):
-        if len(shape) == 2 and shape[1] == width:
-            return np.asarray(flat[offset : offset + shape[0] * shape[1]].reshape(shape).double().numpy())
-    raise ValueError(
-        f"audit run needs a model whose first layer is linear in its inputs. Found {spec.names}."
-    )
-
-
-def _scores(
-    algorithm: Algorithm, initial: Any, final: Any, plan: CanaryPlan, task: Task, score: str
-) -> np.ndarray:
-    import torch
-
-    if score == "loss":
-        x = torch.zeros((plan.columns.size, int(task.dataset.x_train.shape[1])))
-        x[torch.arange(plan.columns.size), torch.from_numpy(plan.columns)] = plan.scale
-        y = torch.from_numpy(plan.labels.astype(np.int64))
-        model = algorithm.model  # type: ignore[attr-defined]
-        with torch.no_grad():
-            drop = model.example_losses(initial, x, y) - model.example_losses(final, x, y)
-        return np.asarray(drop.double().numpy())
-    width = int(task.dataset.x_train.shape[1])
-    change = _first_weight(algorithm, final, width) - _first_weight(algorithm, initial, width)
-    cols = change[:, plan.columns]  # [out, K]
-    out = cols.shape[0]
-    if out != task.dataset.num_classes:
-        return np.asarray(np.linalg.norm(cols, axis=0))
-    direction = -np.full((out, plan.columns.size), 1.0 / out)
-    direction[plan.labels, np.arange(plan.columns.size)] += 1.0
-    direction /= np.linalg.norm(direction, axis=0, keepdims=True)
-    return np.asarray((cols * direction).sum(axis=0))
+    if participation == "revealed":
+        if not isinstance(probe, DPDSGDRandomParticipation):
+            raise ValueError(f"participation: 'revealed' applies to dp_dsgd_rp only. Found {probe.name!r}.")
+        if score != "delta":
+            raise ValueError("score: participation 'revealed' is scored from the model deltas ('delta').")
+        return "revealed"
+    if isinstance(probe, SplitFedDP):
+        if score != "delta":
+            raise ValueError(
+                "score: splitfed_dp is scored from the smashed rows the server receives ('delta')."
+            )
+        return "smashed"
+    return "model"
 
 
 def _with_canary_clients(config: RunConfig, added: int) -> RunConfig:
@@ -162,18 +103,26 @@ def _one_run(
     unit: str,
     scale: float,
     score: str,
+    observer: str,
     algorithms: Mapping[str, type[Algorithm]],
     progress: bool,
     label: str,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    from ampfl.fl import audit_observers as observers
     from ampfl.fl.run import clear_run_folder, run_experiment
 
     included = secret_coins(canaries)
-    task, plan = insert_canaries(base, included=included, unit=unit, scale=scale, seed=config.seed)
-    if unit == "client" and getattr(config.algorithm.params, "group_sizes", None):
-        config = _with_canary_clients(config, int(included.sum()))
-    built: list[Any] = []
     cls = algorithms[config.algorithm.name]
+    if observer == "smashed":
+        task, slots = observers.insert_slot_canaries(base, included=included, seed=config.seed)
+        cls = observers.smashed_observer(cls, slots)
+    else:
+        task, plan = insert_canaries(base, included=included, unit=unit, scale=scale, seed=config.seed)
+        if unit == "client" and getattr(config.algorithm.params, "group_sizes", None):
+            config = _with_canary_clients(config, int(included.sum()))
+        if observer == "revealed":
+            cls = observers.revealed_participation(cls)
+    built: list[Any] = []
 
     class Audited(cls):  # type: ignore[valid-type,misc]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -187,14 +136,19 @@ def _one_run(
         config, folder, task=task, algorithms=registry, plots=False, progress=progress, label=label
     )
     algorithm = built[-1]
+    if observer == "smashed":
+        return observers.slot_scores(algorithm), included, summary
     if not hasattr(algorithm, "global_params"):
         raise ValueError(
             f"audit run needs an algorithm with one global model. Found {config.algorithm.name!r}."
         )
     initial = algorithm.model.initial()  # public: rooted at the seed (ROLE_INIT)
+    if observer == "revealed":
+        released_models, revealed = algorithm.released, algorithm.revealed
+        return revealed_scores(algorithm, initial, released_models, revealed, plan, task), included, summary
     # the released model: MS-PAFL releases its public part only (public_model: the initial private part)
     released = algorithm.public_model() if hasattr(algorithm, "public_model") else algorithm.global_params
-    scores = _scores(algorithm, initial, released.detach().clone(), plan, task, score)
+    scores = model_scores(algorithm, initial, released.detach().clone(), plan, task, score)
     return scores, plan.included, summary
 
 
@@ -207,12 +161,18 @@ def audit_run(
     confidence: float = 0.95,
     score: str = "delta",
     scale: float | None = None,
+    participation: str = "as-accounted",
     progress: bool = True,
     plot: bool = True,
     algorithms: Mapping[str, type[Algorithm]] | None = None,
     on_run: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Audit ``config``: train ``runs`` runs with ``canaries`` canaries each; return the report.
+
+    ``participation = "revealed"`` (DP-DSGD-RP only) accounts the run with participation revealed and gives
+    the observer who checked in at every round (:func:`ampfl.fl.audit_observers.revealed_participation`).
+    SplitFed-DP is audited with slot canaries scored from the noised smashed rows the server receives
+    (:func:`ampfl.fl.audit_observers.smashed_observer`).
 
     Returns:
         ``epsilon_accounted``, ``delta``, ``epsilon_lower`` (at ``confidence``), ``estimator``, ``canaries``,
@@ -230,6 +190,7 @@ def audit_run(
     check_int("runs", runs, minimum=1, maximum=10_000)
     check_probability("confidence", confidence, allow_one=False)
     check_choice("score", score, SCORES)
+    check_choice("participation", participation, PARTICIPATION)
     if algorithms is None:
         from ampfl.fl.algorithms import ALGORITHMS
 
@@ -239,6 +200,7 @@ def audit_run(
     base = build_task(config)
     probe = build_algorithm(config, base, algorithms=algorithms)
     unit = probe.privacy_unit or ("client" if config.algorithm.name in _CLIENT_LEVEL else "record")
+    observer = _observer(probe, participation, score)
     clip = float(getattr(getattr(probe, "p", None), "clip", 1.0) or 1.0)
     scale = check_positive("scale", scale) if scale is not None else 2.0 * max(1.0, clip)
     folder = Path(out)
@@ -253,6 +215,7 @@ def audit_run(
             unit=unit,
             scale=scale,
             score=score,
+            observer=observer,
             algorithms=algorithms,
             progress=progress,
             label=label,
@@ -290,7 +253,9 @@ def audit_run(
         "ratio": float(lower / eps_acc) if math.isfinite(eps_acc) and eps_acc > 0 else None,
         "verdict": "VIOLATION" if violation else "consistent",
         "confidence": float(confidence),
-        "score": score,
+        "score": "smashed" if observer == "smashed" else score,
+        "observer": OBSERVERS[observer],
+        "participation": participation,
         "privacy_unit": unit,
         "algorithm": config.algorithm.name,
         "rounds": config.rounds,
