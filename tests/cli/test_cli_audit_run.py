@@ -65,3 +65,9 @@ def test_bad_flags_exit_2(run_cli, tmp_path, flag, value, message):
     code, out, err = run_cli(["audit", "run", EXAMPLE, "--out", str(tmp_path), flag, value])
     assert code == 2 and out == ""
     assert message in err and err.count("\n") == 1
+
+
+def test_revealed_participation_needs_dp_dsgd_rp(run_cli, tmp_path):
+    code, out, err = run_cli(["audit", "run", EXAMPLE, "--out", str(tmp_path), "--participation", "revealed"])
+    assert code == 2 and out == ""
+    assert "--participation: 'revealed' applies to dp_dsgd_rp only" in err and err.count("\n") == 1

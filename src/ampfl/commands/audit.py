@@ -71,6 +71,12 @@ def register(registry: Registry) -> None:
     run.add_argument(
         "--score", choices=("delta", "loss"), default="delta", help="white box (delta, default) or loss"
     )
+    run.add_argument(
+        "--participation",
+        choices=("as-accounted", "revealed"),
+        default="as-accounted",
+        help="dp_dsgd_rp: account and audit with participation revealed (default as-accounted)",
+    )
     run.add_argument("--no-progress", action="store_true", help="hide the progress bars")
 
 
@@ -128,7 +134,14 @@ def _audit_random_checkin(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-_RUN_FLAGS = {"canaries": "--canaries", "runs": "--runs", "confidence": "--confidence", "rounds": "--rounds"}
+_RUN_FLAGS = {
+    "canaries": "--canaries",
+    "runs": "--runs",
+    "confidence": "--confidence",
+    "rounds": "--rounds",
+    "participation": "--participation",
+    "score": "--score",
+}
 
 
 @flag_errors(_RUN_FLAGS)
@@ -165,6 +178,7 @@ def _audit_run(args: argparse.Namespace) -> dict[str, Any]:
             runs=args.runs,
             confidence=args.confidence,
             score=args.score,
+            participation=args.participation,
             progress=not args.no_progress,
         )
     except DataUnavailableError as exc:
