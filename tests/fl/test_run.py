@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ampfl.accounting.accountants import RDPAccountant
 from ampfl.accounting.events import GaussianEvent
 from ampfl.fl import run as run_module
+from ampfl.fl import run_summary
 from ampfl.fl.algorithms.base import ROLE_NOISE, ROLE_SAMPLING, Algorithm
 from ampfl.fl.config import parse_config
 from ampfl.fl.run import load_checkpoint, run_experiment
@@ -178,6 +179,10 @@ def test_run_folder_contents_metrics_and_summary(tmp_path):
     ):
         assert (folder / name).is_file(), name
     assert SUMMARY_KEYS <= set(summary)
+    # One writer for both engines (issue 28): exactly its keys; the Flower-only ones are null here.
+    assert tuple(summary) == run_summary.SUMMARY_KEYS and summary["engine"] == "simulator"
+    assert summary["secure_aggregation"] is None and summary["discovery_seconds"] is None
+    assert 0.0 < summary["round_seconds_mean"] < summary["wall_seconds"]
     assert json.loads((folder / "summary.json").read_text()) == json.loads(json.dumps(summary))
     lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     # eval_every = 2 and the last round is always evaluated: rounds 2, 4, 5.

@@ -104,6 +104,11 @@ def test_fedavg_on_flower_equals_ampfl_run(tmp_path: Path, cli_json) -> None:  #
     )
 
     assert summary["engine"] == "flower" and summary["rounds_completed"] == 2
+    # One summary writer (issue 28): the same keys whichever engine ran the config.
+    assert list(summary) == list(simulated) and simulated["engine"] == "simulator"
+    assert min(summary[key] for key in ("bring_up_seconds", "teardown_seconds", "deploy_seconds")) > 0
+    assert summary["discovery_seconds"] > 0 and simulated["discovery_seconds"] is None
+    assert summary["best_accuracy"] >= summary["final_accuracy"] and summary["accountant_requested"] is None
     assert abs(summary["final_accuracy"] - simulated["final_accuracy"]) <= 0.005
     for ours, theirs in zip(read_lines(out, diagnostics=True), _lines(tmp_path / "sim"), strict=True):
         assert ours["round"] == theirs["round"]

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from ampfl.fl.config import RunConfig, config_to_dict, to_toml
 from ampfl.fl.divergence import TrainingDiverged, diverged_message, numerical_failure
 from ampfl.fl.ledger_thread import LedgerThread
-from ampfl.fl.release import DIAGNOSTICS, DIAGNOSTICS_HEADER, privacy_randomness, split_line, threat_model
+from ampfl.fl.release import DIAGNOSTICS, DIAGNOSTICS_HEADER, split_line
 from ampfl.fl.run_folder import (
     CHECKPOINT,
     CONFIG_JSON,
@@ -61,9 +61,10 @@ from ampfl.fl.run_folder import (
     open_run_folder,
     save_checkpoint,
 )
-from ampfl.fl.run_lines import evaluation_line, group_fields, noise_levels, privacy_fields, with_privacy
+from ampfl.fl.run_lines import evaluation_line, privacy_fields, with_privacy
 from ampfl.fl.run_plots import write_plots
-from ampfl.io import AppendLog, atomic_write_json, dumps_json, write_text_if_changed
+from ampfl.fl.run_summary import build_summary, run_threat_model, write_summary
+from ampfl.io import AppendLog, dumps_json, write_text_if_changed
 
 __all__ = [  # the run folder's names and checkpoint functions are re-exported from ampfl.fl.run_folder
     "CHECKPOINT",
@@ -289,6 +290,7 @@ def _run_experiment(
         diagnostics_handle.mark()
 
     saved_at = rounds_done if checkpoint is not None else -1
+    round_seconds: list[float] = []  # the rounds this process ran (the summary's round_seconds_mean)
     done, stopped = rounds_done, "rounds"
     with _progress_bar(progress, config.rounds, rounds_done, label or config.algorithm.name) as advance:
         with (
@@ -298,6 +300,7 @@ def _run_experiment(
             _ledger_thread(books, lambda: write_done(wait=True, quiet=True)),
         ):
             for round_index in range(rounds_done, last):
+                round_started = time.perf_counter()
                 events = algorithm.round_events(round_index)
                 budgets = algorithm.group_budgets()
                 if budgets or config.privacy.max_epsilon is not None:  # without a budget both are no-ops
@@ -322,6 +325,7 @@ def _run_experiment(
                 if not algorithm.parameters_finite():
                     raise TrainingDiverged(diverged_message(config, round_index + 1, saved_at, out, None))
                 books.submit(ledger.compose, events)  # once per round, never the history again
+                round_seconds.append(time.perf_counter() - round_started)
                 done = round_index + 1
                 if done % config.eval_every == 0 or done == config.rounds:
                     evaluate(done, round_metrics)
@@ -349,46 +353,23 @@ def _run_experiment(
     headline = released[0] if released else "accuracy"
     title = f"{config.algorithm.name} on {config.dataset.name}"
     files = write_plots(out, metrics, title=title, metric=headline) if plots else []
-    summary: dict[str, Any] = {
-        "algorithm": config.algorithm.name,
-        "dataset": config.dataset.name,
-        "rounds": config.rounds,
-        "rounds_completed": done,
-        "stopped": stopped,
-        "final_accuracy": final.get(headline),
-        "accuracy_metric": headline,  # the released metric final_accuracy and best_accuracy report
-        "epsilon": ledger.epsilon(),
-        "delta": ledger.delta,
-        "max_epsilon": config.privacy.max_epsilon,
-        "privacy_unit": algorithm.privacy_unit,
-        "neighbouring": config.privacy.neighbouring if ledger.private else None,
-        **(algorithm.threat_model() if ledger.private else threat_model(private=False)),
-        "privacy_randomness": privacy_randomness(config.privacy.reproducible),
-        "accountant": ledger.kind,  # the resolved one ("pld" or "rdp"; None without a guarantee)
-        "accountant_requested": config.privacy.accountant if ledger.private else None,
-        "accounting": config.privacy.accounting if ledger.private else "none",
-        "analysis": ledger.analysis(),
-        "wall_seconds": wall(),
-        "best_accuracy": max(
-            (m[headline] for m in metrics if m.get(headline) is not None), default=final.get(headline)
-        ),
-        "final_metrics": final,
-        # N itself is private under a client-level guarantee (add/remove one client): not released then
-        "num_clients": None if algorithm.privacy_unit == "client" else task.num_clients,
-        "partition": config.partition.scheme,
-        "model": config.model.name,
-        "seed": config.seed,
-        "params": config.algorithm.params.model_dump(mode="json"),
-        "noise": noise_levels(algorithm),
-        **group_fields(ledger, algorithm.group_budgets()),
-        "completed": True,
-        "out_dir": str(out),
-        "files": [
-            str(out / name)
-            for name in (CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, CHECKPOINT, SUMMARY, *files)
-        ],
-    }
-    atomic_write_json(out / SUMMARY, summary)
+    summary = build_summary(
+        engine="simulator",
+        config=config,
+        algorithm=algorithm,
+        ledger=ledger,
+        metrics=metrics,
+        final=final,
+        rounds_completed=done,
+        stopped=stopped,
+        wall_seconds=wall(),
+        round_seconds=round_seconds,
+        threats=run_threat_model(algorithm, private=ledger.private),
+        num_clients=task.num_clients,
+        out=out,
+        files=(CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, CHECKPOINT, SUMMARY, *files),
+    )
+    write_summary(out, summary)
     return summary
 
 

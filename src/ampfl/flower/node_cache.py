@@ -77,6 +77,7 @@ def cache_file(folder: Path, key: str, pid: int) -> Path:
 
 def write_shard(path: Path, key: str, pid: int, algorithm: Algorithm) -> Path:
     """Cache client ``pid``'s shard of ``algorithm``'s task at ``path`` (atomically)."""
+    from ampfl.fl.run_lines import noise_levels
     from ampfl.io import atomic_write_bytes
 
     task = algorithm.task
@@ -89,7 +90,7 @@ def write_shard(path: Path, key: str, pid: int, algorithm: Algorithm) -> Path:
         "pid": int(pid),
         "name": dataset.name,
         "num_classes": int(dataset.num_classes),
-        "noise_multiplier": float(algorithm.noise_multiplier) if calibrated else None,  # type: ignore[attr-defined]
+        "noise_multiplier": noise_levels(algorithm)["noise_multiplier"] if calibrated else None,
     }
     buffer = io.BytesIO()
     np.savez(

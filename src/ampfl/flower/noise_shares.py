@@ -50,10 +50,12 @@ import numpy as np
 if TYPE_CHECKING:
     from ampfl.accounting.events import PrivacyEvent
     from ampfl.fl.algorithms.base import Algorithm
+    from ampfl.fl.algorithms.round_protocol import GaussianShares
 
 Events = Sequence[tuple["PrivacyEvent", int]]
 
-#: Algorithms whose nodes add noise shares under SecAgg+.
+#: Algorithms whose nodes add noise shares under SecAgg+ (their round protocol's ``gaussian_shares``; named
+#: here for the checks ``ampfl deploy`` makes on the config before any algorithm is built).
 NOISE_SHARE_ALGORITHMS = ("dp_dsgd_rp", "dp_fedavg")
 #: Standard deviations of a noise share the encoding range covers.
 TAIL = 10.0
@@ -63,19 +65,24 @@ CLIP_PROBABILITY = math.erfc(TAIL / math.sqrt(2.0))
 RECONSTRUCTION_THRESHOLD = 2.0 / 3.0
 
 
+def _shares(algorithm: Algorithm) -> GaussianShares:
+    """The algorithm's Gaussian noise as client shares (its round protocol's ``gaussian_shares``)."""
+    shares = algorithm.round_protocol().gaussian_shares()
+    if shares is None:
+        raise ValueError(f"algorithm.name: the noise of {algorithm.name} cannot be split into client shares.")
+    return shares
+
+
 def contribution_bound(algorithm: Algorithm) -> float:
-    """B: the largest absolute entry of an un-noised contribution u_i (module docstring)."""
-    clip = float(algorithm.p.clip)  # type: ignore[attr-defined]
-    if algorithm.name == "dp_dsgd_rp":
-        return clip * float(algorithm.d)  # type: ignore[attr-defined]
-    return clip
+    """B: the largest absolute entry of an un-noised contribution u_i (the protocol's ``message_bound``)."""
+    return algorithm.round_protocol().message_bound()
 
 
 def share_std(algorithm: Algorithm, asked: int) -> float:
     """σ/√n: the std of one node's noise share."""
     if asked < 1:
         raise ValueError(f"asked must be >= 1. Found {asked}.")
-    return float(algorithm.noise_std) / math.sqrt(asked)  # type: ignore[attr-defined]
+    return _shares(algorithm).std / math.sqrt(asked)
 
 
 def encoding_range(algorithm: Algorithm, asked: int) -> float:
@@ -97,7 +104,7 @@ def realised_multiplier(algorithm: Algorithm, asked: int, completed: int) -> flo
     """z·√(c/n): the noise multiplier of a sum to which c of the n noise shares contributed."""
     if not 0 <= completed <= asked:
         raise ValueError(f"completed must be in [0, {asked}]. Found {completed}.")
-    return float(algorithm.noise_multiplier) * math.sqrt(completed / asked)  # type: ignore[attr-defined]
+    return _shares(algorithm).noise_multiplier * math.sqrt(completed / asked)
 
 
 def realised_events(
@@ -108,7 +115,7 @@ def realised_events(
     if completed >= asked or not planned:
         return list(planned)
     z = realised_multiplier(algorithm, asked, completed)
-    return [(algorithm.event_at(z), 1)]  # type: ignore[attr-defined]
+    return [(_shares(algorithm).event_at(z), 1)]
 
 
 def worst_case_events(algorithm: Algorithm, planned: Events, asked: int) -> list[tuple[PrivacyEvent, int]]:

@@ -19,9 +19,13 @@ noise share (always sent), R the encoding range; the server decodes Σ_i u_i + N
 share with it: the round is accounted at the realised noise multiplier (``noise_shares`` docstring).
 
 MS-PAFL's contribution is v_i = B_i · [w̃_{i,p} / R, 1] with w̃_{i,p} its clipped, noised public part (client
-side, :func:`ampfl.flower.client_app._ms_pafl`: w_{i,α} stays on the node) and R = C + 10σ
-(:func:`public_range`); the server decodes Σ_i w̃_{i,p} and K for Eq. (13) (MS-PAFL's analysis holds with
-participation public to the server).
+side, its round protocol's ``client_update``: w_{i,α} stays on the node) and R = C + 10σ (its
+``message_bound``); the server decodes Σ_i w̃_{i,p} and K for Eq. (13) (``sum_reveals_count``: MS-PAFL's
+analysis holds with participation public to the server).
+
+What is summed, its bound and whether a count is appended are the algorithm's round protocol's
+(:mod:`ampfl.fl.algorithms.round_protocol`: ``client_update``, ``message_bound``, ``gaussian_shares``,
+``sum_reveals_count``); this module only encodes, masks and decodes.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from flwr.common import (
 from flwr.compat.common import recorddict_compat as compat
 from flwr.server.strategy import Strategy
 
-from ampfl.flower.client_app import _checks_in, _ms_pafl, _partition, client_algorithm, query
+from ampfl.flower.client_app import _partition, client_algorithm, client_message, query
 from ampfl.flower.common import CONFIG_KEY, decode_raw
 from ampfl.flower.noise_shares import (
     NOISE_SHARE_ALGORITHMS,
@@ -65,7 +69,6 @@ if TYPE_CHECKING:
     from flwr.serverapp import Grid
 
     from ampfl.fl.algorithms.base import Algorithm
-    from ampfl.fl.algorithms.ms_pafl import MSPAFL
 
 #: ``ampfl deploy --secure-aggregation`` values.
 SECURE_AGGREGATION = ("none", "secaggplus")
@@ -127,14 +130,6 @@ def encode(algorithm: Algorithm, unnoised: np.ndarray, asked: int, rng: np.rando
     return vector
 
 
-def _joins(raw: dict[str, Any], pid: int, own: np.random.Generator) -> bool:
-    """The node's own coin: check-in B ~ Bern(p_i) (004, 000), or DP-FedAvg's Poisson coin Bern(q)."""
-    algorithm = raw["algorithm"]
-    if algorithm["name"] == "dp_fedavg":
-        return bool(own.random() < float(algorithm["sampling_rate"]))
-    return _checks_in(raw, pid, own)
-
-
 def _asked(fitins: FitIns, num_clients: int) -> int:
     asked = int(fitins.config["asked"])
     if not 1 <= asked <= num_clients:
@@ -142,98 +137,56 @@ def _asked(fitins: FitIns, num_clients: int) -> int:
     return asked
 
 
+def _range(algorithm: Algorithm, asked: int) -> float:
+    """R of the encoding: B + TAIL·σ/√n with noise shares (:func:`encoding_range`), else the message bound
+    (a message noised on the client, MS-PAFL)."""
+    protocol = algorithm.round_protocol()
+    if protocol.gaussian_shares() is not None:
+        return encoding_range(algorithm, asked)
+    return protocol.message_bound()
+
+
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     """One client's SecAgg+ contribution (module docstring), in the legacy fit layout."""
+    import torch
+
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions
+
     fitins = compat.recorddict_to_fitins(msg.content, keep_input=True)
     raw = decode_raw(str(context.run_config[CONFIG_KEY]))
     num_clients = int(raw["partition"]["num_clients"])
     pid = _partition(context, num_clients)
+    asked = _asked(fitins, num_clients)
     own = np.random.default_rng()  # the client's own randomness (OS entropy): the server cannot replay it
-    joined = _joins(raw, pid, own)
-    # Every node builds the algorithm (torch, its cached shard), whether it joined or not: less of a timing
+    torch.set_num_threads(1)
+    # Every node builds the algorithm (torch, its cached shard), whether it joins or not: less of a timing
     # signal.
     algorithm = client_algorithm(context, num_clients)
-    record: dict[str, Any] = {"round": int(fitins.config["round"]), "joined": joined}
-    if algorithm.name == "ms_pafl":
-        if joined:
-            vector = _ms_pafl_contribution(msg, context, algorithm, pid, fitins, own)  # type: ignore[arg-type]
-        else:
-            vector = np.zeros(vector_size(algorithm))
+    protocol = algorithm.round_protocol()
+    coin = protocol.own_coin(pid, noise_shares=True)
+    if coin is None:
+        raise ValueError(f"algorithm.name: {algorithm.name} has no client coin for --secure-aggregation.")
+    joined = bool(own.random() < coin)  # check-in B ~ Bern(p_i) (004, 000), or DP-FedAvg's Bern(q)
+    round_index = int(fitins.config["round"])
+    record: dict[str, Any] = {"round": round_index, "joined": joined}
+    message = np.zeros(int(protocol.broadcast().numel()))
+    if joined:
+        start = torch.from_numpy(parameters_to_ndarrays(fitins.parameters)[0].copy())
+        instructions = ClientInstructions(round_index, np.array([pid]), pid, own_coin=True)
+        vector = client_message(context, algorithm, start, instructions, own).vector
+        message = np.asarray(vector.double().numpy())
+    if protocol.gaussian_shares() is not None:
+        record["unnoised"] = message.tolist()
+        sent = encode(algorithm, message, asked, own)  # the noise share goes out whatever the coin said
     else:
-        asked = _asked(fitins, num_clients)
-        unnoised = np.zeros(vector_size(algorithm))
-        if joined:
-            unnoised = unnoised_contribution(algorithm, pid, fitins, own)
-        vector = encode(algorithm, unnoised, asked, own)  # the noise share goes out whatever the coin said
-        record["unnoised"] = unnoised.tolist()
-    record["vector"] = vector.tolist()
+        sent = message / _range(algorithm, asked)
+    if protocol.sum_reveals_count:
+        sent = np.concatenate([sent, [1.0 if joined else 0.0]])
+    record["vector"] = sent.tolist()
     _spy(f"client-{pid}.jsonl", record)
-    fitres = FitRes(Status(Code.OK, ""), ndarrays_to_parameters([vector]), num_examples=1, metrics={})
+    fitres = FitRes(Status(Code.OK, ""), ndarrays_to_parameters([sent]), num_examples=1, metrics={})
     return Message(compat.fitres_to_recorddict(fitres, keep_input=True), reply_to=msg)
-
-
-def vector_size(algorithm: Algorithm) -> int:
-    """Length of every node's contribution: m (DP-DSGD-RP, DP-FedAvg) or d_p + 1 (MS-PAFL)."""
-    if algorithm.name == "ms_pafl":
-        return int(algorithm.public.numel()) + 1  # type: ignore[attr-defined]
-    return int(algorithm.global_params.numel())  # type: ignore[attr-defined]
-
-
-def public_range(algorithm: MSPAFL) -> float:
-    """R of MS-PAFL's encoding: a noised public part's entries lie in [-(C + 10σ), C + 10σ] but with
-    probability below 1e-22 per entry (the clipped part has norm ≤ C, the noise is N(0, σ²))."""
-    return float(algorithm.p.clip + 10.0 * algorithm.noise_std)
-
-
-def _ms_pafl_contribution(
-    msg: Message, context: Context, algorithm: MSPAFL, pid: int, fitins: FitIns, own: np.random.Generator
-) -> np.ndarray:
-    """[w̃_{i,p} / R, 1]: client_app's MS-PAFL step (w_{i,α} stays on the node), then the encoding."""
-    import torch
-
-    torch.set_num_threads(1)
-    public = torch.from_numpy(parameters_to_ndarrays(fitins.parameters)[0].copy())
-    reply = _ms_pafl(msg, context, algorithm, pid, public, own)
-    noisy = reply.content.array_records["arrays"]["update"].numpy().astype(np.float64)
-    return np.concatenate([noisy / public_range(algorithm), [1.0]])
-
-
-def unnoised_contribution(
-    algorithm: Algorithm, pid: int, fitins: FitIns, own: np.random.Generator
-) -> np.ndarray:
-    """u_i of a node whose coin said yes: DP-DSGD-RP's g_i (004's local Poisson sample, per-example clipped
-    gradient sum), DP-FedAvg's clipped update Δ̃_i (local SGD on its own mini-batches)."""
-    import torch
-
-    from ampfl.fl.sampling import local_batches
-
-    torch.set_num_threads(1)
-    start = torch.from_numpy(parameters_to_ndarrays(fitins.parameters)[0].copy())
-    ids = np.array([pid])
-    if algorithm.name == "dp_dsgd_rp":
-        sums, _, _ = algorithm.client_gradients(start, ids, own)  # type: ignore[attr-defined]
-        return np.asarray(sums[0].double().numpy())
-    p = algorithm.p  # type: ignore[attr-defined]
-    batches = local_batches(
-        algorithm.client_indices,  # type: ignore[attr-defined]
-        ids,
-        num_steps=p.num_local_steps,
-        batch_size=p.batch_size,
-        scheme=p.local_sampling,
-        rng=own,
-    )
-    result = algorithm.engine.local_sgd(
-        algorithm.model,  # type: ignore[attr-defined]
-        start,
-        algorithm.x_train,  # type: ignore[attr-defined]
-        algorithm.y_train,  # type: ignore[attr-defined]
-        batches,
-        learning_rate=p.learning_rate,
-        client_ids=ids,
-    )
-    update, _ = algorithm.clip_updates(result.params - start)  # type: ignore[attr-defined]
-    return np.asarray(update[0].double().numpy())
 
 
 # -- server ----------------------------------------------------------------------------------------------
@@ -310,8 +263,9 @@ class SecureSum:
             each client); None when the protocol halted (nothing decoded).
         asked: n, the nodes asked.
         completed: c, the nodes whose vectors are in the sum (their noise shares included).
-        joined: MS-PAFL only: K, the number of clients that checked in (Eq. 13; public to the server in
-            MS-PAFL's analysis). None otherwise: nothing but the noised sum is decoded.
+        joined: K, the number of clients that checked in, for an algorithm whose sum reveals it (MS-PAFL:
+            Eq. 13; public to the server in its analysis). None otherwise: nothing but the noised sum is
+            decoded.
     """
 
     total: torch.Tensor | None
@@ -324,14 +278,16 @@ def decode(algorithm: Algorithm, aggregate: np.ndarray | None, asked: int, compl
     """The :class:`SecureSum` of the workflow's unmasked aggregate (Σ_i v_i, or None if it halted)."""
     import torch
 
-    dtype = algorithm.global_params.dtype  # type: ignore[attr-defined]
+    protocol = algorithm.round_protocol()
+    dtype = protocol.broadcast().dtype
     if aggregate is None:
         return SecureSum(None, asked, completed)
-    if algorithm.name == "ms_pafl":
-        public = torch.from_numpy(aggregate[:-1] * public_range(algorithm))  # type: ignore[arg-type]
-        return SecureSum(public.to(dtype), asked, completed, round(float(aggregate[-1])))
-    noised = torch.from_numpy(aggregate * encoding_range(algorithm, asked))
-    return SecureSum(noised.to(dtype), asked, completed)
+    joined = None
+    if protocol.sum_reveals_count:
+        joined = round(float(aggregate[-1]))
+        aggregate = aggregate[:-1]
+    total = torch.from_numpy(aggregate * _range(algorithm, asked))
+    return SecureSum(total.to(dtype), asked, completed, joined)
 
 
 def secure_sum(
@@ -349,8 +305,7 @@ def secure_sum(
     from flwr.server.workflow import SecAggPlusWorkflow
     from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD, Key
 
-    ms_pafl = algorithm.name == "ms_pafl"
-    params = (algorithm.public if ms_pafl else algorithm.global_params).numpy()  # type: ignore[attr-defined]
+    params = algorithm.round_protocol().broadcast().numpy()
     proxies: list[ClientProxy] = [GridClientProxy(n, grid, context.run_id) for n in node_ids]
     strategy = SumStrategy(proxies, params, round_index)
     legacy = LegacyContext(context, strategy=strategy)

@@ -38,7 +38,6 @@ and the plots (from the released lines).
 
 from __future__ import annotations
 
-import math
 import secrets
 import time
 from collections.abc import Mapping
@@ -48,11 +47,9 @@ from typing import TYPE_CHECKING, Any
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
-from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
-from ampfl.fl.algorithms.ms_pafl import MSPAFL
 from ampfl.fl.folder_lock import owns
-from ampfl.fl.release import DIAGNOSTICS, DIAGNOSTICS_HEADER, privacy_randomness, split_line, threat_model
+from ampfl.fl.release import DIAGNOSTICS, DIAGNOSTICS_HEADER, split_line
+from ampfl.fl.run_summary import run_threat_model
 from ampfl.flower.common import (
     OUT_KEY,
     QUERY,
@@ -62,19 +59,15 @@ from ampfl.flower.common import (
     algorithm_from_run_config,
 )
 from ampfl.flower.ledger import LEDGER, Events, PrivacyLedger
-from ampfl.flower.noise_shares import (
-    NOISE_SHARE_ALGORITHMS,
-    realised_events,
-    realised_multiplier,
-    worst_case_events,
-)
-from ampfl.io import atomic_write_json, dumps_json
+from ampfl.flower.noise_shares import realised_events, realised_multiplier, worst_case_events
+from ampfl.io import dumps_json
 
 if TYPE_CHECKING:
     import torch
 
     from ampfl.accounting.events import PrivacyEvent
     from ampfl.fl.algorithms.base import Algorithm
+    from ampfl.fl.algorithms.round_protocol import RoundProtocol
     from ampfl.flower.secagg import SecureSum
 
 app = ServerApp()
@@ -117,18 +110,18 @@ def _discover(grid: Grid, count: int, timeout: float) -> dict[int, int]:
 
 def _train_round(
     grid: Grid,
-    algorithm: Algorithm,
+    protocol: RoundProtocol,
     nodes: Mapping[int, int],
     cohort: list[int],
     round_index: int,
     timeout: float,
-) -> tuple[list[tuple[int, torch.Tensor]], dict[str, float]]:
-    """Send round ``round_index`` to the cohort; returns ``(client, update)`` of every reply and metrics."""
+) -> tuple[torch.Tensor, int, dict[str, float]]:
+    """Send round ``round_index`` to the cohort; returns the sum of the replies' message vectors, their
+    number and the round's diagnostics (:meth:`RoundProtocol.reduce_metrics` of the replies' metrics)."""
     import torch
 
-    # MS-PAFL broadcasts the public submodel w̄_p only (Eq. 14); the others the whole model.
-    model = algorithm.public if isinstance(algorithm, MSPAFL) else algorithm.global_params  # type: ignore[attr-defined]
-    params = ArrayRecord({"params": Array(model.numpy())})
+    broadcast = protocol.broadcast()  # MS-PAFL: the public submodel w̄_p only (Eq. 14)
+    params = ArrayRecord({"params": Array(broadcast.numpy())})
     settings = ConfigRecord({"round": round_index, "cohort": list(cohort)})
     messages = [
         Message(
@@ -140,46 +133,28 @@ def _train_round(
         for c in cohort
     ]
     client_of = {node: c for c, node in nodes.items()}
-    updates, losses, clipped, examples = [], [], [], []
+    replies: list[tuple[int, torch.Tensor, dict[str, float]]] = []
     for reply in grid.send_and_receive(messages, timeout=timeout) if messages else []:
         if reply.has_error() or "arrays" not in reply.content.array_records:
             continue  # failed or declined
-        update = torch.from_numpy(reply.content.array_records["arrays"]["update"].numpy().copy())
-        updates.append((client_of[reply.metadata.src_node_id], update))
+        vector = torch.from_numpy(reply.content.array_records["arrays"]["update"].numpy().copy())
         metrics = reply.content.metric_records["metrics"]
-        losses.append(float(metrics["train_loss"]))  # type: ignore[arg-type]
-        clipped.append(float(metrics.get("clipped", 0.0)))  # type: ignore[arg-type]
-        examples.append(float(metrics.get("examples", 0.0)))  # type: ignore[arg-type]
-    updates.sort(key=lambda pair: pair[0])
-    out = {"participants": float(len(updates)), "asked": float(len(cohort))}
-    if isinstance(algorithm, DPDSGDRandomParticipation):  # losses are sums over the local samples S_i
-        out["examples"] = sum(examples, 0.0)
-        if out["examples"] > 0:
-            out["train_loss"] = sum(losses) / out["examples"]
-    elif losses:
-        out["train_loss"] = sum(losses) / len(losses)
-        if algorithm.privacy_unit is not None:
-            out["clipped_fraction"] = sum(clipped) / len(clipped)
-    return updates, out
+        values = {key: float(value) for key, value in metrics.items()}  # type: ignore[arg-type]
+        replies.append((client_of[reply.metadata.src_node_id], vector, values))
+    replies.sort(key=lambda reply: reply[0])
+    total = torch.stack([v for _, v, _ in replies]).sum(0) if replies else torch.zeros_like(broadcast)
+    out = {"participants": float(len(replies)), "asked": float(len(cohort))}
+    out.update(protocol.reduce_metrics([m for _, _, m in replies]))
+    return total, len(replies), out
 
 
-def _release(algorithm: Algorithm, updates: list[tuple[int, torch.Tensor]], asked: int) -> None:
-    """The simulator's server step on the individual replies (no secure aggregation): the new global model;
-    the Gaussian noise comes from a generator seeded by the operating system."""
+def _release(protocol: RoundProtocol, total: torch.Tensor, count: int, asked: int) -> None:
+    """The server step on the individual replies (no secure aggregation): the protocol's ``aggregate`` with
+    the Gaussian noise from a generator seeded by the operating system."""
     import torch
 
-    current: torch.Tensor = algorithm.global_params  # type: ignore[attr-defined]
-    total = torch.stack([u for _, u in updates]).sum(0) if updates else torch.zeros_like(current)
     noise = torch.Generator().manual_seed(secrets.randbits(63))
-    if isinstance(algorithm, DPFedAvg):
-        algorithm.global_params = algorithm.server_update(total, asked, noise)
-    elif isinstance(algorithm, DPDSGDRandomParticipation):
-        algorithm.server_update(total, noise)
-    elif isinstance(algorithm, MSPAFL):
-        if updates:  # nobody checked in: w̄_p is kept
-            algorithm.aggregate_public(total, len(updates))
-    elif updates:  # FedAvg, 000 Eq. (3); an empty cohort leaves the model unchanged
-        algorithm.global_params = total / len(updates)  # type: ignore[attr-defined]
+    protocol.aggregate(total, count=count, asked=asked, generator=noise)
 
 
 def _secure_round(
@@ -199,7 +174,8 @@ def _secure_round(
     result = secure_sum(grid, context, algorithm, asked, round_index, timeout)
     metrics = {"asked": float(result.asked), "completed": float(result.completed)}
     events = list(planned)
-    if algorithm.name in NOISE_SHARE_ALGORITHMS and result.total is not None and planned:
+    shares = algorithm.round_protocol().gaussian_shares() is not None
+    if shares and result.total is not None and planned:
         events = realised_events(algorithm, planned, result.asked, result.completed)
         metrics["noise_multiplier_realised"] = realised_multiplier(algorithm, result.asked, result.completed)
     if result.joined is not None:
@@ -208,41 +184,21 @@ def _secure_round(
 
 
 def _release_secure(algorithm: Algorithm, result: SecureSum) -> None:
-    """The server step on what SecAgg+ decoded: the noised sum (DP-DSGD-RP, DP-FedAvg: the algorithm's
-    ``apply_noised_sum``, no noise added here) or MS-PAFL's sum of noised public parts. A halted protocol
-    (nothing decoded) keeps the model."""
+    """The server step on what SecAgg+ decoded, noised already (the clients' noise shares, or MS-PAFL's
+    client-side noise): the protocol's ``aggregate`` adds nothing. A halted protocol (nothing decoded) keeps
+    the model."""
     if result.total is None:
         return
-    if isinstance(algorithm, DPFedAvg):
-        algorithm.global_params = algorithm.apply_noised_sum(result.total)
-    elif isinstance(algorithm, DPDSGDRandomParticipation):
-        algorithm.apply_noised_sum(result.total)
-    elif isinstance(algorithm, MSPAFL) and result.joined:  # nobody checked in: w̄_p is kept
-        algorithm.aggregate_public(result.total, result.joined)
-
-
-def run_threat_model(algorithm: Algorithm, secure: bool) -> dict[str, list[str]]:
-    """``protects_against`` and ``participation_hidden_from`` of a deployment: the server is protected
-    against where it sees only noised values — under SecAgg+ with the clients' noise shares, or MS-PAFL's
-    client-side noise (:meth:`MSPAFL.threat_model`) — otherwise ε covers the model consumers only."""
-    if algorithm.privacy_unit is None:
-        return threat_model(private=False)
-    if isinstance(algorithm, MSPAFL):
-        return algorithm.threat_model()
-    shares = secure and algorithm.name in NOISE_SHARE_ALGORITHMS
-    return threat_model(private=True, server_sees_only_noised_sum=shares)
+    protocol = algorithm.round_protocol()
+    protocol.aggregate(result.total, count=result.joined, asked=result.asked, generator=None)
 
 
 def _line(
-    algorithm: Algorithm, done: int, metrics: Mapping[str, float], fields: Mapping[str, float]
+    protocol: RoundProtocol, done: int, metrics: Mapping[str, float], fields: Mapping[str, float]
 ) -> dict[str, Any]:
     """One evaluated round's line (released and diagnostic keys together; ``split_line`` divides it)."""
     line: dict[str, Any] = {"round": done, **metrics}
-    if isinstance(algorithm, MSPAFL):  # the private submodels are on the nodes: the public model only
-        evaluation = {"accuracy": algorithm.global_accuracy(algorithm.public_model())}
-    else:
-        evaluation = algorithm.evaluate()
-    line.update({key: float(value) for key, value in evaluation.items()})
+    line.update({key: float(value) for key, value in protocol.server_evaluate().items()})
     line.update(fields)
     return line
 
@@ -252,11 +208,19 @@ def main(grid: Grid, context: Context) -> None:
     """Run the configured rounds (module docstring)."""
     import torch
 
-    from ampfl.fl.algorithms.base import ROLE_SAMPLING
     from ampfl.fl.config import config_to_dict
     from ampfl.fl.privacy import RunAccountant
-    from ampfl.fl.run import CHECKPOINT, METRICS, SUMMARY, load_checkpoint, save_checkpoint
+    from ampfl.fl.run import (
+        CHECKPOINT,
+        CONFIG_JSON,
+        CONFIG_TOML,
+        METRICS,
+        SUMMARY,
+        load_checkpoint,
+        save_checkpoint,
+    )
     from ampfl.fl.run_plots import write_plots
+    from ampfl.fl.run_summary import build_summary, write_summary
 
     started = time.perf_counter()
     torch.set_num_threads(1)
@@ -272,16 +236,17 @@ def main(grid: Grid, context: Context) -> None:
     guard()
     timeout = float(context.run_config.get("reply-timeout", 600.0))
     secure = str(context.run_config.get(SECAGG_KEY, "none")) == "secaggplus"
-    shares = secure and algorithm.name in NOISE_SHARE_ALGORITHMS  # clients add the noise (noise_shares)
+    protocol = algorithm.round_protocol()
+    # clients add the noise as shares under SecAgg+ (ampfl.flower.noise_shares)
+    shares = secure and protocol.gaussian_shares() is not None
     n = config.partition.num_clients
     nodes = _discover(grid, n, timeout)
     bring_up = time.perf_counter() - started
     run_accountant = RunAccountant(config.privacy, algorithm)
-    threats = run_threat_model(algorithm, secure)
+    threats = run_threat_model(algorithm, private=run_accountant.private, noise_shares=shares)
     ledger = PrivacyLedger(
         out / LEDGER, config.privacy, algorithm, range(n), protects_against=threats["protects_against"]
     )
-    sampler = algorithm.sampler  # type: ignore[attr-defined]
     released = tuple(algorithm.released_metrics)
     metrics: list[dict[str, Any]] = []
     diagnostics: list[dict[str, Any]] = []
@@ -331,30 +296,29 @@ def main(grid: Grid, context: Context) -> None:
             if run_accountant.would_exceed(budgeted):
                 stopped = "budget"
                 break
-            eligible = set(ledger.eligible(budgeted))
-            if isinstance(algorithm, DPDSGDRandomParticipation | MSPAFL) or shares:
-                cohort = sorted(eligible)  # every client is asked; each flips its own coin
-            else:
-                drawn = sampler.sample(round_index, algorithm.rng(round_index, ROLE_SAMPLING))
-                cohort = [int(c) for c in drawn if int(c) in eligible]
+            eligible = sorted(ledger.eligible(budgeted))
+            # the sampler's cohort, or every eligible client when each flips its own coin
+            cohort = protocol.plan_round(round_index, eligible, noise_shares=shares)
             if secure:  # SecAgg+: a sum of the cohort's contributions only (ampfl.flower.secagg)
                 asked = [nodes[c] for c in cohort]
                 result, events, round_metrics = _secure_round(
                     grid, context, algorithm, asked, round_index, timeout, events
                 )
             else:
-                updates, round_metrics = _train_round(grid, algorithm, nodes, cohort, round_index, timeout)
-            ledger.record(round_index, sorted(eligible), events)  # committed before the release below
+                total, count, round_metrics = _train_round(
+                    grid, protocol, nodes, cohort, round_index, timeout
+                )
+            ledger.record(round_index, eligible, events)  # committed before the release below
             run_accountant.compose(events)
             if secure:
                 _release_secure(algorithm, result)
             else:
-                _release(algorithm, updates, len(cohort))
+                _release(protocol, total, count, len(cohort))
             done = round_index + 1
             round_seconds.append(time.perf_counter() - round_started)
             evaluated = done % config.eval_every == 0 or done == config.rounds
             if evaluated:
-                write(_line(algorithm, done, round_metrics, fields()))
+                write(_line(protocol, done, round_metrics, fields()))
             # The new model is checkpointed before anything shows it (the metrics line, the next broadcast).
             guard()
             save_checkpoint(
@@ -370,48 +334,29 @@ def main(grid: Grid, context: Context) -> None:
             if evaluated:
                 flush()
         if not metrics or metrics[-1]["round"] != done:  # as ampfl run: the last line states ε at the stop
-            write(_line(algorithm, done, {}, fields()))
+            write(_line(protocol, done, {}, fields()))
             flush()
     ledger.close()
-    final = metrics[-1]
     title = f"{config.algorithm.name} on {config.dataset.name} (Flower)"
-    files = write_plots(out, metrics, title=title)  # released lines only
-    private = run_accountant.private
-    summary: dict[str, Any] = {
-        "engine": "flower",
-        "secure_aggregation": "secaggplus" if secure else None,
-        "algorithm": config.algorithm.name,
-        "dataset": config.dataset.name,
-        "rounds": config.rounds,
-        "rounds_completed": done,
-        "stopped": stopped,
-        "final_accuracy": final.get("accuracy"),
-        "accuracy_metric": "accuracy",
-        "epsilon": run_accountant.epsilon(),
-        "delta": run_accountant.delta,
-        "max_epsilon": config.privacy.max_epsilon,
-        "privacy_unit": algorithm.privacy_unit,
-        "neighbouring": config.privacy.neighbouring if private else None,
-        **threats,
-        "privacy_randomness": privacy_randomness(config.privacy.reproducible),
-        "accountant": run_accountant.kind,  # resolved ("auto" never appears)
-        "analysis": run_accountant.analysis(),
-        "wall_seconds": time.perf_counter() - started,
-        "discovery_seconds": bring_up,
-        "round_seconds_mean": sum(round_seconds) / len(round_seconds) if round_seconds else math.nan,
-        "final_metrics": final,
-        # N itself is private under a client-level guarantee (add/remove one client): not released then
-        "num_clients": None if algorithm.privacy_unit == "client" else n,
-        "seed": config.seed,
-        "params": config.algorithm.params.model_dump(mode="json"),
-        "noise": {
-            k: float(getattr(algorithm, k))
-            for k in ("noise_multiplier", "noise_std")
-            if hasattr(algorithm, k)
-        },
-        "completed": True,
-        "out_dir": str(out),
-        "files": [str(out / name) for name in (METRICS, DIAGNOSTICS, LEDGER, CHECKPOINT, SUMMARY, *files)],
-    }
+    headline = released[0] if released else "accuracy"
+    files = write_plots(out, metrics, title=title, metric=headline)  # released lines only
+    summary = build_summary(
+        engine="flower",
+        config=config,
+        algorithm=algorithm,
+        ledger=run_accountant,
+        metrics=metrics,
+        final=metrics[-1],
+        rounds_completed=done,
+        stopped=stopped,
+        wall_seconds=time.perf_counter() - started,
+        round_seconds=round_seconds,
+        threats=threats,
+        num_clients=n,
+        out=out,
+        files=(CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, LEDGER, CHECKPOINT, SUMMARY, *files),
+        secure_aggregation="secaggplus" if secure else None,
+        discovery_seconds=bring_up,
+    )
     guard()
-    atomic_write_json(out / SUMMARY, summary)
+    write_summary(out, summary)

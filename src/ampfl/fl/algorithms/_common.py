@@ -21,7 +21,11 @@ from ampfl.fl.models import build_model
 from ampfl.fl.sampling import FixedSizeSampler, PoissonSampler, Sampler, local_batches
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions
     from ampfl.fl.config import PrivacyConfig
+    from ampfl.fl.engine import LocalResult
     from ampfl.fl.task import Task
 
 
@@ -75,9 +79,7 @@ class FederatedAlgorithm(Algorithm):
         privacy: PrivacyConfig | None = None,
         privacy_key: int | None = None,
     ) -> None:
-        super().__init__(
-            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
-        )
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         ds = task.dataset
         if task.num_clients < 1:
             raise ValueError("task must have at least one client.")
@@ -149,6 +151,62 @@ class FederatedAlgorithm(Algorithm):
             scheme=p.local_sampling,
             rng=self.rng(round_index, ROLE_DATA),
         )
+
+    # -- pieces of the round protocol (ampfl.fl.algorithms.round_protocol) --------------------------------
+    def broadcast(self) -> torch.Tensor:
+        """The flat model the server sends the asked clients: the global model."""
+        return self.global_params
+
+    def cohort_among(self, sampler: Sampler, round_index: int, eligible: Sequence[int]) -> list[int]:
+        """The sampled participants of round ``round_index`` (:meth:`participants`) that are ``eligible``."""
+        allowed = set(eligible)
+        return [int(c) for c in self.participants(sampler, round_index) if int(c) in allowed]
+
+    def local_update(
+        self,
+        start: torch.Tensor,
+        instructions: ClientInstructions,
+        p: LocalTrainingParams,
+        rng: np.random.Generator | None,
+    ) -> LocalResult:
+        """One client's Q local SGD steps from ``start`` (000 Eq. 2): with ``rng`` None, the mini-batches the
+        simulator draws for it in the round's cohort (:meth:`batches`); else from ``rng``."""
+        client = np.array([instructions.client])
+        if rng is None:
+            cohort = np.asarray(instructions.cohort, dtype=np.int64)
+            row = int(np.searchsorted(cohort, instructions.client))
+            if row >= len(cohort) or int(cohort[row]) != instructions.client:
+                raise ValueError(f"client {instructions.client} is not in the round's cohort.")
+            batches = self.batches(cohort, instructions.round_index, p)[row : row + 1]
+            client = cohort[row : row + 1]
+        else:
+            batches = local_batches(
+                self.client_indices,
+                client,
+                num_steps=p.num_local_steps,
+                batch_size=p.batch_size,
+                scheme=p.local_sampling,
+                rng=rng,
+            )
+        return self.engine.local_sgd(
+            self.model,
+            start,
+            self.x_train,
+            self.y_train,
+            batches,
+            learning_rate=p.learning_rate,
+            client_ids=client,
+        )
+
+    def reduce_metrics(self, metrics: Sequence[Mapping[str, float]]) -> dict[str, float]:
+        """The round's diagnostics from the clients' messages: mean train loss (and clipped fraction)."""
+        from ampfl.fl.algorithms.round_protocol import mean_metrics
+
+        return mean_metrics(metrics, clipped=self.privacy_unit is not None)
+
+    def server_evaluate(self) -> dict[str, Any]:
+        """Evaluation of what the server holds: :meth:`evaluate`."""
+        return self.evaluate()
 
     def global_accuracy(self, params: torch.Tensor | None = None) -> float:
         """Test accuracy of ``params`` (default: the global model)."""

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import torch
 
     from ampfl.accounting.events import PrivacyEvent
+    from ampfl.fl.algorithms.round_protocol import RoundProtocol
     from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
@@ -186,6 +187,17 @@ class Algorithm(ABC):
         :meth:`retire_groups` before a round that would take a group over its budget (paper 001).
         """
         return {}
+
+    def round_protocol(self) -> RoundProtocol:
+        """This algorithm's round as a client half and a server half, for an engine that runs the clients
+        elsewhere (``ampfl deploy``; :mod:`ampfl.fl.algorithms.round_protocol`). Default: none.
+
+        Raises:
+            ValueError: one line naming ``algorithm.name`` for an algorithm that runs on the simulator only.
+        """
+        raise ValueError(
+            f"algorithm.name: {self.name} runs on the simulator only (its round has no client/server split)."
+        )
 
     def retire_groups(self, groups: list[int]) -> None:
         """Stop sampling ``groups`` (their next round would exceed their budget); default: nothing to do."""

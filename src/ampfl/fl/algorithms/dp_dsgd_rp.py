@@ -50,6 +50,7 @@ client's subset — so the accounted ε did not cover unequal datasets.)
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -60,9 +61,11 @@ from ampfl.accounting.events import PrivacyEvent
 from ampfl.accounting.random_checkin import ANALYSES, RECOMMENDED_ANALYSIS
 from ampfl.fl.algorithms._common import FederatedAlgorithm
 from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_DATA, ROLE_NOISE
+from ampfl.fl.algorithms.round_protocol import ClientMessage, GaussianShares
 from ampfl.fl.sampling import RandomCheckInSampler, poisson_local_batches
 
 if TYPE_CHECKING:
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions, RoundProtocol
     from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
@@ -116,9 +119,7 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
         privacy: PrivacyConfig | None = None,
         privacy_key: int | None = None,
     ) -> None:
-        super().__init__(
-            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
-        )
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         self.p: DPDSGDRPParams = params  # type: ignore[assignment]
         n = task.num_clients
         sizes = task.client_sizes()
@@ -235,6 +236,56 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
         g_hat = noised * self.scale()  # Eq. (4)
         self.velocity = self.p.momentum * self.velocity + g_hat
         self.global_params = self.global_params - self.p.learning_rate * self.velocity
+
+    # -- the round protocol (ampfl.fl.algorithms.round_protocol) ---------------------------------------
+    sum_reveals_count: ClassVar[bool] = False
+
+    def round_protocol(self) -> RoundProtocol:
+        return self
+
+    def own_coin(self, client: int, *, noise_shares: bool) -> float | None:
+        """p: every client checks in with its own coin B ~ Bern(p) (004 Algorithm 1)."""
+        return float(self.p.participation)
+
+    def plan_round(self, round_index: int, eligible: Sequence[int], *, noise_shares: bool) -> list[int]:
+        """Every eligible client is asked (each flips its own coin)."""
+        return sorted(int(c) for c in eligible)
+
+    def client_update(
+        self,
+        broadcast: torch.Tensor,
+        instructions: ClientInstructions,
+        client_state: torch.Tensor | None,
+        rng: np.random.Generator,
+    ) -> tuple[ClientMessage, torch.Tensor | None]:
+        """g_i: the sum of the per-example clipped gradients on a local Poisson sample drawn from ``rng``;
+        its metrics are the loss sum and |S_i| (:meth:`client_gradients`)."""
+        sums, losses, examples = self.client_gradients(broadcast, np.array([instructions.client]), rng)
+        return ClientMessage(sums[0], {"train_loss": float(losses[0]), "examples": float(examples[0])}), None
+
+    def aggregate(
+        self, total: torch.Tensor, *, count: int | None, asked: int, generator: torch.Generator | None
+    ) -> None:
+        """Eq. (4) and momentum on Σ_i g_i: the noise from ``generator`` (:meth:`server_update`), or already
+        in ``total`` (the clients' noise shares); the scale 1/(p N q d) is public."""
+        if generator is None:
+            self.apply_noised_sum(total)
+        else:
+            self.server_update(total, generator)
+
+    def message_bound(self) -> float:
+        """‖g_i‖ ≤ |S_i| C ≤ d C."""
+        return float(self.p.clip) * float(self.d)
+
+    def gaussian_shares(self) -> GaussianShares | None:
+        return GaussianShares(self.noise_multiplier, self.noise_std, self.event_at)
+
+    def reduce_metrics(self, metrics: Sequence[Mapping[str, float]]) -> dict[str, float]:
+        """``examples`` (Σ_i |S_i|) and the train loss per sampled example (the losses are sums over S_i)."""
+        out = {"examples": sum((float(m.get("examples", 0.0)) for m in metrics), 0.0)}
+        if out["examples"] > 0:
+            out["train_loss"] = sum(float(m["train_loss"]) for m in metrics) / out["examples"]
+        return out
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()

@@ -35,6 +35,7 @@ for that event over ``num_rounds`` rounds with the run's ``[privacy]`` accountan
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 import torch
@@ -43,9 +44,13 @@ from pydantic import BaseModel, Field, model_validator
 from ampfl.accounting.events import GaussianEvent, PrivacyEvent
 from ampfl.fl.algorithms._common import CohortParams, FederatedAlgorithm, clip_rows
 from ampfl.fl.algorithms.base import ROLE_NOISE
+from ampfl.fl.algorithms.round_protocol import ClientMessage, GaussianShares
 from ampfl.fl.sampling import FixedSizeSampler
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions, RoundProtocol
     from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
@@ -93,9 +98,7 @@ class DPFedAvg(FederatedAlgorithm):
         privacy: PrivacyConfig | None = None,
         privacy_key: int | None = None,
     ) -> None:
-        super().__init__(
-            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
-        )
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         self.p: DPFedAvgParams = params  # type: ignore[assignment]
         self.sampler = self.make_cohort_sampler(self.p)
         self.neighboring_relation = self.sampler.neighboring_relation
@@ -181,3 +184,54 @@ class DPFedAvg(FederatedAlgorithm):
         """The new global model w + η_s · noised / m̄ from Σ_i Δ̃_i + ξ, however it was noised (centrally by
         :meth:`server_update`, or by the clients' noise shares under secure aggregation)."""
         return self.global_params + self.p.server_learning_rate * noised / self.normaliser
+
+    # -- the round protocol (ampfl.fl.algorithms.round_protocol) ---------------------------------------
+    sum_reveals_count: ClassVar[bool] = False
+
+    def round_protocol(self) -> RoundProtocol:
+        return self
+
+    def own_coin(self, client: int, *, noise_shares: bool) -> float | None:
+        """Under noise shares (Poisson sampling) each client flips its own coin Bern(q), hidden from the
+        server; otherwise None: the server samples the cohort."""
+        return self.p.sampling_rate if noise_shares else None
+
+    def plan_round(self, round_index: int, eligible: Sequence[int], *, noise_shares: bool) -> list[int]:
+        if self.own_coin(0, noise_shares=noise_shares) is not None:
+            return sorted(int(c) for c in eligible)
+        return self.cohort_among(self.sampler, round_index, eligible)
+
+    def client_update(
+        self,
+        broadcast: torch.Tensor,
+        instructions: ClientInstructions,
+        client_state: torch.Tensor | None,
+        rng: np.random.Generator,
+    ) -> tuple[ClientMessage, torch.Tensor | None]:
+        """The clipped update Δ̃_i = clip_C(w_i − w) after Q local steps: on the simulator's mini-batches of
+        the cohort when the server sampled it, else (its own coin) on mini-batches from ``rng``."""
+        result = self.local_update(broadcast, instructions, self.p, rng if instructions.own_coin else None)
+        update, norms = self.clip_updates(result.params - broadcast)
+        metrics = {
+            "train_loss": float(result.loss.mean()),
+            "clipped": float(norms[0] > self.p.clip),
+            "num-examples": float(len(self.client_indices[instructions.client])),
+        }
+        return ClientMessage(update[0], metrics), None
+
+    def aggregate(
+        self, total: torch.Tensor, *, count: int | None, asked: int, generator: torch.Generator | None
+    ) -> None:
+        """w + η_s (Σ_i Δ̃_i + ξ) / m̄: ξ from ``generator`` (:meth:`server_update`), or already in ``total``
+        (the clients' noise shares)."""
+        if generator is None:
+            self.global_params = self.apply_noised_sum(total)
+        else:
+            self.global_params = self.server_update(total, asked, generator)
+
+    def message_bound(self) -> float:
+        """‖Δ̃_i‖ ≤ C, so every entry is within [-C, C]."""
+        return float(self.p.clip)
+
+    def gaussian_shares(self) -> GaussianShares | None:
+        return GaussianShares(self.noise_multiplier, self.noise_std, self.event_at)

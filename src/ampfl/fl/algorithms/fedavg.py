@@ -9,13 +9,20 @@ events, ``privacy_unit`` None, and the run reports ε = ∞.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel
 
 from ampfl.fl.algorithms._common import CohortParams, FederatedAlgorithm
+from ampfl.fl.algorithms.round_protocol import ClientMessage
 
 if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions, GaussianShares, RoundProtocol
     from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
@@ -41,9 +48,7 @@ class FedAvg(FederatedAlgorithm):
         privacy: PrivacyConfig | None = None,
         privacy_key: int | None = None,
     ) -> None:
-        super().__init__(
-            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
-        )
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         self.p: FedAvgParams = params  # type: ignore[assignment]
         self.sampler = self.make_cohort_sampler(self.p)
 
@@ -63,3 +68,43 @@ class FedAvg(FederatedAlgorithm):
         )
         self.global_params = result.params  # Eq. (3): the mean of the clients' models
         return {"participants": float(len(clients)), "train_loss": float(result.loss.mean())}
+
+    # -- the round protocol (ampfl.fl.algorithms.round_protocol) ---------------------------------------
+    sum_reveals_count: ClassVar[bool] = False
+
+    def round_protocol(self) -> RoundProtocol:
+        return self
+
+    def own_coin(self, client: int, *, noise_shares: bool) -> float | None:
+        """None: the server samples the cohort."""
+        return None
+
+    def plan_round(self, round_index: int, eligible: Sequence[int], *, noise_shares: bool) -> list[int]:
+        return self.cohort_among(self.sampler, round_index, eligible)
+
+    def client_update(
+        self,
+        broadcast: torch.Tensor,
+        instructions: ClientInstructions,
+        client_state: torch.Tensor | None,
+        rng: np.random.Generator,
+    ) -> tuple[ClientMessage, torch.Tensor | None]:
+        """Eq. (2): the client's local model w_i after Q steps (the simulator's mini-batches)."""
+        result = self.local_update(broadcast, instructions, self.p, None)
+        examples = float(len(self.client_indices[instructions.client]))
+        metrics = {"train_loss": float(result.loss.mean()), "num-examples": examples}
+        return ClientMessage(result.params[0], metrics), None
+
+    def aggregate(
+        self, total: torch.Tensor, *, count: int | None, asked: int, generator: torch.Generator | None
+    ) -> None:
+        """Eq. (3): the mean of the ``count`` local models; an empty round keeps the model."""
+        if count:
+            self.global_params = total / count
+
+    def message_bound(self) -> float:
+        """A local model is not bounded (FedAvg has no secure summation)."""
+        return math.inf
+
+    def gaussian_shares(self) -> GaussianShares | None:
+        return None

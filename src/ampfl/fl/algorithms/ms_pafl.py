@@ -30,6 +30,7 @@ one) assume otherwise and stay available through ``ampfl account ms-pafl`` as la
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
@@ -40,11 +41,13 @@ from ampfl.accounting.events import MSPAFLRoundEvent, PrivacyEvent
 from ampfl.accounting.ms_pafl import ldp_sigma
 from ampfl.fl.algorithms._common import FederatedAlgorithm, LocalTrainingParams
 from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_NOISE
+from ampfl.fl.algorithms.round_protocol import ClientMessage
 from ampfl.fl.params import ParamPartition
 from ampfl.fl.sampling import RandomCheckInSampler
 from ampfl.fl.state import ClientStore
 
 if TYPE_CHECKING:
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions, GaussianShares, RoundProtocol
     from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
@@ -104,9 +107,7 @@ class MSPAFL(FederatedAlgorithm):
         privacy: PrivacyConfig | None = None,
         privacy_key: int | None = None,
     ) -> None:
-        super().__init__(
-            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
-        )
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         self.p: MSPAFLParams = params  # type: ignore[assignment]
         n = task.num_clients
         if isinstance(self.p.participation, list) and len(self.p.participation) != n:
@@ -243,6 +244,75 @@ class MSPAFL(FederatedAlgorithm):
             "local_accuracy_mean": float(local.mean()),
             "local_accuracy_std": float(local.std(unbiased=False)),
         }
+
+    # -- the round protocol (ampfl.fl.algorithms.round_protocol) ---------------------------------------
+    #: Eq. (13) divides by |X^t|; the analysis holds with participation public to the server.
+    sum_reveals_count: ClassVar[bool] = True
+
+    def round_protocol(self) -> RoundProtocol:
+        return self
+
+    def broadcast(self) -> torch.Tensor:
+        """w̄_p only (Eq. 14): the private parts stay on the clients."""
+        return self.public
+
+    def own_coin(self, client: int, *, noise_shares: bool) -> float | None:
+        """p_i: every client checks in with its own coin ζ_i ~ Bern(p_i) (Eq. 10)."""
+        p = self.p.participation
+        return float(p[client] if isinstance(p, list) else p)
+
+    def plan_round(self, round_index: int, eligible: Sequence[int], *, noise_shares: bool) -> list[int]:
+        """Every eligible client is asked (each flips its own coin)."""
+        return sorted(int(c) for c in eligible)
+
+    def client_update(
+        self,
+        broadcast: torch.Tensor,
+        instructions: ClientInstructions,
+        client_state: torch.Tensor | None,
+        rng: np.random.Generator,
+    ) -> tuple[ClientMessage, torch.Tensor | None]:
+        """Algorithm 1 on one client: Q local steps from (w_{i,α}, w̄_p) (Eq. 14; ``client_state`` w_{i,α},
+        None: the initial private part) on mini-batches from ``rng``; returns the clipped, noised public part
+        (Eqs. 11–12, noise from ``rng``) and the new w_{i,α}, which never leaves the client."""
+        private = (
+            self.partition.split(self.global_params)["private"] if client_state is None else client_state
+        )
+        self.public = broadcast  # the w̄_p the clip of the "update" variant is relative to
+        start = self.partition.merge({"private": private[None], "public": broadcast[None]})
+        result = self.local_update(start, instructions, self.p, rng)
+        parts = self.partition.split(result.params)
+        noise = torch.Generator().manual_seed(int(rng.integers(2**63)))
+        noisy, norms, ratio = self.privatize_public(parts["public"], noise)
+        metrics = {
+            "train_loss": float(result.loss.mean()),
+            "clipped": float(norms[0] > self.p.clip),
+            "noise_to_signal": float(ratio[0]),
+        }
+        return ClientMessage(noisy[0], metrics), parts["private"][0].contiguous()
+
+    def aggregate(
+        self, total: torch.Tensor, *, count: int | None, asked: int, generator: torch.Generator | None
+    ) -> None:
+        """Eq. (13) on the sum of the ``count`` noised public parts (noised by the clients: ``generator`` is
+        not used); nobody checked in: w̄_p is kept."""
+        if count is None:
+            raise ValueError("count: MS-PAFL's server step divides by the number of check-ins (Eq. 13).")
+        if count:
+            self.aggregate_public(total, count)
+
+    def message_bound(self) -> float:
+        """C + 10σ: the clipped public part has norm ≤ C and its noise N(0, σ²) exceeds 10σ in an entry with
+        probability erfc(10/√2) ≈ 1.5e-23."""
+        return float(self.p.clip + 10.0 * self.noise_std)
+
+    def gaussian_shares(self) -> GaussianShares | None:
+        """None: each client noises its own public part in full (Eq. 12)."""
+        return None
+
+    def server_evaluate(self) -> dict[str, Any]:
+        """The public model's accuracy only: the private submodels are on the clients."""
+        return {"accuracy": self.global_accuracy(self.public_model())}
 
     # -- state ----------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

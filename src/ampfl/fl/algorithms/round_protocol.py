@@ -1,0 +1,146 @@
+"""A round in two halves, client and server, for engines that run the clients elsewhere (issue 28).
+
+``Algorithm.run_round`` runs a whole round in-process (the simulator, vectorised over the cohort). An
+algorithm that deploys (``ampfl deploy``: each client on its own Flower SuperNode) also implements
+:class:`RoundProtocol` — the shape of pfl-research and ``../shared/ROUND.md`` — and returns itself from
+:meth:`~ampfl.fl.algorithms.base.Algorithm.round_protocol`:
+
+1. server: :meth:`RoundProtocol.plan_round` names the clients asked in round r (the run's sampler, seeded by
+   the secret privacy key, or every eligible client when each client flips its own participation coin,
+   :meth:`RoundProtocol.own_coin`) and :meth:`RoundProtocol.broadcast` is the model they receive;
+2. client: :meth:`RoundProtocol.client_update` — local training, clipping, and for an algorithm that noises
+   on the client (MS-PAFL) the noise — returns a :class:`ClientMessage` (one flat vector and diagnostics)
+   and the client's new private state (MS-PAFL's private submodel; it never leaves the client);
+3. server: :meth:`RoundProtocol.aggregate` on the sum of the messages: with the server's own Gaussian noise
+   (a ``generator``: the trusted-server mode), or on a sum the clients already noised (their noise shares
+   under secure summation, :meth:`RoundProtocol.gaussian_shares`, or client-side noise), dividing only by
+   public constants.
+
+A transport (``ampfl.flower``) calls these and nothing algorithm-specific: the vectors it sums, the bound
+of their entries (:meth:`RoundProtocol.message_bound`, for SecAgg+'s encoding) and whether the server may
+learn how many clients contributed (:attr:`RoundProtocol.sum_reveals_count`) are the algorithm's to say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from ampfl.accounting.events import PrivacyEvent
+
+
+@dataclass(frozen=True)
+class ClientInstructions:
+    """What the server tells a client in round ``round_index``.
+
+    Attributes:
+        round_index: the round (0-based).
+        cohort: the sorted ids of the clients asked this round (a client whose participation the server
+            samples draws the same mini-batches as in the simulator from it).
+        client: the id of the client that runs the update.
+        own_coin: the client joined by its own coin (:meth:`RoundProtocol.own_coin`), not by the server's
+            sampling: its random draws come from its own randomness only.
+    """
+
+    round_index: int
+    cohort: np.ndarray
+    client: int
+    own_coin: bool = False
+
+
+@dataclass
+class ClientMessage:
+    """What one client sends the server: ``vector`` (the contribution the server sums: a local model, a
+    clipped update, a clipped gradient sum or a noised public part) and ``metrics`` (diagnostics of its
+    private data: never released, never sent under secure summation)."""
+
+    vector: torch.Tensor
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GaussianShares:
+    """The Gaussian noise of an algorithm whose clients may add it as shares before a secure sum.
+
+    Attributes:
+        noise_multiplier: z, the noise std over the sensitivity of the summed messages.
+        std: σ, the noise std of the whole sum (each of n asked clients adds N(0, σ²/n)).
+        event_at: the round's privacy event at a noise multiplier (the realised one when shares are missing).
+    """
+
+    noise_multiplier: float
+    std: float
+    event_at: Callable[[float], PrivacyEvent]
+
+
+class RoundProtocol(Protocol):
+    """The two halves of a round (module docstring); implemented by the algorithms that deploy."""
+
+    #: Whether the server learns the number of contributing clients from a secure sum (MS-PAFL: its
+    #: Eq. (13) divides by it, and its analysis holds with participation public to the server).
+    sum_reveals_count: ClassVar[bool]
+
+    def broadcast(self) -> torch.Tensor:
+        """The flat model the server sends the asked clients."""
+        ...
+
+    def own_coin(self, client: int, *, noise_shares: bool) -> float | None:
+        """The probability with which ``client`` joins a round by its own coin (drawn on the client from its
+        own entropy); None when the server samples the cohort. ``noise_shares``: under secure summation with
+        client noise shares."""
+        ...
+
+    def plan_round(self, round_index: int, eligible: Sequence[int], *, noise_shares: bool) -> list[int]:
+        """The sorted clients the server asks in round ``round_index`` among ``eligible``."""
+        ...
+
+    def client_update(
+        self,
+        broadcast: torch.Tensor,
+        instructions: ClientInstructions,
+        client_state: torch.Tensor | None,
+        rng: np.random.Generator,
+    ) -> tuple[ClientMessage, torch.Tensor | None]:
+        """One client's half of the round from the server's ``broadcast``; ``client_state``: its private state
+        (None: the initial one); ``rng``: its own randomness. Returns its message and new private state."""
+        ...
+
+    def aggregate(
+        self, total: torch.Tensor, *, count: int | None, asked: int, generator: torch.Generator | None
+    ) -> None:
+        """The server's half on ``total``, the sum of ``count`` clients' messages (None: unknown to the
+        server) of the ``asked`` ones: adds the Gaussian noise from ``generator`` (None: ``total`` is noised
+        already, by the clients) and updates the model."""
+        ...
+
+    def message_bound(self) -> float:
+        """The largest absolute entry of a message vector (w.h.p. for a message noised on the client)."""
+        ...
+
+    def gaussian_shares(self) -> GaussianShares | None:
+        """The noise the clients may add as shares before a secure sum; None when they may not."""
+        ...
+
+    def reduce_metrics(self, metrics: Sequence[Mapping[str, float]]) -> dict[str, float]:
+        """The round's diagnostics from the clients' message metrics."""
+        ...
+
+    def server_evaluate(self) -> dict[str, Any]:
+        """Evaluation of what the server holds (MS-PAFL: the public model only; the private parts are on
+        the clients)."""
+        ...
+
+
+def mean_metrics(metrics: Sequence[Mapping[str, float]], *, clipped: bool) -> dict[str, float]:
+    """``train_loss`` averaged over the clients and, for a private run (``clipped``), ``clipped_fraction``."""
+    if not metrics:
+        return {}
+    out = {"train_loss": sum(float(m["train_loss"]) for m in metrics) / len(metrics)}
+    if clipped:
+        out["clipped_fraction"] = sum(float(m.get("clipped", 0.0)) for m in metrics) / len(metrics)
+    return out
