@@ -1,7 +1,10 @@
 """Log-space numerics shared by every analysis (one implementation each).
 
 Each function either is exact in floating point up to a few ulps or rounds its result *up* by a bound on its
-round-off, so that a privacy loss computed from it is never understated.
+round-off, so that a privacy loss computed from it is never understated. The searches: :func:`find_root` (the
+one root finder), :func:`epsilon_from_delta_curve` (ε where a δ(ε) curve meets a target) and
+:func:`smallest_feasible` (calibration's geometric search). SciPy is imported inside the functions that use
+it: :mod:`ampfl.accounting.calibrate` imports this module on the accountants' start-up path.
 """
 
 from __future__ import annotations
@@ -11,11 +14,20 @@ from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
-from scipy import special
 
 from ampfl.accounting._checks import NumericalError
 
-__all__ = ["EPS", "find_root", "log1p_of_logsum", "log_comb_row", "log_expm1", "log_sub_exp"]
+__all__ = [
+    "EPS",
+    "UnreachableTarget",
+    "epsilon_from_delta_curve",
+    "find_root",
+    "log1p_of_logsum",
+    "log_comb_row",
+    "log_expm1",
+    "log_sub_exp",
+    "smallest_feasible",
+]
 
 EPS = float(np.finfo(np.float64).eps)
 
@@ -46,6 +58,8 @@ def log1p_of_logsum(terms: np.ndarray, axis: int = -1) -> np.ndarray:
     The error of a log-sum-exp is about eps · Σ wᵢ(|tᵢ| + 1) with weights wᵢ = exp(tᵢ − lse); through
     ``log1p`` it shrinks by the factor ``exp(lse) / (1 + exp(lse))``.
     """
+    from scipy import special  # here, not at import: the accountants' start-up path imports this module
+
     t = np.asarray(terms, dtype=np.float64)
     lse = np.asarray(special.logsumexp(t, axis=axis, keepdims=True), dtype=np.float64)
     with np.errstate(invalid="ignore"):
@@ -60,6 +74,8 @@ def log1p_of_logsum(terms: np.ndarray, axis: int = -1) -> np.ndarray:
 
 def log_comb_row(n: int) -> np.ndarray:
     """log C(n, ℓ) for ℓ = 0..n (gammaln; exact to a few ulps of its magnitude)."""
+    from scipy import special
+
     ell = np.arange(n + 1, dtype=np.float64)
     return np.asarray(special.gammaln(n + 1.0) - special.gammaln(ell + 1.0) - special.gammaln(n - ell + 1.0))
 
@@ -168,3 +184,113 @@ def find_root(
         else:
             hi = mid
     return hi if end == "upper" else lo
+
+
+def epsilon_from_delta_curve(
+    delta_at: Callable[[float], float],
+    target: float,
+    *,
+    start: float = 1.0,
+    expand: bool = True,
+    max_epsilon: float = 1e6,
+    xtol: float = 0.0,
+    rtol: float = 1e-12,
+    name: str = "epsilon",
+) -> float:
+    """The smallest ε ≥ 0 at which a non-increasing δ(ε) curve meets ``target`` (the one ε-from-δ search).
+
+    0 when δ(0) ≤ ``target``; else :func:`find_root` on δ(ε) − target over [0, ``start``] (its upper end
+    moving out geometrically up to ``max_epsilon`` when ``expand``) to ``xtol`` + ``rtol``·ε, returning the
+    upper end of the final bracket: δ ≤ ``target`` holds there, so ε is never under-reported. Pass log δ and
+    log target to search in log space (a curve that underflows).
+
+    Raises:
+        NumericalError: when δ is nan at a probe, or still above ``target`` at ``max_epsilon`` (or at
+            ``start`` without ``expand``).
+    """
+    if delta_at(0.0) <= target:
+        return 0.0
+    return find_root(
+        lambda e: delta_at(e) - target,
+        0.0,
+        start,
+        expand="upper" if expand else "none",
+        max_hi=max(max_epsilon, start),
+        xtol=xtol,
+        rtol=rtol,
+        end="upper",
+        name=name,
+    )
+
+
+class UnreachableTarget(NumericalError):
+    """No noise level in the search range meets the target; ``smallest_epsilon`` is the best certified."""
+
+    def __init__(self, message: str, *, smallest_epsilon: float) -> None:
+        super().__init__(message)
+        self.smallest_epsilon = smallest_epsilon
+
+
+def smallest_feasible(
+    f: Callable[[float], float],
+    target: float,
+    *,
+    name: str = "noise_multiplier",
+    initial: float = 1.0,
+    lower_limit: float = 1e-6,
+    upper_limit: float = 1e6,
+    rtol: float = 1e-6,
+    max_iter: int = 200,
+    step: float = 2.0,
+) -> float:
+    """Smallest ``x`` in ``[lower_limit, upper_limit]`` with ``f(x) <= target``, for ``f`` non-increasing (the
+    search core of :func:`ampfl.accounting.calibrate.calibrate_decreasing`, which documents it).
+
+    A geometric bracket search from ``initial`` (factor ``step``), then bisection at geometric midpoints
+    until ``x_hi / x_lo − 1 ≤ rtol``; the result is re-checked, so ``f(x) <= target`` always holds (errs
+    towards more noise, never less).
+
+    Raises:
+        UnreachableTarget: if even ``upper_limit`` does not meet the target.
+    """
+    if math.isnan(target):
+        raise ValueError("target must be a real number. Found nan.")
+    lo, hi = None, None
+    x = min(max(initial, lower_limit), upper_limit)
+    if f(x) <= target:
+        hi = x
+        while True:
+            cand = max(hi / step, lower_limit)
+            if cand == hi:
+                return hi
+            if f(cand) <= target:
+                hi = cand
+            else:
+                lo = cand
+                break
+    else:
+        lo = x
+        while True:
+            cand = min(lo * step, upper_limit)
+            if f(cand) <= target:
+                hi = cand
+                break
+            if cand >= upper_limit:
+                floor = f(cand)
+                raise UnreachableTarget(
+                    f"{name}: the target {target:g} is unreachable: no value up to {upper_limit:g} meets it "
+                    f"(the smallest value reached is {floor:.6g}).",
+                    smallest_epsilon=floor,
+                )
+            lo = cand
+    for _ in range(max_iter):
+        if hi / lo - 1.0 <= rtol:
+            break
+        mid = math.sqrt(lo * hi)
+        if f(mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+    if not f(hi) <= target:  # pragma: no cover - defensive re-check (f must be monotone)
+        raise NumericalError(f"{name}: calibration re-check failed; the loss is not monotone in {name}.")
+    return hi

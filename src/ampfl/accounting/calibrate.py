@@ -1,5 +1,6 @@
 """Noise calibration: :func:`calibrate` (any event family, any accountant) over the kernel
-:func:`calibrate_decreasing` (STYLE.md rule 11).
+:func:`calibrate_decreasing` (STYLE.md rule 11), whose search core is
+:func:`ampfl.accounting._numerics.smallest_feasible` (below every analysis: ``gaussian.py`` uses it too).
 
 :func:`calibrate_decreasing` finds the smallest parameter value ``x`` (typically a noise multiplier) such
 that a privacy-loss function ``f(x)`` that decreases in ``x`` is at most a target. It searches in log space,
@@ -9,25 +10,17 @@ returned ``x`` always satisfies ``f(x) <= target`` (it errs towards more noise, 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from ampfl.accounting._checks import NumericalError, check_delta, check_int, check_positive
+from ampfl.accounting._numerics import UnreachableTarget, smallest_feasible
 
 __all__ = ["CALIBRATION_RTOL", "UnreachableTarget", "calibrate", "calibrate_decreasing"]
 
 #: Relative distance of a calibrated noise multiplier from the smallest one that meets the target.
 CALIBRATION_RTOL = 0.004
-
-
-class UnreachableTarget(NumericalError):
-    """No noise level in the search range meets the target; ``smallest_epsilon`` is the best certified."""
-
-    def __init__(self, message: str, *, smallest_epsilon: float) -> None:
-        super().__init__(message)
-        self.smallest_epsilon = smallest_epsilon
 
 
 def calibrate(
@@ -216,44 +209,14 @@ def calibrate_decreasing(
         UnreachableTarget: if even ``upper_limit`` does not meet the target (``smallest_epsilon`` holds the
             smallest value of ``f`` reached, in ``f``'s units).
     """
-    if math.isnan(target):
-        raise ValueError("target must be a real number. Found nan.")
-    lo, hi = None, None
-    x = min(max(initial, lower_limit), upper_limit)
-    if f(x) <= target:
-        hi = x
-        while True:
-            cand = max(hi / step, lower_limit)
-            if cand == hi:
-                return hi
-            if f(cand) <= target:
-                hi = cand
-            else:
-                lo = cand
-                break
-    else:
-        lo = x
-        while True:
-            cand = min(lo * step, upper_limit)
-            if f(cand) <= target:
-                hi = cand
-                break
-            if cand >= upper_limit:
-                floor = f(cand)
-                raise UnreachableTarget(
-                    f"{name}: the target {target:g} is unreachable: no value up to {upper_limit:g} meets it "
-                    f"(the smallest value reached is {floor:.6g}).",
-                    smallest_epsilon=floor,
-                )
-            lo = cand
-    for _ in range(max_iter):
-        if hi / lo - 1.0 <= rtol:
-            break
-        mid = math.sqrt(lo * hi)
-        if f(mid) <= target:
-            hi = mid
-        else:
-            lo = mid
-    if not f(hi) <= target:  # pragma: no cover - defensive re-check (f must be monotone)
-        raise NumericalError(f"{name}: calibration re-check failed; the loss is not monotone in {name}.")
-    return hi
+    return smallest_feasible(
+        f,
+        target,
+        name=name,
+        initial=initial,
+        lower_limit=lower_limit,
+        upper_limit=upper_limit,
+        rtol=rtol,
+        max_iter=max_iter,
+        step=step,
+    )

@@ -21,8 +21,7 @@ from scipy import special
 
 from ampfl.accounting._checks import check_delta, check_nonnegative, check_positive
 from ampfl.accounting._numerics import EPS as _EPS
-from ampfl.accounting._numerics import find_root
-from ampfl.accounting.calibrate import calibrate_decreasing
+from ampfl.accounting._numerics import epsilon_from_delta_curve, smallest_feasible
 
 
 def classic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
@@ -88,19 +87,13 @@ def gaussian_epsilon(*, sigma: float, delta: float, sensitivity: float = 1.0) ->
     dlt = check_delta("delta", delta)
     sig = check_positive("sigma", sigma)
     s = check_positive("sensitivity", sensitivity)
-    log_target = math.log(dlt)
-    if gaussian_log_delta(sigma=sig, epsilon=0.0, sensitivity=s) <= log_target:
-        return 0.0
     # δ(ε) decreases in ε; search the smallest ε meeting the target (the upper end: δ ≤ target there).
-    return find_root(
-        lambda e: gaussian_log_delta(sigma=sig, epsilon=e, sensitivity=s) - log_target,
-        0.0,
-        1.0,
-        expand="upper",
-        max_hi=1e300,
+    return epsilon_from_delta_curve(
+        lambda e: gaussian_log_delta(sigma=sig, epsilon=e, sensitivity=s),
+        math.log(dlt),
+        max_epsilon=1e300,
         xtol=1e-24,
         rtol=1e-12,
-        end="upper",
         name="gaussian_epsilon",
     )
 
@@ -111,7 +104,7 @@ def analytic_gaussian_sigma(*, epsilon: float, delta: float, sensitivity: float 
     dlt = check_delta("delta", delta)
     s = check_positive("sensitivity", sensitivity)
     log_target = math.log(dlt)
-    multiplier = calibrate_decreasing(
+    multiplier = smallest_feasible(
         lambda m: gaussian_log_delta(sigma=m, epsilon=eps, sensitivity=1.0),
         log_target,
         name="sigma",

@@ -16,6 +16,10 @@ same pessimistic (upper-bound) PLD. Only the normal CDF differs: ``math.erfc`` (
 as SciPy's ``ndtr``) and SciPy's ``log_ndtr`` scheme for its logarithm, so each δ(ε_i) agrees to ~1e-16 and
 each mass to ~1e-16/h. ``tests/accounting/test_pld_dense.py`` checks the divergences, PMFs and ε against
 dp-accounting's; :func:`~ampfl.accounting.accountants.pld_fast.gaussian_pld` runs this code on SciPy's CDF.
+
+The ε(δ) queries of both kinds of PLD (:func:`pmf_epsilon`, :func:`walk_epsilon`, :func:`epsilon_for_delta`;
+re-exported by :mod:`~ampfl.accounting.accountants.pld_fast`) live here, below the composition kernels, so
+that the two modules import one way (pld_fast → pld_dense).
 """
 
 from __future__ import annotations
@@ -26,7 +30,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DensePmf", "Pld", "gaussian_connect_dots", "gaussian_pld", "norm_cdf", "norm_log_cdf"]
+__all__ = [
+    "DensePmf",
+    "Pld",
+    "epsilon_for_delta",
+    "gaussian_connect_dots",
+    "gaussian_pld",
+    "norm_cdf",
+    "norm_log_cdf",
+    "pmf_epsilon",
+    "walk_epsilon",
+]
 
 #: Φ⁻¹(½·e^-50) (``scipy.special.ndtri``; a test checks it): dp-accounting's truncation of the Gaussian noise
 #: at ``log_mass_truncation_bound = -50``, in units of the standard deviation.
@@ -102,8 +116,6 @@ class DensePmf:
         return float(self._infinity_mass + np.dot(-np.expm1(epsilon - losses[above]), self._probs[above]))
 
     def get_epsilon_for_delta(self, delta: float) -> float:
-        from ampfl.accounting.accountants.pld_fast import pmf_epsilon
-
         return pmf_epsilon(self, delta)
 
     def to_dp_accounting(self) -> Any:
@@ -129,8 +141,6 @@ class Pld:
         return delta if self._symmetric else max(delta, self._pmf_add.get_delta_for_epsilon(epsilon))
 
     def get_epsilon_for_delta(self, delta: float) -> float:
-        from ampfl.accounting.accountants.pld_fast import epsilon_for_delta
-
         return epsilon_for_delta(self, delta)
 
     def to_dp_accounting(self) -> Any:
@@ -139,6 +149,80 @@ class Pld:
 
         remove = self._pmf_remove.to_dp_accounting()
         return PrivacyLossDistribution(remove, None if self._symmetric else self._pmf_add.to_dp_accounting())
+
+
+# ---------------------------------------------------------------------------------------------- queries
+def pmf_epsilon(pmf: Any, delta: float, first_block: int = 4096) -> float:
+    """``_get_epsilon_for_delta`` over a PMF: walk the losses from the largest down with prefix sums.
+
+    In blocks (``first_block`` points, then from 4096 doubling): the walk stops where ε(δ) is reached,
+    usually in the upper tail, so most of a long PMF is never touched. The running sums are carried into each
+    block's prefix sum, so the additions are the loop's, in its order, whatever the blocks."""
+    return walk_epsilon(pmf, delta, first_block)[0]
+
+
+#: Relative slack of the walk's prefilter: log(a) ≥ loss in floating point implies a·e^{-loss} ≥ 1 − 1e-9
+#: (log and exp err by a few ulps, i.e. ~1e-13 relative for |loss| ≤ 745).
+_SLACK = 1.0 - 1e-9
+
+
+def walk_epsilon(pmf: Any, delta: float, first_block: int = 4096) -> tuple[float, int]:
+    """:func:`pmf_epsilon` and the number of points walked from the largest loss down to where it stopped
+    (a good ``first_block`` for the next, slightly larger, composition).
+
+    The loop's test at each loss is log((upper − δ)/lower) ≥ loss; a point can only pass it if
+    (upper − δ)/lower · e^{−loss} ≥ 1 − 1e-9 (the factor e^{−loss} is the one the lower sum uses), so the
+    logarithm is taken only at the points passing that prefilter, first ones first: the same first point,
+    hence the same answer, as taking it everywhere."""
+    if not hasattr(pmf, "_probs"):  # dp-accounting's sparse PMF
+        return float(pmf.get_epsilon_for_delta(delta)), 0
+    inf = float(pmf._infinity_mass)
+    if inf > delta:
+        return math.inf, 0
+    probs = np.asarray(pmf._probs, dtype=np.float64)[::-1]
+    n, top, h = len(probs), pmf._lower_loss + len(probs) - 1, pmf._discretization
+    upper_mass, lower_mass = inf, 0.0
+    start, size, next_size = 0, max(1, first_block), 4096
+    while start < n:
+        stop = min(n, start + size)
+        p = probs[start:stop]
+        # (top − j)·h from float integers (exact below 2^53): the int64 array's multiply casts slowly
+        losses = np.arange(top - start, top - stop, -1, dtype=np.float64) * h
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            scale = np.exp(-losses)
+            upper = np.cumsum(np.concatenate(([upper_mass], p)))  # mass above the block's k-th loss: upper[k]
+            lower = np.cumsum(np.concatenate(([lower_mass], scale * p)))
+            above, weight = upper[:-1], lower[:-1]
+            ratio = (above - delta) / weight
+            maybe = np.flatnonzero((ratio * scale >= _SLACK) | (scale == 0.0))
+        maybe = maybe[(above[maybe] > delta) & (weight[maybe] > 0)]
+        k = len(p)
+        for lo in range(0, maybe.size, 256):  # the exact test, first candidates first
+            chunk = maybe[lo : lo + 256]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                passed = np.flatnonzero(np.log(ratio[chunk]) >= losses[chunk])
+            if passed.size:
+                k = int(chunk[passed[0]])
+                break
+        zero = np.flatnonzero((upper[1 : k + 1] >= delta) & (lower[1 : k + 1] == 0))  # exp(-loss) underflowed
+        if zero.size:
+            return max(0.0, float(losses[zero[0]])), start + int(zero[0]) + 1
+        upper_mass, lower_mass = float(upper[k]), float(lower[k])
+        if k < len(p):
+            start += k
+            break
+        start, size, next_size = stop, next_size, 2 * next_size
+    if upper_mass <= lower_mass + delta:
+        return 0.0, start
+    return math.log((upper_mass - delta) / lower_mass), start
+
+
+def epsilon_for_delta(pld: Any, delta: float) -> float:
+    """``pld.get_epsilon_for_delta(delta)``: the larger of the two adjacencies."""
+    eps = pmf_epsilon(pld._pmf_remove, delta)
+    if pld._symmetric:
+        return eps
+    return max(eps, pmf_epsilon(pld._pmf_add, delta))
 
 
 # ------------------------------------------------------------------------------------------ the Gaussian

@@ -10,7 +10,8 @@ dominate a calibration and every evaluation of a run. The functions here run the
   sums) and the Chernoff truncation bounds (powers of one base, no log-sum-exp per order) vectorised; the
   T-fold power of the spectrum by repeated squaring of a real FFT (half the spectrum, ~2 log2 T products
   instead of a complex ``**``), on dp-accounting's FFT length (the same wrap-around of the truncated tails);
-- :func:`epsilon_for_delta`: ``get_epsilon_for_delta`` by prefix sums from the largest loss down.
+- :func:`epsilon_for_delta`: ``get_epsilon_for_delta`` by prefix sums from the largest loss down (defined in
+  :mod:`~ampfl.accounting.accountants.pld_dense`, below this module, whose PMF types answer with it).
 
 Each is the dp-accounting algorithm (pessimistic rounding, tail mass to infinity); results agree with
 dp-accounting's to rounding (tests/accounting/test_pld_accountant_fast.py: PMFs to 1e-12, ε to 1e-9 relative,
@@ -26,7 +27,14 @@ from typing import Any
 import numpy as np
 
 from ampfl.accounting.accountants import pld_dense
-from ampfl.accounting.accountants.pld_dense import DensePmf, Pld
+from ampfl.accounting.accountants.pld_dense import (
+    DensePmf,
+    Pld,
+    epsilon_for_delta,
+    pmf_epsilon,
+    walk_epsilon,
+)
+from ampfl.accounting.pld_grid import tail_cut
 
 __all__ = [
     "TAIL_MASS",
@@ -122,12 +130,6 @@ def gaussian_pld(noise_multiplier: float, sampling_prob: float, interval: float)
 
 
 # ------------------------------------------------------------------------------------------ composition
-def _prefix(probs: np.ndarray, threshold: float) -> int:
-    """``_find_prefix_to_truncate``: the longest prefix whose running sum stays ≤ ``threshold``."""
-    above = np.flatnonzero(np.cumsum(probs) > threshold)
-    return int(above[0]) if above.size else len(probs)
-
-
 def _compose_pmf(a: Any, b: Any, tail: float) -> Any:
     native = _native(a, b)
     if not native:
@@ -144,8 +146,7 @@ def _compose_pmf(a: Any, b: Any, tail: float) -> Any:
     a.validate_composable(b)
     probs = convolve(a._probs, b._probs, native)
     inf = a._infinity_mass + b._infinity_mass - a._infinity_mass * b._infinity_mass
-    left = _prefix(probs, tail / 2)
-    right = max(len(probs) - _prefix(probs[::-1], tail / 2), left + 1)
+    left, right = tail_cut(probs, tail / 2, tail / 2)  # the tail guard (pld_grid)
     left_mass, right_mass = np.sum(probs[:left]), np.sum(probs[right:])
     kept = probs[left:right]
     kept[0] += left_mass  # pessimistic: the left tail onto the smallest kept loss, the right tail to infinity
@@ -243,77 +244,3 @@ def self_compose(pld: Any, times: int, tail: float = TAIL_MASS) -> Any:
     if pld._symmetric:
         return _pld(remove, None, native)
     return _pld(remove, _self_compose_pmf(pld._pmf_add, times, tail), native)
-
-
-# ---------------------------------------------------------------------------------------------- queries
-def pmf_epsilon(pmf: Any, delta: float, first_block: int = 4096) -> float:
-    """``_get_epsilon_for_delta`` over a PMF: walk the losses from the largest down with prefix sums.
-
-    In blocks (``first_block`` points, then from 4096 doubling): the walk stops where ε(δ) is reached,
-    usually in the upper tail, so most of a long PMF is never touched. The running sums are carried into each
-    block's prefix sum, so the additions are the loop's, in its order, whatever the blocks."""
-    return walk_epsilon(pmf, delta, first_block)[0]
-
-
-#: Relative slack of the walk's prefilter: log(a) ≥ loss in floating point implies a·e^{-loss} ≥ 1 − 1e-9
-#: (log and exp err by a few ulps, i.e. ~1e-13 relative for |loss| ≤ 745).
-_SLACK = 1.0 - 1e-9
-
-
-def walk_epsilon(pmf: Any, delta: float, first_block: int = 4096) -> tuple[float, int]:
-    """:func:`pmf_epsilon` and the number of points walked from the largest loss down to where it stopped
-    (a good ``first_block`` for the next, slightly larger, composition).
-
-    The loop's test at each loss is log((upper − δ)/lower) ≥ loss; a point can only pass it if
-    (upper − δ)/lower · e^{−loss} ≥ 1 − 1e-9 (the factor e^{−loss} is the one the lower sum uses), so the
-    logarithm is taken only at the points passing that prefilter, first ones first: the same first point,
-    hence the same answer, as taking it everywhere."""
-    if not hasattr(pmf, "_probs"):  # dp-accounting's sparse PMF
-        return float(pmf.get_epsilon_for_delta(delta)), 0
-    inf = float(pmf._infinity_mass)
-    if inf > delta:
-        return math.inf, 0
-    probs = np.asarray(pmf._probs, dtype=np.float64)[::-1]
-    n, top, h = len(probs), pmf._lower_loss + len(probs) - 1, pmf._discretization
-    upper_mass, lower_mass = inf, 0.0
-    start, size, next_size = 0, max(1, first_block), 4096
-    while start < n:
-        stop = min(n, start + size)
-        p = probs[start:stop]
-        # (top − j)·h from float integers (exact below 2^53): the int64 array's multiply casts slowly
-        losses = np.arange(top - start, top - stop, -1, dtype=np.float64) * h
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            scale = np.exp(-losses)
-            upper = np.cumsum(np.concatenate(([upper_mass], p)))  # mass above the block's k-th loss: upper[k]
-            lower = np.cumsum(np.concatenate(([lower_mass], scale * p)))
-            above, weight = upper[:-1], lower[:-1]
-            ratio = (above - delta) / weight
-            maybe = np.flatnonzero((ratio * scale >= _SLACK) | (scale == 0.0))
-        maybe = maybe[(above[maybe] > delta) & (weight[maybe] > 0)]
-        k = len(p)
-        for lo in range(0, maybe.size, 256):  # the exact test, first candidates first
-            chunk = maybe[lo : lo + 256]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                passed = np.flatnonzero(np.log(ratio[chunk]) >= losses[chunk])
-            if passed.size:
-                k = int(chunk[passed[0]])
-                break
-        zero = np.flatnonzero((upper[1 : k + 1] >= delta) & (lower[1 : k + 1] == 0))  # exp(-loss) underflowed
-        if zero.size:
-            return max(0.0, float(losses[zero[0]])), start + int(zero[0]) + 1
-        upper_mass, lower_mass = float(upper[k]), float(lower[k])
-        if k < len(p):
-            start += k
-            break
-        start, size, next_size = stop, next_size, 2 * next_size
-    if upper_mass <= lower_mass + delta:
-        return 0.0, start
-    return math.log((upper_mass - delta) / lower_mass), start
-
-
-def epsilon_for_delta(pld: Any, delta: float) -> float:
-    """``pld.get_epsilon_for_delta(delta)``: the larger of the two adjacencies."""
-    eps = pmf_epsilon(pld._pmf_remove, delta)
-    if pld._symmetric:
-        return eps
-    return max(eps, pmf_epsilon(pld._pmf_add, delta))

@@ -40,7 +40,7 @@ from numpy.typing import NDArray
 from scipy import integrate, optimize, special
 
 from ampfl.accounting._checks import NumericalError, check_delta, check_nonnegative, check_positive
-from ampfl.accounting._numerics import find_root
+from ampfl.accounting._numerics import epsilon_from_delta_curve
 from ampfl.accounting.ms_pafl import (
     amplified_epsilon,
     first_use_delta,
@@ -243,21 +243,13 @@ def exact_delta(d: UploadMixture, d_prime: UploadMixture, *, noise_std: float, e
 def exact_epsilon(d: UploadMixture, d_prime: UploadMixture, *, noise_std: float, delta: float) -> float:
     """Smallest ε with :func:`exact_delta` ≤ ``delta`` (root of the decreasing δ(ε), to 1e-9 relative)."""
     dlt = check_delta("delta", delta)
-
-    def excess(e: float) -> float:
-        return exact_delta(d, d_prime, noise_std=noise_std, epsilon=e) - dlt
-
-    if excess(0.0) <= 0.0:
-        return 0.0
-    return find_root(
-        excess,
-        0.0,
-        0.01,
-        expand="upper",
-        max_hi=1e3,
+    return epsilon_from_delta_curve(
+        lambda e: exact_delta(d, d_prime, noise_std=noise_std, epsilon=e),
+        dlt,
+        start=0.01,
+        max_epsilon=1e3,
         xtol=1e-12,
         rtol=1e-10,
-        end="upper",
         name="exact_epsilon",
     )
 

@@ -28,6 +28,7 @@ import numpy as np
 from scipy import stats
 
 from ampfl.accounting._checks import NumericalError, check_int, check_probability
+from ampfl.accounting._numerics import find_root
 
 __all__ = ["OneRunAudit", "guess_grid", "one_run_audit", "one_run_epsilon_lower", "one_run_p_value"]
 
@@ -76,7 +77,8 @@ def one_run_epsilon_lower(
 ) -> float:
     """The largest ε whose p-value (:func:`one_run_p_value`) is below ``1 − confidence``; 0 if none is.
 
-    With probability at least ``confidence`` an (ε, δ)-DP algorithm gives a value ≤ ε. Bisection to 1e-6.
+    With probability at least ``confidence`` an (ε, δ)-DP algorithm gives a value ≤ ε. Bisection to 1e-6
+    (:func:`~ampfl.accounting._numerics.find_root`); :data:`_EPS_CAP` when still rejected there.
     """
     v, r, m = _check_counts(correct, guesses, canaries)
     c = check_probability("confidence", confidence, allow_one=False)
@@ -87,18 +89,20 @@ def one_run_epsilon_lower(
 
     if not rejected(0.0):
         return 0.0
-    lo, hi = 0.0, 1.0
-    while rejected(hi):
-        lo, hi = hi, 2.0 * hi
-        if hi > _EPS_CAP:
-            return _EPS_CAP
-    while hi - lo > 1e-6:
-        mid = 0.5 * (lo + hi)
-        if rejected(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    try:  # the lower end of the final bracket: rejected there (never over-reports the lower bound)
+        return find_root(
+            lambda e: 1.0 if rejected(e) else -1.0,
+            0.0,
+            1.0,
+            expand="upper",
+            max_hi=_EPS_CAP,
+            xtol=1e-6,
+            rtol=0.0,
+            end="lower",
+            name="one-run epsilon lower bound",
+        )
+    except NumericalError:  # rejected even at the cap
+        return _EPS_CAP
 
 
 @dataclass(frozen=True)

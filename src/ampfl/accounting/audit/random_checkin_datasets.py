@@ -10,7 +10,7 @@ spanned by u and one v ⊥ u), so S is a lattice mixture Σ_j m_j g_j with weigh
 Every number is a LOWER bound on the mechanism's ε(δ) for that dataset (hence on the worst case): the plane is
 cut into cells of width z/``cells_per_sigma`` (plus half-planes), the cell masses of P and Q are exact
 (products of 1-D Gaussian CDF differences; the noise is isotropic), and the binned pair's PLD rounds every
-loss DOWN (:func:`~ampfl.accounting.audit.random_checkin_pld._rounded_pmf`, as the identical-record code
+loss DOWN (:func:`~ampfl.accounting.audit.random_checkin_pld.optimistic_pld`, as the identical-record code
 does). Binning is a post-processing and optimistic rounding only lowers δ; composing the PLD T times is the
 T-round mechanism on the fixed dataset. Lattice terms of weight below 1e-25 are dropped from P and Q alike
 (changes δ by at most e^ε·1e-25 per term, far below every δ used). The search scores a dataset by the binned
@@ -34,9 +34,9 @@ from ampfl.accounting._checks import check_int, check_positive, check_probabilit
 from ampfl.accounting.audit._mixture_integral import FloatArray
 from ampfl.accounting.audit.random_checkin_pld import (
     _log_cell_masses,
-    _rounded_pmf,
     binned_pair_delta,
     mix_cell_masses,
+    optimistic_pld,
 )
 
 __all__ = [
@@ -170,8 +170,7 @@ def types_pair_pld(
     cells = check_int("cells_per_sigma", cells_per_sigma or (256 if flat else 32), minimum=4, maximum=4096)
     means, log_w = sum_distribution(types, q)
     log_p, log_q = _log_masses(means, log_w, p, q, z, cells, 14.0)
-    loss = log_p - log_q
-    return pld_lib.PrivacyLossDistribution(_rounded_pmf(loss, log_p, h), _rounded_pmf(-loss, log_q, h))
+    return optimistic_pld(log_p, log_q, h)
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ from scipy import stats
 from ampfl.accounting._checks import check_int, check_positive, check_probability
 from ampfl.accounting.audit._mixture_integral import FloatArray
 from ampfl.accounting.audit.random_checkin_datasets import _log_masses
-from ampfl.accounting.audit.random_checkin_pld import _rounded_pmf, binned_pair_delta, binned_pair_epsilon
+from ampfl.accounting.audit.random_checkin_pld import binned_pair_delta, binned_pair_epsilon, optimistic_pld
 from ampfl.accounting.random_checkin.count_split import _hockey
 
 __all__ = [
@@ -260,8 +260,7 @@ def per_count_pld(
         add(float(w[m]), p, (r * math.cos(rad), r * math.sin(rad)))
     log_p = np.concatenate([x for x, _ in parts])
     log_q = np.concatenate([y for _, y in parts])
-    loss = log_p - log_q
-    return pld_lib.PrivacyLossDistribution(_rounded_pmf(loss, log_p, h), _rounded_pmf(-loss, log_q, h))
+    return optimistic_pld(log_p, log_q, h)
 
 
 @dataclass(frozen=True, slots=True)

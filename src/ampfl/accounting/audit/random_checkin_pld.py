@@ -47,6 +47,7 @@ from scipy import special, stats
 
 from ampfl.accounting._checks import check_int, check_positive, check_probability, check_range
 from ampfl.accounting.audit._mixture_integral import FloatArray
+from ampfl.accounting.pld_grid import mixture, round_down
 from ampfl.accounting.random_checkin.pld_pairs import refined_pld, refined_weights
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "explicit_pair_masses",
     "explicit_pair_pld",
     "mix_cell_masses",
+    "optimistic_pld",
     "refined_pld",
     "refined_weights",
     "split_components",
@@ -137,16 +139,17 @@ def mix_cell_masses(
     return log_p_mass, log_q_mass
 
 
-def _rounded_pmf(loss: FloatArray, log_mass: FloatArray, h: float) -> pld_pmf.DensePLDPmf:
-    """Optimistic rounding: each loss rounded DOWN to the grid, masses summed per grid point (dense PMF);
-    cells of mass < 1e-30 are dropped (a sub-probability: lowers every δ)."""
-    ok = np.isfinite(loss) & (log_mass > _LOG_DROP)
-    k = np.floor(loss[ok] / h).astype(np.int64)
-    if k.size == 0:
-        return pld_pmf.DensePLDPmf(h, 0, np.zeros(1), 0.0, False)
-    lower = int(k.min())
-    probs = np.bincount(k - lower, weights=np.exp(log_mass[ok]))
-    return pld_pmf.DensePLDPmf(h, lower, probs, 0.0, False)
+def optimistic_pld(log_p: FloatArray, log_q: FloatArray, h: float) -> pld_lib.PrivacyLossDistribution:
+    """Optimistic PLD of the finite pair with log cell masses ``log_p``, ``log_q``: each loss rounded DOWN to
+    the grid (:func:`~ampfl.accounting.pld_grid.round_down`); cells of mass < 1e-30 are dropped (a
+    sub-probability: lowers every δ)."""
+    loss = log_p - log_q
+
+    def one(loss: FloatArray, log_mass: FloatArray) -> pld_pmf.DensePLDPmf:
+        ok = np.isfinite(loss) & (log_mass > _LOG_DROP)
+        return round_down(loss[ok], np.exp(log_mass[ok]), h)
+
+    return pld_lib.PrivacyLossDistribution(one(loss, log_p), one(-loss, log_q))
 
 
 def _direction_epsilon(log_p: FloatArray, log_q: FloatArray, delta: float) -> float:
@@ -236,8 +239,7 @@ def explicit_pair_pld(
         noise_multiplier=noise_multiplier,
         cells_per_sigma=cells_per_sigma,
     )
-    loss = log_p - log_q
-    return pld_lib.PrivacyLossDistribution(_rounded_pmf(loss, log_p, h), _rounded_pmf(-loss, log_q, h))
+    return optimistic_pld(log_p, log_q, h)
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,17 +423,17 @@ def split_pld(
     z1, z2 = frac * z, z * math.sqrt(1.0 - frac * frac)
     merged = _merge_upwards(split_components(p, q, d, z1, logit_step), max_components)
     total = sum(w for w, _ in merged)
-    out: pld_lib.PrivacyLossDistribution | None = None
-    acc = 0.0
-    for weight, rate in merged:
-        one = pld_lib.from_gaussian_mechanism(
-            standard_deviation=z2,
-            sensitivity=1.0,
-            sampling_prob=min(1.0, rate),
-            pessimistic_estimate=True,
-            value_discretization_interval=h,
+    parts = [
+        (
+            weight / total,
+            pld_lib.from_gaussian_mechanism(
+                standard_deviation=z2,
+                sensitivity=1.0,
+                sampling_prob=min(1.0, rate),
+                pessimistic_estimate=True,
+                value_discretization_interval=h,
+            ),
         )
-        acc += weight
-        out = one if out is None else one.compute_mixture(out, weight / acc)
-    assert out is not None and abs(acc - total) < 1e-9
-    return out
+        for weight, rate in merged
+    ]
+    return mixture(parts)

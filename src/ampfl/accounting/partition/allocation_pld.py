@@ -50,11 +50,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import special
 
 from ampfl.accounting._checks import check_int, check_positive
+from ampfl.accounting.pld_grid import GUARD, cell_masses, grid_index, round_up, tail_cut
 
 __all__ = [
     "LOG_GRID_BUDGET",
@@ -77,8 +77,6 @@ _TRIM = 1e-30
 _DIRECT = 1 << 20
 #: Cost of one run of the run-wise step in grid points (its Python overhead).
 _RUN_OVERHEAD = 300
-#: Float guard in grid units (rounding up stays up despite round-off).
-_GUARD = 1e-9
 
 
 @dataclass(frozen=True)
@@ -96,9 +94,7 @@ def _groups(g: float, up: bool) -> tuple[tuple[int, int, int], ...]:
     """Runs (s, m_lo, m_hi) of equal rounded correction s_m = ⌈log1p(e^{−m g})/g⌉ (or ⌊·⌋); m_hi = −1: ∞."""
     m_tail = math.ceil(-math.log(math.expm1(g)) / g) + 2  # beyond it the correction is below one grid step
     m = np.arange(m_tail + 1, dtype=float)
-    c = np.log1p(np.exp(-m * g)) / g
-    s = np.ceil(c + _GUARD) if up else np.floor(c - _GUARD)
-    s = np.maximum(s, 1.0 if up else 0.0).astype(np.int64)
+    s = np.maximum(grid_index(np.log1p(np.exp(-m * g)), g, up=up, guard=GUARD), 1 if up else 0)
     starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
     ends = np.concatenate((starts[1:], [len(s)])) - 1
     runs = [(int(s[i]), int(i), int(j)) for i, j in zip(starts, ends, strict=True)]
@@ -141,9 +137,8 @@ def _direct(out: np.ndarray, lo: int, x: _LogSum, y: _LogSum, g: float, up: bool
     for start in range(0, len(x.p), rows):
         ix = x.off + np.arange(start, min(start + rows, len(x.p)))
         gap = np.abs(ix[:, None] - iy[None, :])
-        c = np.log1p(np.exp(-gap * g)) / g
-        s = np.maximum(np.ceil(c + _GUARD), 1.0) if up else np.maximum(np.floor(c - _GUARD), 0.0)
-        at = (np.maximum(ix[:, None], iy[None, :]) + s.astype(np.int64) - lo).ravel()
+        s = np.maximum(grid_index(np.log1p(np.exp(-gap * g)), g, up=up, guard=GUARD), 1 if up else 0)
+        at = (np.maximum(ix[:, None], iy[None, :]) + s - lo).ravel()
         first = int(at.min())
         add = np.bincount(at - first, weights=np.outer(x.p[ix - x.off], y.p).ravel())
         out[first : first + len(add)] += add
@@ -170,13 +165,12 @@ def _combine(x: _LogSum, y: _LogSum, g: float, up: bool) -> _LogSum:
 
 
 def _trim(x: _LogSum, up: bool) -> _LogSum:
-    """Drops ≤ _TRIM of mass at each end: up (remove): low end up, high end to +∞; down: mirrored."""
-    low_c, high_c = np.cumsum(x.p), np.cumsum(x.p[::-1])
-    i0 = int(np.searchsorted(low_c, _TRIM))
-    j0 = int(np.searchsorted(high_c, _TRIM))
-    p = x.p[i0 : len(x.p) - j0].copy()
-    low = float(low_c[i0 - 1]) if i0 else 0.0
-    high = float(high_c[j0 - 1]) if j0 else 0.0
+    """Drops ≤ _TRIM of mass at each end (:func:`~ampfl.accounting.pld_grid.tail_cut`): up (remove): low
+    end up, high end to +∞; down: mirrored."""
+    i0, i1 = tail_cut(x.p, _TRIM, _TRIM)
+    p = x.p[i0:i1].copy()
+    low = float(np.cumsum(x.p[:i0])[-1]) if i0 else 0.0  # summed in the order the cut was decided
+    high = float(np.cumsum(x.p[i1:][::-1])[-1]) if i1 < len(x.p) else 0.0
     if up:
         p[0] += low
         return _LogSum(x.off + i0, p, x.neg, x.pos + high)
@@ -190,11 +184,10 @@ def _single(a: float, mean: float, g: float, up: bool) -> _LogSum:
     i0 = math.floor(a * (mean - bottom) / g)
     i1 = math.ceil(a * (mean + top) / g)
     cdf = special.ndtr(np.arange(i0, i1 + 1) * (g / a) - mean)
-    inner = np.diff(cdf)
     if up:  # below the grid: up to its lowest point; above: infinite loss
-        return _LogSum(i0, np.concatenate(([cdf[0]], inner)), 0.0, float(special.ndtr(-(i1 * g / a - mean))))
+        return _LogSum(i0, cell_masses(cdf), 0.0, float(special.ndtr(-(i1 * g / a - mean))))
     # down: above the grid to its highest point; below: the −∞ atom (S rounded down to 0)
-    return _LogSum(i0, np.concatenate((inner, [1.0 - cdf[-1]])), float(cdf[0]), 0.0)
+    return _LogSum(i0, cell_masses(cdf, up=False), float(cdf[0]), 0.0)
 
 
 def _sum(x: _LogSum, count: int, g: float, up: bool) -> tuple[_LogSum, int]:
@@ -250,16 +243,6 @@ def loss_error_bound(
     return (_steps(d) + 1) * g + h
 
 
-def _loss_pmf(values: np.ndarray, probs: np.ndarray, h: float, infinity: float) -> pld_pmf.DensePLDPmf:
-    """Rounds each loss value up to the h grid and accumulates its probability."""
-    idx = np.ceil(values / h + _GUARD).astype(np.int64)
-    keep = probs > 0.0
-    idx, probs = idx[keep], probs[keep]
-    base = int(idx.min())
-    pmf = np.bincount(idx - base, weights=probs)
-    return pld_pmf.DensePLDPmf(h, base, pmf, min(1.0, infinity), True)
-
-
 def orthogonal_mixture_pld(
     *,
     num_components: int,
@@ -294,11 +277,11 @@ def orthogonal_mixture_pld(
     rest, _ = _sum(_single(a, 0.0, g, True), d - 1, g, True)
     s_p = _combine(rest, _single(a, a, g, True), g, True)
     grid_p = (s_p.off + np.arange(len(s_p.p))) * g - offset
-    remove = _loss_pmf(grid_p, s_p.p, h, s_p.pos)
+    remove = round_up(grid_p, s_p.p, h, infinity=s_p.pos)
     # add: X ~ Q, loss −L rounded up (log S rounded down); S = 0 (all terms below the grid): infinite loss
     s_q, _ = _sum(_single(a, 0.0, g, False), d, g, False)
     grid_q = offset - (s_q.off + np.arange(len(s_q.p))) * g
-    add = _loss_pmf(grid_q, s_q.p, h, s_q.neg)
+    add = round_up(grid_q, s_q.p, h, infinity=s_q.neg)
     return pld_lib.PrivacyLossDistribution(remove, add)
 
 

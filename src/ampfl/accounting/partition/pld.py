@@ -32,6 +32,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import special
 
 from ampfl.accounting._checks import check_int, check_positive
+from ampfl.accounting.pld_grid import cell_masses
 
 __all__ = ["PLD_MAX_SUBMODELS", "dropout_pld", "model_split_pld", "symmetric_mixture_pld"]
 
@@ -82,9 +83,7 @@ def _remove_pmf(shift: float, sigma: float, interval: float) -> pld_pmf.DensePLD
     losses = np.arange(i0, i1 + 1, dtype=float) * h
     t = np.minimum(s2 / a * _arccosh_exp(losses + b), t_max)
     t[-1] = t_max
-    upper = np.concatenate(([1.0], tail(t)))
-    probs = np.maximum(upper[:-1] - upper[1:], 0.0)
-    return pld_pmf.DensePLDPmf(h, i0, probs, float(tail(np.array(t_max))), True)
+    return pld_pmf.DensePLDPmf(h, i0, cell_masses(tail(t), survival=True), float(tail(np.array(t_max))), True)
 
 
 def _add_pmf(shift: float, sigma: float, interval: float) -> pld_pmf.DensePLDPmf:
@@ -105,10 +104,8 @@ def _add_pmf(shift: float, sigma: float, interval: float) -> pld_pmf.DensePLDPmf
     # |w| at which the loss equals each grid value (0 where the value is at or above the maximum b).
     t = s2 / a * _arccosh_exp(b - losses)
     t[losses >= b] = 0.0
-    beyond = tail(t)  # P(loss <= grid value) = P(|w| >= t)
-    probs = np.diff(np.concatenate(([0.0], beyond)))
-    probs[0] = beyond[0]
-    return pld_pmf.DensePLDPmf(h, j0, np.maximum(probs, 0.0), 0.0, True)
+    # P(loss <= grid value) = P(|w| >= t); the low tail joins the lowest bucket, none lies above the top
+    return pld_pmf.DensePLDPmf(h, j0, cell_masses(tail(t)), 0.0, True)
 
 
 def symmetric_mixture_pld(

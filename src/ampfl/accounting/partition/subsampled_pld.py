@@ -62,6 +62,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from ampfl.accounting._checks import check_int, check_positive, check_probability
 from ampfl.accounting.events import DropoutEvent, ModelSplitEvent, PoissonSampledEvent
 from ampfl.accounting.partition.pld import PLD_MAX_SUBMODELS, _gaussian, symmetric_mixture_pld
+from ampfl.accounting.pld_grid import grid_index
 
 __all__ = [
     "INNER_REFINEMENT",
@@ -102,7 +103,7 @@ def _to_grid(losses: np.ndarray, masses: np.ndarray, infinity: float, h: float) 
     if losses.size == 0:
         return pld_pmf.DensePLDPmf(h, 0, np.zeros(1), infinity, True)
     k_min = math.floor(float(losses.min()) / h)
-    cell = np.maximum(np.ceil(losses / h).astype(np.int64), k_min)  # f_i ∈ (ε_{j−1}, ε_j]
+    cell = np.maximum(grid_index(losses, h, up=True), k_min)  # f_i ∈ (ε_{j−1}, ε_j]
     k_max = int(cell.max())
     size = k_max - k_min + 1
     a = np.bincount(cell - k_min, weights=masses, minlength=size)

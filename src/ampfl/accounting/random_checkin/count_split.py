@@ -46,6 +46,8 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from numpy.typing import NDArray
 from scipy import special, stats
 
+from ampfl.accounting.pld_grid import mixture, tail_cut
+
 __all__ = [
     "SPLITS",
     "conditional_components",
@@ -143,10 +145,7 @@ def _loss_pmf(rate: float, std: float, h: float, add: bool) -> tuple[int, FloatA
         mass_p, mass_q = (1.0 - rate) * m0 + rate * m1, m0
     probs = _two_point(mass_p, mass_q, k_lo, h)
     # cut the right tail (highest losses) at _TAIL into +∞, and any deficit of the sum too
-    probs = np.asarray(probs, dtype=np.float64)
-    tail = np.cumsum(probs[::-1])[::-1]
-    keep = int(np.searchsorted(-tail, -_TAIL))  # first index whose remaining mass is ≤ _TAIL
-    keep = max(1, min(keep, probs.size))
+    _, keep = tail_cut(probs, None, _TAIL)
     inf_mass = float(max(0.0, 1.0 - probs[:keep].sum())) + _SLACK
     return k_lo, probs[:keep], inf_mass
 
@@ -154,29 +153,22 @@ def _loss_pmf(rate: float, std: float, h: float, add: bool) -> tuple[int, FloatA
 def mixture_pld(components: Sequence[Component], h: float) -> pld_lib.PrivacyLossDistribution:
     """Pessimistic PLD of the public mixture Σ w·(r-subsampled Gaussian with std σ), both directions.
 
-    Components with rate 0 are the identity (loss 0)."""
+    Components with rate 0 are the identity (loss 0). Mixed by :func:`~ampfl.accounting.pld_grid.mixture`,
+    the mass missing from 1 sent to +∞."""
     total = sum(w for w, _, _ in components)
-    pmfs: list[pld_pmf.DensePLDPmf] = []
-    for add in (False, True):
-        parts: list[tuple[int, FloatArray, float]] = []
-        for w, rate, std in components:
-            if w <= 0.0:
-                continue
-            if rate <= 0.0 or math.isinf(std):
-                parts.append((0, np.array([w / total]), 0.0))
-                continue
-            lo, probs, inf = _loss_pmf(min(1.0, rate), std, h, add)
-            parts.append((lo, probs * (w / total), inf * w / total))
-        lower = min(lo for lo, _, _ in parts)
-        upper = max(lo + p.size for lo, p, _ in parts)
-        acc = np.zeros(upper - lower)
-        for lo, probs, _ in parts:
-            acc[lo - lower : lo - lower + probs.size] += probs
-        inf_mass = min(
-            1.0, sum(inf for _, _, inf in parts) + max(0.0, 1.0 - acc.sum() - sum(i for *_, i in parts))
+    parts: list[tuple[float, pld_lib.PrivacyLossDistribution]] = []
+    for w, rate, std in components:
+        if w <= 0.0:
+            continue
+        if rate <= 0.0 or math.isinf(std):
+            identity = pld_pmf.DensePLDPmf(h, 0, np.ones(1), 0.0, True)
+            parts.append((w / total, pld_lib.PrivacyLossDistribution(identity, identity)))
+            continue
+        remove, add = (
+            pld_pmf.DensePLDPmf(h, *_loss_pmf(min(1.0, rate), std, h, a), True) for a in (False, True)
         )
-        pmfs.append(pld_pmf.DensePLDPmf(h, lower, acc, inf_mass, True))
-    return pld_lib.PrivacyLossDistribution(pmfs[0], pmfs[1])
+        parts.append((w / total, pld_lib.PrivacyLossDistribution(remove, add)))
+    return mixture(parts, complete=True)
 
 
 def conditional_components(

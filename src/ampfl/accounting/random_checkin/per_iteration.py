@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable
 
 from ampfl.accounting._checks import check_delta, check_nonnegative, check_positive
-from ampfl.accounting._numerics import find_root
+from ampfl.accounting._numerics import epsilon_from_delta_curve
 from ampfl.accounting.gaussian import gaussian_log_delta
 from ampfl.accounting.random_checkin.analyses import check_analysis, check_mechanism
 from ampfl.accounting.random_checkin.theorem41 import coefficients, paper_log_delta
@@ -119,15 +119,12 @@ def smallest_epsilon(f: Callable[[float], float], target: float, *, feasible: fl
     Raises:
         NumericalError: when no ε up to 1e6 (or ``feasible``) meets the target.
     """
-    if f(0.0) <= target:
-        return 0.0
-    return find_root(
-        lambda e: f(e) - target,
-        0.0,
-        1.0 if feasible is None else feasible,
-        expand="upper" if feasible is None else "none",
-        max_hi=max(1e6, 1.0 if feasible is None else feasible),
+    return epsilon_from_delta_curve(
+        f,
+        target,
+        start=1.0 if feasible is None else feasible,
+        expand=feasible is None,
+        max_epsilon=1e6,
         rtol=1e-9,
-        end="upper",
         name="epsilon",
     )

@@ -56,8 +56,9 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import stats
 
 from ampfl.accounting._checks import check_int, check_positive, check_probability
-from ampfl.accounting._numerics import find_root
+from ampfl.accounting._numerics import epsilon_from_delta_curve
 from ampfl.accounting.events import RandomCheckInEvent
+from ampfl.accounting.pld_grid import mixture
 
 __all__ = [
     "COUNT_SPLIT_REFERENCE_DELTA",
@@ -124,29 +125,26 @@ def refined_pld(
         return _subsampled(z, r, h)
     if pi0 <= 0.0:
         return _subsampled(z, q, h)
-    return _subsampled(z, q, h).compute_mixture(_subsampled(z, r, h), 1.0 - pi0)
+    w = 1.0 - pi0
+    return mixture([(w, _subsampled(z, q, h)), (1.0 - w, _subsampled(z, r, h))])
 
 
 def _epsilon_at(components: list[tuple[float, float, float]], delta: float) -> float:
     """One-round ε(δ) of a public mixture of subsampled Gaussians (closed forms, bisection; no grid).
 
     The bracket starts at [0, 64] and expands up to :data:`_EPSILON_LIMIT`
-    (:func:`~ampfl.accounting._numerics.find_root`); the upper end is returned, so δ(ε) ≤ ``delta`` holds
-    there (never under-reports ε). A root above the limit raises
+    (:func:`~ampfl.accounting._numerics.epsilon_from_delta_curve`); the upper end is returned, so
+    δ(ε) ≤ ``delta`` holds there (never under-reports ε). A root above the limit raises
     :class:`~ampfl.accounting._checks.NumericalError` (the closed forms overflow there).
     """
     from ampfl.accounting.random_checkin.count_split import mixture_delta
 
-    if mixture_delta(components, 0.0) <= delta:
-        return 0.0
-    return find_root(
-        lambda e: mixture_delta(components, e) - delta,
-        0.0,
-        64.0,
-        expand="upper",
-        max_hi=_EPSILON_LIMIT,
+    return epsilon_from_delta_curve(
+        lambda e: mixture_delta(components, e),
+        delta,
+        start=64.0,
+        max_epsilon=_EPSILON_LIMIT,
         rtol=1e-12,
-        end="upper",
         name="one-round epsilon of the random check-in pair (closed forms overflow above the limit)",
     )
 
@@ -211,18 +209,30 @@ def random_checkin_pld(event: RandomCheckInEvent, h: float) -> pld_lib.PrivacyLo
     """The PLD accountant's pair for one round of ``event`` (module docstring): Thm 5.2's pair when
     participation is revealed or d is unknown (``None``), else the empty-sample refinement
     (:func:`hidden_components`; never looser), built by
-    :func:`~ampfl.accounting.random_checkin.count_split.mixture_pld`."""
-    from ampfl.accounting.accountants.pld import event_pld
+    :func:`~ampfl.accounting.random_checkin.count_split.mixture_pld`. Thm 5.2's pair
+    p·PLD_q + (1 − p)·identity is the q-subsampled Gaussian's PLD
+    (:func:`~ampfl.accounting.accountants.pld_fast.gaussian_pld`, as the PLD accountant builds it) mixed with
+    the identity (:func:`~ampfl.accounting.pld_grid.mixture`)."""
     from ampfl.accounting.random_checkin.count_split import mixture_pld
     from ampfl.accounting.subsampling import check_pld_size, dp_accounting_guard
 
-    if not event.participation_hidden or event.local_dataset_size is None:  # revealed, or d unknown (d → ∞)
-        return event_pld(event.dominating(), h)
-    z = event.noise_multiplier
+    z, p, q = event.noise_multiplier, event.participation, event.sampling_rate
     if math.isinf(z):
         return pld_lib.identity(h)
+    if not event.participation_hidden or event.local_dataset_size is None:  # revealed, or d unknown (d → ∞)
+        from ampfl.accounting.accountants.pld_fast import gaussian_pld
+
+        if p == 0.0 or q == 0.0:
+            return pld_lib.identity(h)
+        check_pld_size(z, h)
+        with dp_accounting_guard("Gaussian PLD"):
+            inner = gaussian_pld(z, q, h)  # connect-the-dots, vectorised
+        if p == 1.0:
+            return inner
+        with dp_accounting_guard("PLD mixture"):
+            return mixture([(p, inner), (1.0 - p, pld_lib.identity(h))])
     check_pld_size(z, h)
-    comps = hidden_components(event.participation, event.sampling_rate, event.local_dataset_size, z)
+    comps = hidden_components(p, q, event.local_dataset_size, z)
     with dp_accounting_guard("random check-in PLD"):
         return mixture_pld(comps, h)
 
