@@ -18,6 +18,10 @@ class NumericalError(ArithmeticError):
     """A computation could not produce a trustworthy number (reported, never returned silently)."""
 
 
+class UnsupportedEventError(ValueError):
+    """No sound bound for an event (the message names the offending sub-event)."""
+
+
 def _as_float(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise ValueError(f"{name} must be a real number. Found {value!r}.")

@@ -11,6 +11,10 @@ of 002 Thm 3.1); evaluating on a subset is sound (the conversion minimises over 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
+
 MAX_DEFAULT_ORDER = 10_000
 
 
@@ -34,3 +38,14 @@ DEFAULT_ORDERS: tuple[int, ...] = _grid()
 
 #: The prefix of :data:`DEFAULT_ORDERS` up to 256, for kernels whose cost grows like α².
 CHEAP_ORDERS: tuple[int, ...] = tuple(a for a in DEFAULT_ORDERS if a <= 256)
+
+_CHEAP_MAX = max(CHEAP_ORDERS)
+
+
+def on_cheap_orders(alphas: np.ndarray, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``fn`` (an α²-cost kernel) on the orders ≤ 256 only, ``inf`` above (sound: ε minimises over α)."""
+    out = np.full(alphas.size, np.inf)
+    small = alphas <= _CHEAP_MAX
+    if np.any(small):
+        out[small] = fn(alphas[small])
+    return out

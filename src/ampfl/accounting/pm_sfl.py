@@ -35,6 +35,7 @@ from ampfl.accounting._checks import (
     check_positive,
     check_range,
 )
+from ampfl.accounting.events import BernoulliMaskEvent
 from ampfl.accounting.gaussian import analytic_gaussian_sigma
 
 #: Largest mask dimension the exact enumeration of :func:`smashed_exact_epsilon` accepts (2^d masks).
@@ -261,6 +262,12 @@ def bernoulli_mask_rdp(*, orders: Sequence[float], c: float, dim: int) -> np.nda
     log_terms = np.logaddexp(alphas * lc + (1.0 - alphas) * l1c, alphas * l1c + (1.0 - alphas) * lc)
     out: np.ndarray = d * log_terms / (alphas - 1.0)
     return out
+
+
+def bernoulli_mask_event_rdp(event: BernoulliMaskEvent, alphas: np.ndarray, relation: object) -> np.ndarray:
+    """:func:`bernoulli_mask_rdp` of a :class:`~ampfl.accounting.events.BernoulliMaskEvent` (the mechanism
+    registry's RDP bound; both directions of every relation: the bits' law changes within [c, 1 − c])."""
+    return bernoulli_mask_rdp(orders=[float(a) for a in alphas], c=event.c, dim=event.dim)
 
 
 def bernoulli_amplified_epsilon_as_printed(*, epsilon: float, c: float, dim: int) -> float:

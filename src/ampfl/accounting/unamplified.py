@@ -18,22 +18,8 @@ raise ``ValueError``.
 
 from __future__ import annotations
 
-from ampfl.accounting.events import (
-    BalancedIterationSubsamplingEvent,
-    ComposedEvent,
-    DropoutEvent,
-    GaussianEvent,
-    GroupRoundEvent,
-    LaplaceEvent,
-    ModelSplitEvent,
-    MSPAFLRoundEvent,
-    PoissonSampledEvent,
-    PrivacyEvent,
-    PublicParticipationEvent,
-    RandomCheckInEvent,
-    SampledWithoutReplacementEvent,
-    SelfComposedEvent,
-)
+from ampfl.accounting.events import PrivacyEvent
+from ampfl.accounting.mechanisms import lookup
 
 __all__ = ["ACCOUNTING_MODES", "without_amplification"]
 
@@ -41,38 +27,17 @@ __all__ = ["ACCOUNTING_MODES", "without_amplification"]
 ACCOUNTING_MODES = ("amplified", "no-amplification")
 
 
-def _with_shared(split: float, shared: float | None) -> PrivacyEvent:
-    gaussian = GaussianEvent(noise_multiplier=split)
-    if shared is None:
-        return gaussian
-    return ComposedEvent(events=(gaussian, GaussianEvent(noise_multiplier=shared)))
-
-
 def without_amplification(event: PrivacyEvent) -> PrivacyEvent:
-    """``event`` with every sampling, participation and split amplification removed (module docstring).
+    """``event`` with every sampling, participation and split amplification removed (module docstring): its
+    registry entry's ``unamplified`` (:mod:`ampfl.accounting.mechanisms`).
 
     Raises:
         ValueError: one line naming the event when it has no guarantee without its randomness.
     """
-    if isinstance(event, GaussianEvent | LaplaceEvent):
-        return event
-    if isinstance(event, PoissonSampledEvent | SampledWithoutReplacementEvent | PublicParticipationEvent):
-        return without_amplification(event.event)
-    if isinstance(event, RandomCheckInEvent | MSPAFLRoundEvent | GroupRoundEvent):
-        return GaussianEvent(noise_multiplier=event.noise_multiplier)
-    if isinstance(event, ModelSplitEvent | DropoutEvent):
-        # 002: the record's step updates its block (split part) and the shared part, each with its noise.
-        return _with_shared(event.noise_multiplier, event.nonsplit_noise_multiplier)
-    if isinstance(event, BalancedIterationSubsamplingEvent):
-        # The record is used in `participations` of the epoch's steps: a Gaussian in each (002 Sec. 3.3).
-        return SelfComposedEvent(
-            event=GaussianEvent(noise_multiplier=event.noise_multiplier), count=event.participations
+    bound = lookup(event).unamplified
+    if bound is None:
+        raise ValueError(
+            f"accounting: {type(event).__name__} has no guarantee without its randomness; "
+            f"use accounting = 'amplified'."
         )
-    if isinstance(event, SelfComposedEvent):
-        return SelfComposedEvent(event=without_amplification(event.event), count=event.count)
-    if isinstance(event, ComposedEvent):
-        return ComposedEvent(events=tuple(without_amplification(e) for e in event.events))
-    raise ValueError(
-        f"accounting: {type(event).__name__} has no guarantee without its randomness; "
-        f"use accounting = 'amplified'."
-    )
+    return bound(event, recurse=without_amplification)  # type: ignore[no-any-return]

@@ -126,11 +126,11 @@ def _hidden(
     mech: dict[str, Any], z: float, *, delta: float | None, epsilon: float | None, t: int | None
 ) -> dict[str, Any]:
     """The ``hidden-participation`` entry: ε(δ) composed over ``t`` iterations, or one iteration's δ(ε)."""
-    from ampfl.accounting.accountants import make_accountant
+    from ampfl.accounting.accountants import composed
     from ampfl.accounting.events import RandomCheckInEvent
 
     event = RandomCheckInEvent(**mech, noise_multiplier=z, participation_hidden=True)
-    acc = make_accountant("pld").compose(event, t or 1)
+    acc = composed(event, t or 1, "pld")
     if epsilon is not None:
         return {"epsilon": epsilon, "delta": acc.get_delta(epsilon), "sound": True, "note": _HIDDEN_NOTE}
     assert delta is not None

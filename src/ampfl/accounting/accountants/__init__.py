@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ampfl.accounting._checks import NumericalError, check_choice
+from ampfl.accounting._checks import NumericalError, check_choice, check_delta, check_int, check_nonnegative
 from ampfl.accounting.accountants.base import Accountant, NeighboringRelation, UnsupportedEventError
 from ampfl.accounting.accountants.pld import PLDAccountant
 from ampfl.accounting.accountants.rdp import RDPAccountant, event_rdp
@@ -32,6 +32,9 @@ __all__ = [
     "RDPAccountant",
     "UnsupportedEventError",
     "accountant_for",
+    "composed",
+    "delta_after",
+    "epsilon_after",
     "event_rdp",
     "make_accountant",
     "resolve_accountant",
@@ -42,6 +45,28 @@ def make_accountant(name: str = "rdp", **kwargs: Any) -> Accountant:
     """A fresh accountant by name (``"rdp"`` or ``"pld"``); keyword arguments go to its constructor."""
     kind = check_choice("accountant", name, ACCOUNTANTS)
     return RDPAccountant(**kwargs) if kind == "rdp" else PLDAccountant(**kwargs)
+
+
+def composed(event: PrivacyEvent, count: int = 1, accountant: str = "pld", **kwargs: Any) -> Accountant:
+    """A fresh accountant by name (:func:`make_accountant`) that composed ``count`` × ``event``: what every
+    paper's "build an accountant for this analysis" wrapper is (issue 29)."""
+    return make_accountant(accountant, **kwargs).compose(event, check_int("count", count))
+
+
+def epsilon_after(
+    event: PrivacyEvent, count: int, delta: float, accountant: str = "pld", **kwargs: Any
+) -> float:
+    """ε at ``delta`` after ``count`` × ``event`` on a fresh accountant by name (an upper bound on ε)."""
+    dlt = check_delta("delta", delta)
+    return float(composed(event, count, accountant, **kwargs).get_epsilon(dlt))
+
+
+def delta_after(
+    event: PrivacyEvent, count: int, epsilon: float, accountant: str = "pld", **kwargs: Any
+) -> float:
+    """δ at ``epsilon`` after ``count`` × ``event`` on a fresh accountant by name (an upper bound on δ)."""
+    eps = check_nonnegative("epsilon", epsilon)
+    return float(composed(event, count, accountant, **kwargs).get_delta(eps))
 
 
 def accountant_for(name: str, events: Iterable[PrivacyEvent], **kwargs: Any) -> Accountant:

@@ -18,40 +18,21 @@ from __future__ import annotations
 
 import abc
 import copy
-import enum
 from dataclasses import dataclass
 from typing import Any, Self
 
-from ampfl.accounting._checks import check_delta, check_int, check_nonnegative
+from ampfl.accounting._checks import UnsupportedEventError, check_delta, check_int, check_nonnegative
 from ampfl.accounting.events import PrivacyEvent, event_from_dict, from_dp_accounting
+from ampfl.accounting.relations import NeighboringRelation, as_relation, dp_accounting_relation
 
-__all__ = ["Accountant", "CompositionErrorDetails", "NeighboringRelation", "UnsupportedEventError"]
-
-
-class NeighboringRelation(enum.Enum):
-    """dp-accounting's ``NeighboringRelation`` (same names and values), defined here so that importing the
-    accountants does not import dp-accounting."""
-
-    ADD_OR_REMOVE_ONE = 1
-    REPLACE_ONE = 2
-    REPLACE_SPECIAL = 3
-
-
-def as_relation(relation: Any) -> NeighboringRelation:
-    """ampfl's member for ``relation``: itself, or dp-accounting's member of the same name."""
-    if isinstance(relation, NeighboringRelation):
-        return relation
-    name = getattr(relation, "name", None)
-    if type(relation).__name__ == "NeighboringRelation" and name in NeighboringRelation.__members__:
-        return NeighboringRelation[str(name)]
-    raise ValueError(f"neighboring_relation must be a NeighboringRelation. Found {relation!r}.")
-
-
-def dp_accounting_relation(relation: NeighboringRelation) -> Any:
-    """dp-accounting's member of the same name (imports dp-accounting: call it where it is used)."""
-    from dp_accounting.privacy_accountant import NeighboringRelation as DpRelation
-
-    return DpRelation[relation.name]
+__all__ = [
+    "Accountant",
+    "CompositionErrorDetails",
+    "NeighboringRelation",
+    "UnsupportedEventError",
+    "as_relation",
+    "dp_accounting_relation",
+]
 
 
 @dataclass(frozen=True)
@@ -66,10 +47,6 @@ _RELATIONS = {
     "add_or_remove_one": NeighboringRelation.ADD_OR_REMOVE_ONE,
     "replace_one": NeighboringRelation.REPLACE_ONE,
 }
-
-
-class UnsupportedEventError(ValueError):
-    """The accountant has no sound bound for an event (the message names the offending sub-event)."""
 
 
 def relation_name(relation: NeighboringRelation) -> str:

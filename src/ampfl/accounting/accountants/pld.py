@@ -1,24 +1,20 @@
 """The PLD accountant: privacy-loss distributions (dp-accounting, pessimistic discretisation), composed by
-convolution; tighter than RDP. It supports:
+convolution; tighter than RDP.
 
-- Gaussian and Laplace mechanisms, Poisson-sampled or not (dp-accounting's ``from_gaussian_mechanism``, in
-  :func:`~ampfl.accounting.accountants.pld_fast.gaussian_pld`'s vectorised form, / ``from_laplace_mechanism``,
-  both directions of add/remove-one);
-- :class:`~ampfl.accounting.events.PublicParticipationEvent`: the mixture p·PLD + (1 − p)·identity
-  (dp-accounting's ``compute_mixture``); composed T times it equals Σ_m Bin(m; T, p)·PLD^{*m}, so
-  δ(ε) = Σ_m Bin(m; T, p) δ_m(ε) exactly (δ is linear in the PMF);
-- random check-in (004), MS-PAFL rounds (000) and group rounds (001) through their ``dominating()``;
-- model splitting into d ≤ 2 sub-models and dropout at rate 1/2 (002 Thms 3.4/3.7's mechanisms, with an
-  optional non-split part): exact product form after a rotation (:mod:`ampfl.accounting.partition.pld`);
-  d ≥ 3 and BIS (002 Thm 3.8; k > 1 through k = 1 blocks): the orthogonal-mixture PLD by log-sum
-  convolution (:mod:`ampfl.accounting.partition.allocation_pld`); any of these pairs Poisson-subsampled
-  (:mod:`ampfl.accounting.partition.subsampled_pld`);
-- self-composition and composition.
+Each event's PLD comes from its entry in the mechanism registry (:mod:`ampfl.accounting.mechanisms`):
 
-Second pairs (issue 11): a hidden-participation random check-in round has two dominating pairs, neither below
-the other at every ε (:mod:`ampfl.accounting.random_checkin.pld_pairs`). Once such an event is composed, the
-accountant keeps a second composition of the same history with each of those rounds on its second pair
-(:func:`second_pld`) and answers the smaller ε (δ) of the two: both are upper bounds.
+- Gaussian and Laplace mechanisms, Poisson-sampled or not, public participation (the mixture p·PLD +
+  (1 − p)·identity; composed T times it equals Σ_m Bin(m; T, p)·PLD^{*m}, so δ(ε) = Σ_m Bin(m; T, p) δ_m(ε)
+  exactly), self-composition and composition (:mod:`ampfl.accounting.core_bounds`);
+- random check-in (004, :mod:`ampfl.accounting.random_checkin.pld_pairs`), MS-PAFL rounds (000) and group
+  rounds (001) through their ``dominating()``;
+- model splitting, dropout and BIS, Poisson-subsampled or not (002,
+  :mod:`ampfl.accounting.partition.event_bounds`).
+
+Second pairs (issue 11): an entry may register named alternatives, each a dominating pair of its own (a
+hidden-participation random check-in round has two, neither below the other at every ε). Once such an event
+is composed, the accountant keeps a second composition of the same history with each of those rounds on its
+second pair (:func:`second_pld`) and answers the smaller ε (δ) of the two: both are upper bounds.
 
 Error: pessimistic rounding makes every reported ε and δ an upper bound; the discretisation interval
 (default 1e-4) bounds how loose (docs/accounting.md); small ε (below 2 × compositions × interval) are
@@ -32,30 +28,15 @@ composed round on each grid in use, one inverse FFT per reading, answers cached 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ampfl.accounting._checks import NumericalError, check_delta, check_nonnegative, check_positive
-from ampfl.accounting.accountants import pld_dense, pld_fast
 from ampfl.accounting.accountants.base import Accountant, NeighboringRelation, UnsupportedEventError
 from ampfl.accounting.accountants.pld_cache import Bounds, Calls, GridState
-from ampfl.accounting.events import (
-    BalancedIterationSubsamplingEvent,
-    ComposedEvent,
-    DropoutEvent,
-    GaussianEvent,
-    GroupRoundEvent,
-    LaplaceEvent,
-    ModelSplitEvent,
-    MSPAFLRoundEvent,
-    PoissonSampledEvent,
-    PrivacyEvent,
-    PublicParticipationEvent,
-    RandomCheckInEvent,
-    SelfComposedEvent,
-)
+from ampfl.accounting.events import PrivacyEvent
+from ampfl.accounting.mechanisms import Alternative, lookup
 
 if TYPE_CHECKING:
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
@@ -84,143 +65,52 @@ def bound_anchors(steps: int) -> tuple[int, int]:
     return previous, anchor
 
 
+def _pld(event: PrivacyEvent, h: float) -> pld_lib.PrivacyLossDistribution:
+    mech = lookup(event)
+    if mech.pld is None:
+        if mech.dominating is not None:
+            return _pld(mech.dominating(event), h)
+        raise UnsupportedEventError(f"no PLD for {type(event).__name__} yet (use the rdp accountant).")
+    return mech.pld(event, h, recurse=_pld)
+
+
 def event_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> pld_lib.PrivacyLossDistribution:
-    """Pessimistic PLD of one application of ``event`` (add/remove-one, both directions).
+    """Pessimistic PLD of one application of ``event`` (add/remove-one, both directions): its registry
+    entry's ``pld`` (:mod:`ampfl.accounting.mechanisms`), else its dominating pair's.
 
     Raises:
         UnsupportedEventError: naming the (sub-)event this accountant cannot represent yet.
     """
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+    return _pld(event, check_positive("value_discretization_interval", interval))
 
-    from ampfl.accounting.subsampling import check_pld_size, dp_accounting_guard
 
-    h = check_positive("value_discretization_interval", interval)
-    if isinstance(event, RandomCheckInEvent):  # 004: hidden participation gets a tighter pair (issue 11-f)
-        from ampfl.accounting.random_checkin.pld_pairs import random_checkin_pld
-
-        return random_checkin_pld(event, h)
-    if isinstance(event, MSPAFLRoundEvent | GroupRoundEvent):
-        return event_pld(event.dominating(), h)
-    if isinstance(event, SelfComposedEvent):
-        if event.count == 0:
-            return pld_lib.identity(h)
-        with dp_accounting_guard("PLD self-composition"):
-            return pld_fast.self_compose(event_pld(event.event, h), event.count)
-    if isinstance(event, ComposedEvent):
-        out = pld_lib.identity(h)
-        for e in event.events:
-            with dp_accounting_guard("PLD composition"):
-                out = pld_fast.compose(out, event_pld(e, h))
-        return out
-    if isinstance(event, PublicParticipationEvent):
-        p = event.participation
-        if p == 0.0:
-            return pld_lib.identity(h)
-        inner = event_pld(event.event, h)
-        if p == 1.0:
-            return inner
-        with dp_accounting_guard("PLD mixture"):
-            return inner.compute_mixture(pld_lib.identity(h), p)
-    if isinstance(event, ModelSplitEvent | DropoutEvent):
-        return _partition_pld(event, h)
-    if isinstance(event, BalancedIterationSubsamplingEvent):
-        return _allocation_pld(event, h)
-    rate, base = 1.0, event
-    if isinstance(event, PoissonSampledEvent) and isinstance(event.event, ModelSplitEvent | DropoutEvent):
-        from ampfl.accounting.partition.subsampled_pld import subsampled_event_pld  # 002, issue 11
-
-        return subsampled_event_pld(event, h, _partition_pld)
-    if isinstance(event, PoissonSampledEvent):
-        rate, base = event.sampling_rate, event.event
-    if rate == 0.0:
-        return pld_lib.identity(h)
-    if isinstance(base, GaussianEvent):
-        if math.isinf(base.noise_multiplier):
-            return pld_lib.identity(h)
-        check_pld_size(base.noise_multiplier, h)
-        with dp_accounting_guard("Gaussian PLD"):
-            return pld_fast.gaussian_pld(base.noise_multiplier, rate, h)  # connect-the-dots, vectorised
-    if isinstance(base, LaplaceEvent):
-        if math.isinf(base.noise_multiplier):
-            return pld_lib.identity(h)
-        with dp_accounting_guard("Laplace PLD"):
-            return pld_lib.from_laplace_mechanism(
-                parameter=base.noise_multiplier,
-                sensitivity=1.0,
-                sampling_prob=rate,
-                pessimistic_estimate=True,
-                value_discretization_interval=h,
-            )
-    raise UnsupportedEventError(f"no PLD for {type(base).__name__} yet (use the rdp accountant).")
+def _alternative(event: PrivacyEvent) -> Alternative | None:
+    """The first of ``event``'s registered second pairs that applies to it (module docstring)."""
+    return next((alt for alt in lookup(event).alternatives.values() if alt.applies(event)), None)
 
 
 def has_second_pair(event: PrivacyEvent) -> bool:
     """Whether ``event`` has a second dominating pair the accountant also composes (module docstring)."""
-    if not isinstance(event, RandomCheckInEvent):
-        return False
-    from ampfl.accounting.random_checkin.pld_pairs import count_split_alternative
-
-    return count_split_alternative(event) is not None
+    return _alternative(event) is not None
 
 
 def second_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> pld_lib.PrivacyLossDistribution:
     """The PLD of ``event``'s second pair if it has one (:func:`has_second_pair`), else :func:`event_pld`."""
-    if has_second_pair(event):
-        from ampfl.accounting.random_checkin.pld_pairs import count_split_random_checkin_pld
-
-        assert isinstance(event, RandomCheckInEvent)
-        return count_split_random_checkin_pld(
-            event, check_positive("value_discretization_interval", interval)
-        )
+    alternative = _alternative(event)
+    if alternative is not None:
+        return alternative.pld(event, check_positive("value_discretization_interval", interval))
     return event_pld(event, interval)
 
 
-def _partition_pld(event: ModelSplitEvent | DropoutEvent, h: float) -> pld_lib.PrivacyLossDistribution:
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
-    from ampfl.accounting.partition.allocation_pld import model_split_pld_any
-
-    d = event.num_submodels if isinstance(event, ModelSplitEvent) else 2
-    z, z_ns = event.noise_multiplier, event.nonsplit_noise_multiplier
-    if z_ns is not None and math.isinf(z_ns):
-        z_ns = None  # an infinitely noisy part leaks nothing
-    if math.isinf(z):
-        return pld_lib.identity(h) if z_ns is None else event_pld(GaussianEvent(noise_multiplier=z_ns), h)
-    return model_split_pld_any(  # d <= 2: exact product form; d >= 3: the mixture's log-sum PLD
-        num_submodels=d, noise_multiplier=z, nonsplit_noise_multiplier=z_ns, value_discretization_interval=h
-    )
-
-
-def _allocation_pld(event: BalancedIterationSubsamplingEvent, h: float) -> pld_lib.PrivacyLossDistribution:
-    """One BIS epoch: random allocation of k of T steps (k > 1 through k = 1 blocks; allocation_pld)."""
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
-    from ampfl.accounting.partition.allocation_pld import allocation_pld
-
-    if math.isinf(event.noise_multiplier):
-        return pld_lib.identity(h)
-    return allocation_pld(
-        iterations=event.iterations,
-        noise_multiplier=event.noise_multiplier,
-        participations=event.participations,
-        value_discretization_interval=h,
-    )
-
-
 def accountant_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> Any:
-    """The PLD the accountant composes for ``event``: for a Gaussian event, Poisson-subsampled or not,
-    :func:`pld_dense.gaussian_pld` (the PMFs of :func:`event_pld`'s, without importing dp-accounting: issue
-    32); for every other event :func:`event_pld`."""
-    from ampfl.accounting.subsampling import check_pld_size, dp_accounting_guard
-
-    rate, base = 1.0, event
-    if isinstance(event, PoissonSampledEvent) and isinstance(event.event, GaussianEvent):
-        rate, base = event.sampling_rate, event.event
-    if isinstance(base, GaussianEvent) and rate > 0.0 and math.isfinite(base.noise_multiplier):
-        h = check_positive("value_discretization_interval", interval)
-        check_pld_size(base.noise_multiplier, h)
-        with dp_accounting_guard("Gaussian PLD"):
-            return pld_dense.gaussian_pld(base.noise_multiplier, rate, h)
+    """The PLD the accountant composes for ``event``: the registry's ``dense_pld`` where it has one (the
+    Gaussian, Poisson-subsampled or not: :func:`pld_dense.gaussian_pld`, the PMFs of :func:`event_pld`'s,
+    without importing dp-accounting: issue 32); for every other event :func:`event_pld`."""
+    dense = lookup(event).dense_pld
+    if dense is not None:
+        out = dense(event, check_positive("value_discretization_interval", interval))
+        if out is not None:
+            return out
     return event_pld(event, interval)
 
 

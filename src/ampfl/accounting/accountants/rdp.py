@@ -1,16 +1,11 @@
 """The RDP accountant: per-order Rényi DP curves on one integer grid, added under composition.
 
-Curves per event (each bounds both directions of the accountant's neighbouring relation):
-
-- Gaussian: α/(2z²). Poisson-subsampled Gaussian: the exact integer-order sum (Mironov, Talwar & Zhang 2019,
-  Sec. 3.3; :func:`ampfl.accounting.rdp.rdp_poisson_gaussian`). Poisson sampling of any other event: the
-  Zhu & Wang (2019) general bound (:func:`ampfl.accounting.rdp.rdp_poisson_subsampled_general`).
-- Laplace and sampling without replacement (replace-one): dp-accounting's RDP accountant.
-- :class:`~ampfl.accounting.events.PublicParticipationEvent`: the outcomes "ran"/"did not run" have disjoint
-  supports, so E_Q[(P/Q)^α] = 1 − p + p·exp((α − 1)·R(α)), i.e. R_p(α) = log(1 − p + p e^{(α−1)R(α)})/(α − 1).
-- Model split, dropout, Balanced Iteration Subsampling: paper 002 Theorems 3.4/3.5, 3.7, 3.8
-  (:mod:`ampfl.accounting.partition`); Bernoulli masks: 003 (:mod:`ampfl.accounting.pm_sfl`).
-- Random check-in (004), MS-PAFL rounds (000) and GDPFed group rounds (001) through their ``dominating()``.
+Each event's curve comes from its entry in the mechanism registry (:mod:`ampfl.accounting.mechanisms`): the
+Gaussian and its Poisson / without-replacement subsampling, Laplace, public participation and composition
+(:mod:`ampfl.accounting.core_bounds`), model split, dropout and BIS (002,
+:mod:`ampfl.accounting.partition.event_bounds`), Bernoulli masks (003, :mod:`ampfl.accounting.pm_sfl`), and
+random check-in (004), MS-PAFL rounds (000) and GDPFed group rounds (001) through their dominating pairs.
+Each curve bounds both directions of the relations its entry is registered under.
 
 Conversion to (ε, δ): :func:`ampfl.accounting.rdp.epsilon_from_rdp` (002 Prop. 2.3 / Canonne, Kamath &
 Steinke 2020 Prop. 12 with the total-variation bound, as dp-accounting; rounded up).
@@ -18,103 +13,50 @@ Steinke 2020 Prop. 12 with the total-variation bound, as dp-accounting; rounded 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from ampfl.accounting._checks import check_delta, check_nonnegative, check_orders
-from ampfl.accounting.accountants.base import (
-    Accountant,
-    NeighboringRelation,
-    UnsupportedEventError,
-    dp_accounting_relation,
-)
-from ampfl.accounting.accountants.rdp_wor import rdp_sample_wor_gaussian
-from ampfl.accounting.events import (
-    BalancedIterationSubsamplingEvent,
-    BernoulliMaskEvent,
-    ComposedEvent,
-    DropoutEvent,
-    GaussianEvent,
-    GroupRoundEvent,
-    LaplaceEvent,
-    ModelSplitEvent,
-    MSPAFLRoundEvent,
-    PoissonSampledEvent,
-    PrivacyEvent,
-    PublicParticipationEvent,
-    RandomCheckInEvent,
-    SampledWithoutReplacementEvent,
-    SelfComposedEvent,
-)
-from ampfl.accounting.orders import CHEAP_ORDERS, DEFAULT_ORDERS
+from ampfl.accounting.accountants.base import Accountant, NeighboringRelation, UnsupportedEventError
+from ampfl.accounting.events import PrivacyEvent
+from ampfl.accounting.mechanisms import lookup
+from ampfl.accounting.orders import DEFAULT_ORDERS
 
 __all__ = ["RDPAccountant", "event_rdp", "unsupported"]
 
 _ADD_REMOVE = NeighboringRelation.ADD_OR_REMOVE_ONE
-_CHEAP_MAX = max(CHEAP_ORDERS)
-
-
-def _on_cheap_orders(alphas: np.ndarray, fn: Any) -> np.ndarray:
-    """Evaluate an α²-cost kernel on the orders ≤ 256 only; ``inf`` above (sound: ε minimises over α)."""
-    out = np.full(alphas.size, np.inf)
-    small = alphas <= _CHEAP_MAX
-    if np.any(small):
-        out[small] = fn(alphas[small])
-    return out
-
-
-def _dp_accounting_rdp(event: PrivacyEvent, alphas: np.ndarray, relation: NeighboringRelation) -> np.ndarray:
-    from dp_accounting.rdp import rdp_privacy_accountant as rdp_acc
-
-    def kernel(orders: np.ndarray) -> np.ndarray:
-        acc = rdp_acc.RdpAccountant(
-            orders=[float(a) for a in orders], neighboring_relation=dp_accounting_relation(relation)
-        )
-        dp = event.to_dp_accounting()
-        if dp is None or not acc.supports(dp):
-            raise UnsupportedEventError(f"no RDP bound for {type(event).__name__} under {relation.name}.")
-        acc.compose(dp)
-        return np.asarray(acc.rdp, dtype=np.float64)
-
-    return _on_cheap_orders(alphas, kernel)
 
 
 def unsupported(event: PrivacyEvent, relation: NeighboringRelation = _ADD_REMOVE) -> str | None:
     """Why :func:`event_rdp` has no curve for ``event`` under ``relation`` (``None``: it has one), without
     computing a curve (issue 32: the support check of a run, before its first round, used to compute the
-    whole curve). The same branches as :func:`event_rdp`, in the same order."""
-    add_remove = relation == _ADD_REMOVE
-    if isinstance(event, RandomCheckInEvent | MSPAFLRoundEvent | GroupRoundEvent):
-        return unsupported(event.dominating(), relation)
-    if isinstance(event, GaussianEvent | BernoulliMaskEvent | LaplaceEvent):
-        return None  # Laplace: dp-accounting's RDP accountant takes it under every relation
-    if isinstance(event, SelfComposedEvent):
-        return unsupported(event.event, relation) if event.count else None
-    if isinstance(event, ComposedEvent):
-        return next((r for r in (unsupported(e, relation) for e in event.events) if r is not None), None)
-    if isinstance(event, PublicParticipationEvent):
-        return None if event.participation == 0.0 else unsupported(event.event, relation)
-    if isinstance(event, SampledWithoutReplacementEvent):
-        reason = f"no RDP bound for {type(event).__name__} under {relation.name}."
-        if relation != NeighboringRelation.REPLACE_ONE:
-            return reason
-        if isinstance(event.event, GaussianEvent):
-            return None
-        from dp_accounting.rdp import rdp_privacy_accountant as rdp_acc  # another inner event: ask it
-
-        dp = event.to_dp_accounting()
-        acc = rdp_acc.RdpAccountant(orders=[2.0], neighboring_relation=dp_accounting_relation(relation))
-        return None if dp is not None and acc.supports(dp) else reason
-    if not add_remove:
-        return f"{type(event).__name__} is accounted under add/remove-one only; found {relation.name}."
-    if isinstance(event, PoissonSampledEvent):
-        return None if isinstance(event.event, GaussianEvent) else unsupported(event.event, relation)
-    if isinstance(event, ModelSplitEvent | DropoutEvent | BalancedIterationSubsamplingEvent):
+    whole curve). The registry entry's ``rdp_support``, else its ``rdp_relations``; an entry with no curve of
+    its own answers for its dominating pair."""
+    mech = lookup(event)
+    if mech.rdp is None:
+        if mech.dominating is not None:
+            return unsupported(mech.dominating(event), relation)
+        return f"no RDP bound for {type(event).__name__}."
+    if mech.rdp_support is not None:
+        return mech.rdp_support(event, relation, recurse=unsupported)  # type: ignore[no-any-return]
+    if relation.name in mech.rdp_relations:
         return None
-    return f"no RDP bound for {type(event).__name__}."
+    return f"{type(event).__name__} is accounted under add/remove-one only; found {relation.name}."
+
+
+def _curve(event: PrivacyEvent, alphas: np.ndarray, relation: NeighboringRelation) -> np.ndarray:
+    mech = lookup(event)
+    if mech.rdp is None:
+        if mech.dominating is not None:
+            return _curve(mech.dominating(event), alphas, relation)
+        raise UnsupportedEventError(f"no RDP bound for {type(event).__name__}.")
+    if mech.rdp_support is None and relation.name not in mech.rdp_relations:
+        raise UnsupportedEventError(
+            f"{type(event).__name__} is accounted under add/remove-one only; found {relation.name}."
+        )
+    return np.asarray(mech.rdp(event, alphas, relation, recurse=_curve), dtype=np.float64)
 
 
 def event_rdp(
@@ -125,102 +67,7 @@ def event_rdp(
     Raises:
         UnsupportedEventError: naming the (sub-)event without a sound RDP bound under ``relation``.
     """
-    alphas = check_orders("orders", orders)
-    af = alphas.astype(np.float64)
-    add_remove = relation == _ADD_REMOVE
-    if isinstance(event, RandomCheckInEvent | MSPAFLRoundEvent | GroupRoundEvent):
-        return event_rdp(event.dominating(), alphas, relation)
-    if isinstance(event, GaussianEvent):
-        z = event.noise_multiplier
-        return np.zeros(alphas.size) if math.isinf(z) else af / (2.0 * z * z)
-    if isinstance(event, SelfComposedEvent):
-        return (
-            event.count * event_rdp(event.event, alphas, relation) if event.count else np.zeros(alphas.size)
-        )
-    if isinstance(event, ComposedEvent):
-        total = np.zeros(alphas.size)
-        for e in event.events:
-            total = total + event_rdp(e, alphas, relation)
-        return total
-    if isinstance(event, PublicParticipationEvent):
-        p = event.participation
-        if p == 0.0:
-            return np.zeros(alphas.size)
-        inner = event_rdp(event.event, alphas, relation)
-        if p == 1.0:
-            return inner
-        with np.errstate(over="ignore"):
-            log_mgf = np.logaddexp(math.log1p(-p), math.log(p) + (af - 1.0) * inner)
-        return np.asarray(np.maximum(log_mgf, 0.0) / (af - 1.0), dtype=np.float64)
-    if isinstance(event, BernoulliMaskEvent):
-        from ampfl.accounting import pm_sfl
-
-        return pm_sfl.bernoulli_mask_rdp(orders=[float(a) for a in alphas], c=event.c, dim=event.dim)
-    if (
-        isinstance(event, SampledWithoutReplacementEvent)
-        and isinstance(event.event, GaussianEvent)
-        and relation == NeighboringRelation.REPLACE_ONE
-    ):  # fixed-size cohorts: dp-accounting's bound, computed without it (rdp_wor)
-        q, z = event.sample_size / event.source_size, event.event.noise_multiplier
-        return _on_cheap_orders(alphas, lambda o: rdp_sample_wor_gaussian(q, z, o))
-    if isinstance(event, LaplaceEvent | SampledWithoutReplacementEvent):
-        return _dp_accounting_rdp(event, alphas, relation)
-    if not add_remove:
-        raise UnsupportedEventError(
-            f"{type(event).__name__} is accounted under add/remove-one only; found {relation.name}."
-        )
-    if isinstance(event, PoissonSampledEvent):
-        from ampfl.accounting.rdp import rdp_poisson_gaussian, rdp_poisson_subsampled_general
-
-        inner_event = event.event
-        if isinstance(inner_event, GaussianEvent):
-            if event.sampling_rate == 0.0 or math.isinf(inner_event.noise_multiplier):
-                return np.zeros(alphas.size)
-            return rdp_poisson_gaussian(
-                orders=alphas,
-                sampling_rate=event.sampling_rate,
-                noise_multiplier=inner_event.noise_multiplier,
-            )
-
-        def general(orders: np.ndarray) -> np.ndarray:
-            base = event_rdp(inner_event, range(2, int(orders.max()) + 1), relation)
-            return rdp_poisson_subsampled_general(
-                orders=orders, sampling_rate=event.sampling_rate, base_rdp=base
-            )
-
-        return _on_cheap_orders(alphas, general)
-    from ampfl.accounting import partition  # paper 002's mechanisms
-
-    if isinstance(event, ModelSplitEvent):
-        return _on_cheap_orders(
-            alphas,
-            lambda o: partition.rdp_partial_split(
-                orders=o,
-                num_submodels=event.num_submodels,
-                split_noise_multiplier=event.noise_multiplier,
-                nonsplit_noise_multiplier=event.nonsplit_noise_multiplier,
-            ),
-        )
-    if isinstance(event, DropoutEvent):
-        return _on_cheap_orders(
-            alphas,
-            lambda o: partition.rdp_dropout(
-                orders=o,
-                noise_multiplier=event.noise_multiplier,
-                nonsplit_noise_multiplier=event.nonsplit_noise_multiplier,
-            ),
-        )
-    if isinstance(event, BalancedIterationSubsamplingEvent):
-        return _on_cheap_orders(
-            alphas,
-            lambda o: partition.rdp_bis(
-                orders=o,
-                iterations=event.iterations,
-                participations=event.participations,
-                noise_multiplier=event.noise_multiplier,
-            ),
-        )
-    raise UnsupportedEventError(f"no RDP bound for {type(event).__name__}.")
+    return _curve(event, check_orders("orders", orders), relation)
 
 
 class RDPAccountant(Accountant):

@@ -30,7 +30,7 @@ from ampfl.accounting._checks import (
     check_positive,
     check_probability,
 )
-from ampfl.accounting.accountants import Accountant, make_accountant
+from ampfl.accounting.accountants import Accountant, composed, delta_after, epsilon_after
 from ampfl.accounting.events import GaussianEvent, PoissonSampledEvent, PrivacyEvent, PublicParticipationEvent
 from ampfl.accounting.subsampling import subsampled_gaussian_log_delta
 
@@ -71,11 +71,10 @@ def amplified_accountant(
     accountant: str = "pld",
 ) -> Accountant:
     """A fresh accountant (``"pld"`` or ``"rdp"``) with ``rounds`` rounds of :func:`amplified_event`."""
-    t = check_int("rounds", rounds)
     event = amplified_event(
         participation=participation, sampling_rate=sampling_rate, noise_multiplier=noise_multiplier
     )
-    return make_accountant(accountant).compose(event, t)
+    return composed(event, check_int("rounds", rounds), accountant)
 
 
 def amplified_epsilon(
@@ -88,15 +87,10 @@ def amplified_epsilon(
     accountant: str = "pld",
 ) -> float:
     """ε at ``delta`` of the amplified analysis after ``rounds`` rounds (valid only without carried state)."""
-    dlt = check_delta("delta", delta)
-    acc = amplified_accountant(
-        participation=participation,
-        sampling_rate=sampling_rate,
-        noise_multiplier=noise_multiplier,
-        rounds=rounds,
-        accountant=accountant,
+    event = amplified_event(
+        participation=participation, sampling_rate=sampling_rate, noise_multiplier=noise_multiplier
     )
-    return float(acc.get_epsilon(dlt))
+    return epsilon_after(event, check_int("rounds", rounds), check_delta("delta", delta), accountant)
 
 
 def amplified_delta(
@@ -109,15 +103,10 @@ def amplified_delta(
     accountant: str = "pld",
 ) -> float:
     """δ at ``epsilon`` amplified, after ``rounds`` rounds (valid only without carried state)."""
-    eps = check_nonnegative("epsilon", epsilon)
-    acc = amplified_accountant(
-        participation=participation,
-        sampling_rate=sampling_rate,
-        noise_multiplier=noise_multiplier,
-        rounds=rounds,
-        accountant=accountant,
+    event = amplified_event(
+        participation=participation, sampling_rate=sampling_rate, noise_multiplier=noise_multiplier
     )
-    return float(acc.get_delta(eps))
+    return delta_after(event, check_int("rounds", rounds), check_nonnegative("epsilon", epsilon), accountant)
 
 
 def amplified_round_log_delta(

@@ -76,9 +76,9 @@ def rdp_epsilon(event: Any, count: int, delta: float, orders: tuple[int, ...]) -
 
 
 def composed_epsilon(accountant: str, event: Any, steps: int, delta: float) -> float:
-    from ampfl.accounting.accountants import make_accountant
+    from ampfl.accounting.accountants import epsilon_after
 
-    return float(make_accountant(accountant).compose(event, steps).get_epsilon(delta))
+    return epsilon_after(event, steps, delta, accountant)
 
 
 def entry(name: str, eps: float, delta: float, z: Any = None) -> dict[str, Any]:

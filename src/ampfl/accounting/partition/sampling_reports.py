@@ -197,7 +197,7 @@ def account_poisson(
     orders: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """ε of ``steps`` Poisson-subsampled Gaussian steps (the DP-SGD baseline of 002's comparisons)."""
-    from ampfl.accounting.accountants import PLDAccountant
+    from ampfl.accounting.accountants import epsilon_after
     from ampfl.accounting.orders import DEFAULT_ORDERS
 
     delta, rate, steps = _poisson_inputs(delta, sampling_rate, steps)
@@ -207,7 +207,7 @@ def account_poisson(
         grid = orders_or(orders, DEFAULT_ORDERS)
         eps, keys = rdp_report(grid, rdp_curve(poisson(rate, z), steps, grid), delta)
     else:
-        eps = float(PLDAccountant().compose(poisson(rate, z), steps).get_epsilon(delta))
+        eps = epsilon_after(poisson(rate, z), steps, delta, "pld")
     return privacy_report(
         epsilon=eps,
         delta=delta,
@@ -232,7 +232,7 @@ def calibrate_poisson(
     orders: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """The smallest noise multiplier of ``steps`` Poisson-subsampled Gaussian steps at the target."""
-    from ampfl.accounting.accountants import make_accountant
+    from ampfl.accounting.accountants import composed
     from ampfl.accounting.orders import DEFAULT_ORDERS
 
     target = check_positive("target_epsilon", target_epsilon)
@@ -241,7 +241,7 @@ def calibrate_poisson(
     z = calibrated(
         lambda x: poisson(rate, x), target, delta, steps, accountant=accountant, accountant_kwargs=kwargs
     )
-    acc = make_accountant(accountant, **kwargs).compose(poisson(rate, z), steps)
+    acc = composed(poisson(rate, z), steps, accountant, **kwargs)
     return privacy_report(
         epsilon=float(acc.get_epsilon(delta)),
         delta=delta,

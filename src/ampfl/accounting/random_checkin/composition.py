@@ -22,7 +22,7 @@ import numpy as np
 from scipy import optimize
 
 from ampfl.accounting._checks import NumericalError, check_delta, check_int, check_nonnegative, check_positive
-from ampfl.accounting.accountants import Accountant, make_accountant
+from ampfl.accounting.accountants import Accountant, composed, delta_after, epsilon_after
 from ampfl.accounting.random_checkin.analyses import analysis_event, check_analysis, check_mechanism
 from ampfl.accounting.random_checkin.per_iteration import smallest_epsilon
 from ampfl.accounting.random_checkin.theorem41 import paper_log_delta
@@ -49,8 +49,7 @@ def composed_accountant(
         noise_multiplier=noise_multiplier,
         local_dataset_size=local_dataset_size,
     )
-    count = check_int("iterations", iterations, minimum=1)
-    return make_accountant(accountant).compose(event, count)
+    return composed(event, check_int("iterations", iterations, minimum=1), accountant)
 
 
 def epsilon_composed(
@@ -71,16 +70,15 @@ def epsilon_composed(
     name = check_analysis(analysis)
     dlt = check_delta("delta", delta)
     if name != "paper":
-        acc = composed_accountant(
-            analysis=name,
+        event = analysis_event(
+            name,
             participation=participation,
             sampling_rate=sampling_rate,
             noise_multiplier=noise_multiplier,
-            iterations=iterations,
             local_dataset_size=local_dataset_size,
-            accountant=accountant,
         )
-        return float(acc.get_epsilon(dlt))
+        count = check_int("iterations", iterations, minimum=1)
+        return epsilon_after(event, count, dlt, accountant)
     p, q, d = check_mechanism(participation, sampling_rate, local_dataset_size)
     z = check_positive("noise_multiplier", noise_multiplier)
     t = check_int("iterations", iterations, minimum=1)
@@ -102,16 +100,15 @@ def delta_composed(
     name = check_analysis(analysis)
     eps = check_nonnegative("epsilon", epsilon)
     if name != "paper":
-        acc = composed_accountant(
-            analysis=name,
+        event = analysis_event(
+            name,
             participation=participation,
             sampling_rate=sampling_rate,
             noise_multiplier=noise_multiplier,
-            iterations=iterations,
             local_dataset_size=local_dataset_size,
-            accountant=accountant,
         )
-        return float(acc.get_delta(eps))
+        count = check_int("iterations", iterations, minimum=1)
+        return delta_after(event, count, eps, accountant)
     p, q, d = check_mechanism(participation, sampling_rate, local_dataset_size)
     z = check_positive("noise_multiplier", noise_multiplier)
     t = check_int("iterations", iterations, minimum=1)
