@@ -22,7 +22,8 @@ The accountants compose these mechanisms as events (:class:`~ampfl.accounting.ev
 :class:`~ampfl.accounting.events.BalancedIterationSubsamplingEvent` — one whole epoch per event); the
 calibrations here go through the one :func:`ampfl.accounting.calibrate.calibrate`.
 
-Modules: :mod:`~ampfl.accounting.partition.mechanisms` (the four mechanisms and their calibration),
+Modules: :mod:`~ampfl.accounting.partition.mechanisms` (the four mechanisms),
+:mod:`~ampfl.accounting.partition.calibration` (their calibration),
 :mod:`~ampfl.accounting.partition.subsampled` (Poisson-subsampled splitting and its analyses).
 
 Noise is given as a noise multiplier z = σ/C (σ the noise standard deviation, C the clipping norm).
@@ -37,12 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): this package is imported by the
     # reports of ``ampfl account poisson``, which must not import SciPy (issue 32)
+    from ampfl.accounting.partition.calibration import calibrate_bis, calibrate_dropout, calibrate_model_split
     from ampfl.accounting.partition.mechanisms import (
         BOUND_CHOICES,
         PARTITION_ORDERS,
-        calibrate_bis,
-        calibrate_dropout,
-        calibrate_model_split,
         rdp_bis,
         rdp_dropout,
         rdp_model_split,
@@ -65,9 +64,9 @@ if TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): this pac
 _EXPORTS: dict[str, str] = {
     "BOUND_CHOICES": "mechanisms",
     "PARTITION_ORDERS": "mechanisms",
-    "calibrate_bis": "mechanisms",
-    "calibrate_dropout": "mechanisms",
-    "calibrate_model_split": "mechanisms",
+    "calibrate_bis": "calibration",
+    "calibrate_dropout": "calibration",
+    "calibrate_model_split": "calibration",
     "rdp_bis": "mechanisms",
     "rdp_dropout": "mechanisms",
     "rdp_model_split": "mechanisms",

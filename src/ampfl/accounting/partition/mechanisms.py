@@ -1,4 +1,4 @@
-"""Paper 002 mechanisms (Dong, Chen, Özgür, §3.2–3.3) as per-order RDP, and their noise calibration.
+"""Paper 002 mechanisms (Dong, Chen, Özgür, §3.2–3.3) as per-order RDP.
 
 - :func:`rdp_model_split` — Theorems 3.4 / 3.5 (disjoint model splitting, also a random mixture of disjoint
   partitionings): d = number of sub-models, k = 1, per iteration, composed additively over ``steps`` [D].
@@ -8,9 +8,10 @@
   (Remark 3.6: no other rate is covered); optional non-split part as in §3.2.2 [D].
 - :func:`rdp_bis` — Theorem 3.8, Balanced Iteration Subsampling: one bound for a whole run of T iterations
   in which every sample takes part in exactly k (d = T); Remark 3.10: E runs (epochs) compose, E·ε(α) [D].
-- ``calibrate_*`` — the one :func:`ampfl.accounting.calibrate.calibrate` over the matching events
-  (:class:`~ampfl.accounting.events.ModelSplitEvent`, :class:`~ampfl.accounting.events.DropoutEvent`,
-  :class:`~ampfl.accounting.events.BalancedIterationSubsamplingEvent`: one whole epoch per event).
+
+Their calibration (the one :func:`ampfl.accounting.calibrate.calibrate` over the matching events) is in
+:mod:`ampfl.accounting.partition.calibration`, above the accountants; this module is math only (the mechanism
+registry's RDP bounds call it).
 
 Noise is a noise multiplier z = σ/C. ``bound="auto"`` picks the exact forward term of Theorem 3.1 where it
 is affordable and Eq. (5) otherwise; both are upper bounds on the true divergence.
@@ -24,8 +25,6 @@ from collections.abc import Iterable
 import numpy as np
 
 from ampfl.accounting._checks import check_choice, check_int, check_orders, check_positive
-from ampfl.accounting.calibrate import CALIBRATION_RTOL, calibrate
-from ampfl.accounting.events import BalancedIterationSubsamplingEvent, DropoutEvent, ModelSplitEvent
 from ampfl.accounting.mixture_rdp import exact_forward_affordable, theorem_3_1_rdp
 from ampfl.accounting.orders import CHEAP_ORDERS
 from ampfl.accounting.rdp import rdp_gaussian
@@ -180,87 +179,3 @@ def unsplit_noise_multiplier(
         return z
     z_ns = check_positive("nonsplit_noise_multiplier", nonsplit_noise_multiplier)
     return 1.0 / math.sqrt(1.0 / (z * z) + 1.0 / (z_ns * z_ns))
-
-
-# ---------------------------------------------------------------------------------------------------------
-# calibration: the one calibrate() over the events, on this module's order grid
-# ---------------------------------------------------------------------------------------------------------
-
-
-def _orders_kwargs(orders: Iterable[object]) -> dict[str, object]:
-    return {"orders": _orders(orders)}
-
-
-def _orders(orders: Iterable[object]) -> tuple[int, ...]:
-    return tuple(int(a) for a in check_orders("orders", orders))
-
-
-def calibrate_model_split(
-    *,
-    target_epsilon: float,
-    target_delta: float,
-    num_submodels: int,
-    steps: int,
-    orders: Iterable[object] = PARTITION_ORDERS,
-    rtol: float = CALIBRATION_RTOL,
-) -> float:
-    """Smallest noise multiplier z = σ/C making ``steps`` Theorem 3.4 split steps (ε, δ)-DP.
-
-    ``steps`` × :class:`~ampfl.accounting.events.ModelSplitEvent` through the RDP accountant (exact forward
-    term). Raises :class:`~ampfl.accounting.calibrate.UnreachableTarget` when no z ≤ 1e4 meets the target.
-    """
-    d = check_int("num_submodels", num_submodels, minimum=1)
-    return calibrate(
-        lambda z: ModelSplitEvent(num_submodels=d, noise_multiplier=z),
-        target_epsilon=target_epsilon,
-        target_delta=target_delta,
-        count=check_int("steps", steps, minimum=1),
-        rtol=rtol,
-        accountant_kwargs=_orders_kwargs(orders),
-    )
-
-
-def calibrate_dropout(
-    *,
-    target_epsilon: float,
-    target_delta: float,
-    steps: int,
-    orders: Iterable[object] = PARTITION_ORDERS,
-    rtol: float = CALIBRATION_RTOL,
-) -> float:
-    """Smallest noise multiplier for ``steps`` Theorem 3.7 dropout steps (rate 1/2, split part only)."""
-    return calibrate(
-        lambda z: DropoutEvent(noise_multiplier=z),
-        target_epsilon=target_epsilon,
-        target_delta=target_delta,
-        count=check_int("steps", steps, minimum=1),
-        rtol=rtol,
-        accountant_kwargs=_orders_kwargs(orders),
-    )
-
-
-def calibrate_bis(
-    *,
-    target_epsilon: float,
-    target_delta: float,
-    iterations: int,
-    participations: int,
-    epochs: int = 1,
-    orders: Iterable[object] = PARTITION_ORDERS,
-    rtol: float = CALIBRATION_RTOL,
-) -> float:
-    """Smallest noise multiplier making ``epochs`` Balanced Iteration Subsampling epochs (Thm 3.8) (ε, δ)-DP.
-
-    One :class:`~ampfl.accounting.events.BalancedIterationSubsamplingEvent` is a whole epoch of T
-    ``iterations``, so it is composed ``epochs`` times (Remark 3.10); exact forward term where affordable.
-    """
-    t = check_int("iterations", iterations, minimum=1)
-    k = check_int("participations", participations, minimum=1, maximum=t)
-    return calibrate(
-        lambda z: BalancedIterationSubsamplingEvent(iterations=t, participations=k, noise_multiplier=z),
-        target_epsilon=target_epsilon,
-        target_delta=target_delta,
-        count=check_int("epochs", epochs, minimum=1),
-        rtol=rtol,
-        accountant_kwargs=_orders_kwargs(orders),
-    )
