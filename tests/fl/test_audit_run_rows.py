@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from ampfl.fl.algorithms import ALGORITHMS
 from ampfl.fl.audit_canaries import insert_canaries, model_scores, revealed_scores
@@ -258,3 +259,83 @@ def test_splitfed_dp_consistency_and_power(tmp_path):
     assert honest["verdict"] == "consistent" and honest["epsilon_lower"] <= honest["epsilon_accounted"]
     assert quiet["epsilon_accounted"] == pytest.approx(honest["epsilon_accounted"])
     assert quiet["verdict"] == "VIOLATION"
+
+
+# -- input canaries (any model: CNNs) -----------------------------------------------------------------------
+def _fedavg_mlp(model: str = "mlp", **params: Any) -> RunConfig:
+    algorithm = {
+        "name": "dp_fedavg",
+        "client_sampling": "poisson",
+        "sampling_rate": 0.5,
+        "expected_clients": 10,
+        "num_local_steps": 2,
+        "batch_size": 5,
+        "learning_rate": 0.5,
+        "clip": 1.0,
+        **params,
+    }
+    return _digits(algorithm, 5, 20, model)
+
+
+def _padded_images(task: Any) -> Any:
+    """The digits task as [n, 1, 28, 28] images (8 × 8 centred in zeros), for the 28 × 28 CNNs."""
+    from ampfl.fl.task import Task
+
+    def pad(x: np.ndarray) -> np.ndarray:
+        return np.pad(x.reshape(-1, 1, 8, 8), ((0, 0), (0, 0), (10, 10), (10, 10)))
+
+    data = dataclasses.replace(
+        task.dataset, x_train=pad(task.dataset.x_train), x_test=pad(task.dataset.x_test)
+    )
+    return Task(data, task.client_indices, model="cnn", model_options={})
+
+
+def test_input_canary_directions_are_the_gradients_on_a_cnn():
+    from ampfl.fl.audit_canaries import canary_directions
+
+    config = _fedavg_mlp("cnn", noise_multiplier=1.0)
+    task = _padded_images(build_task(_fedavg_mlp(noise_multiplier=1.0)))
+    coins = np.array([True, False, True])
+    new, plan = insert_canaries(task, included=coins, unit="client", scale=2.0, seed=0, kind="input")
+    assert new.dataset.x_train.shape[1:] == (1, 28, 28) and new.num_clients == task.num_clients + 2
+    assert plan.inputs.shape == (3, 1, 28, 28) and plan.columns.size == 0
+    alg = build_algorithm(config, new)
+    w = alg.model.initial()
+    directions = canary_directions(alg, w, plan)
+    for k in range(3):  # independent: autograd through the flat vector, one canary at a time
+        flat = w.clone().requires_grad_(True)
+        loss = alg.model.example_losses(
+            flat, torch.from_numpy(plan.inputs[k : k + 1]), torch.tensor(plan.labels[k : k + 1])
+        )
+        (g,) = torch.autograd.grad(loss.sum(), flat)
+        np.testing.assert_allclose(directions[k], (-g / g.norm()).double().numpy(), atol=2e-5)
+
+
+def test_input_canaries_power_and_consistency(tmp_path):
+    honest = audit_run(
+        _fedavg_mlp(target_epsilon=1.0),
+        tmp_path / "h",
+        canaries=200,
+        canary="input",
+        progress=False,
+        plot=False,
+    )
+    silent = audit_run(
+        _fedavg_mlp(target_epsilon=1.0),
+        tmp_path / "s",
+        canaries=200,
+        canary="input",
+        progress=False,
+        plot=False,
+        algorithms={**ALGORITHMS, "dp_fedavg": _SilentFedAvg},
+    )
+    assert honest["canary"] == "input" and honest["verdict"] == "consistent"
+    assert silent["verdict"] == "VIOLATION"
+
+
+class _SilentFedAvg(ALGORITHMS["dp_fedavg"]):  # type: ignore[misc,valid-type]
+    """Broken on purpose: accounts the calibrated noise but adds none."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.noise_std = 0.0

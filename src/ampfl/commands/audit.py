@@ -72,6 +72,12 @@ def register(registry: Registry) -> None:
         "--score", choices=("delta", "loss"), default="delta", help="white box (delta, default) or loss"
     )
     run.add_argument(
+        "--canary",
+        choices=("auto", "feature", "input"),
+        default="auto",
+        help="a dedicated input feature per canary (flat inputs), a random input record (any model), or auto",
+    )
+    run.add_argument(
         "--participation",
         choices=("as-accounted", "revealed"),
         default="as-accounted",
@@ -141,6 +147,7 @@ _RUN_FLAGS = {
     "rounds": "--rounds",
     "participation": "--participation",
     "score": "--score",
+    "canary": "--canary",
 }
 
 
@@ -179,6 +186,7 @@ def _audit_run(args: argparse.Namespace) -> dict[str, Any]:
             confidence=args.confidence,
             score=args.score,
             participation=args.participation,
+            canary=args.canary,
             progress=not args.no_progress,
         )
     except DataUnavailableError as exc:

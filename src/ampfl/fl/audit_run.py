@@ -32,7 +32,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ampfl.fl.audit_canaries import CanaryPlan, insert_canaries, model_scores, revealed_scores
+from ampfl.fl.audit_canaries import (
+    KINDS,
+    CanaryPlan,
+    first_weight,
+    input_scores,
+    insert_canaries,
+    model_scores,
+    revealed_scores,
+)
 from ampfl.fl.config import RunConfig
 from ampfl.io import atomic_save_figure, atomic_write_json
 
@@ -83,6 +91,15 @@ def _observer(probe: Algorithm, participation: str, score: str) -> str:
     return "model"
 
 
+def _first_layer_linear(probe: Algorithm, task: Task) -> bool:
+    """Whether the model has a weight ``[out, d]`` on the d input features (logreg, mlp)."""
+    try:
+        first_weight(probe, probe.model.initial(), int(task.dataset.x_train.shape[1]))  # type: ignore[attr-defined]
+    except ValueError:
+        return False
+    return True
+
+
 def _with_canary_clients(config: RunConfig, added: int) -> RunConfig:
     """GDPFed-type configs list N_g per group (summing to the number of clients): the last N_g grows by the
     canary clients (the seeded assignment spreads all clients over the groups; the declared
@@ -104,6 +121,7 @@ def _one_run(
     scale: float,
     score: str,
     observer: str,
+    canary: str,
     algorithms: Mapping[str, type[Algorithm]],
     progress: bool,
     label: str,
@@ -117,7 +135,9 @@ def _one_run(
         task, slots = observers.insert_slot_canaries(base, included=included, seed=config.seed)
         cls = observers.smashed_observer(cls, slots)
     else:
-        task, plan = insert_canaries(base, included=included, unit=unit, scale=scale, seed=config.seed)
+        task, plan = insert_canaries(
+            base, included=included, unit=unit, scale=scale, seed=config.seed, kind=canary
+        )
         if unit == "client" and getattr(config.algorithm.params, "group_sizes", None):
             config = _with_canary_clients(config, int(included.sum()))
         if observer == "revealed":
@@ -128,6 +148,13 @@ def _one_run(
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             built.append(self)
+            self.audit_models: list[Any] = []
+
+        def run_round(self, round_index: int) -> dict[str, float]:
+            metrics: dict[str, float] = super().run_round(round_index)
+            if canary == "input" and observer == "model":  # every released model w_t (ε covers them all)
+                self.audit_models.append(_released(self).detach().clone())
+            return metrics
 
     Audited.__name__ = cls.__name__
     registry = {**algorithms, config.algorithm.name: Audited}
@@ -146,10 +173,17 @@ def _one_run(
     if observer == "revealed":
         released_models, revealed = algorithm.released, algorithm.revealed
         return revealed_scores(algorithm, initial, released_models, revealed, plan, task), included, summary
-    # the released model: MS-PAFL releases its public part only (public_model: the initial private part)
-    released = algorithm.public_model() if hasattr(algorithm, "public_model") else algorithm.global_params
-    scores = model_scores(algorithm, initial, released.detach().clone(), plan, task, score)
+    if canary == "input" and score == "delta":
+        scores = input_scores(algorithm, [initial, *algorithm.audit_models], plan)
+    else:
+        scores = model_scores(algorithm, initial, _released(algorithm).detach().clone(), plan, task, score)
     return scores, plan.included, summary
+
+
+def _released(algorithm: Any) -> Any:
+    """The released model: MS-PAFL releases its public part only (``public_model``: the initial private
+    part), the others their global model."""
+    return algorithm.public_model() if hasattr(algorithm, "public_model") else algorithm.global_params
 
 
 def audit_run(
@@ -162,6 +196,8 @@ def audit_run(
     score: str = "delta",
     scale: float | None = None,
     participation: str = "as-accounted",
+    canary: str = "auto",
+    task: Task | None = None,
     progress: bool = True,
     plot: bool = True,
     algorithms: Mapping[str, type[Algorithm]] | None = None,
@@ -169,6 +205,9 @@ def audit_run(
 ) -> dict[str, Any]:
     """Audit ``config``: train ``runs`` runs with ``canaries`` canaries each; return the report.
 
+    ``canary``: ``"feature"`` (a dedicated input feature per canary: flat inputs, first layer linear),
+    ``"input"`` (a public random record in the data's input space, any model: CNNs), or ``"auto"`` (feature
+    where it applies). ``task``: the task to train (default: built from ``config``).
     ``participation = "revealed"`` (DP-DSGD-RP only) accounts the run with participation revealed and gives
     the observer who checked in at every round (:func:`ampfl.fl.audit_observers.revealed_participation`).
     SplitFed-DP is audited with slot canaries scored from the noised smashed rows the server receives
@@ -191,16 +230,20 @@ def audit_run(
     check_probability("confidence", confidence, allow_one=False)
     check_choice("score", score, SCORES)
     check_choice("participation", participation, PARTICIPATION)
+    check_choice("canary", canary, ("auto", *KINDS))
     if algorithms is None:
         from ampfl.fl.algorithms import ALGORITHMS
 
         algorithms = ALGORITHMS
     started = time.perf_counter()
     config = config.model_copy(update={"privacy": config.privacy.model_copy(update={"reproducible": False})})
-    base = build_task(config)
+    base = build_task(config) if task is None else task
     probe = build_algorithm(config, base, algorithms=algorithms)
     unit = probe.privacy_unit or ("client" if config.algorithm.name in _CLIENT_LEVEL else "record")
     observer = _observer(probe, participation, score)
+    if canary == "auto":
+        flat = base.dataset.x_train.ndim == 2 and hasattr(probe, "model")
+        canary = "feature" if flat and _first_layer_linear(probe, base) else "input"
     clip = float(getattr(getattr(probe, "p", None), "clip", 1.0) or 1.0)
     scale = check_positive("scale", scale) if scale is not None else 2.0 * max(1.0, clip)
     folder = Path(out)
@@ -216,6 +259,7 @@ def audit_run(
             scale=scale,
             score=score,
             observer=observer,
+            canary=canary,
             algorithms=algorithms,
             progress=progress,
             label=label,
@@ -254,6 +298,7 @@ def audit_run(
         "verdict": "VIOLATION" if violation else "consistent",
         "confidence": float(confidence),
         "score": "smashed" if observer == "smashed" else score,
+        "canary": "slot" if observer == "smashed" else canary,
         "observer": OBSERVERS[observer],
         "participation": participation,
         "privacy_unit": unit,
