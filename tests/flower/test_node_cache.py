@@ -221,3 +221,47 @@ def test_a_cache_folder_keeps_the_most_recent_shards(tmp_path: Path) -> None:
         key = node_cache.cache_key(run_config[CONFIG_KEY], 0, 3)
         written.append(node_cache.cache_file(tmp_path, key, 0))
     assert sorted(tmp_path.glob("task-*.npz")) == sorted(written[-node_cache.KEEP :])
+
+
+_DECLINE = """
+import json, sys
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.supercore.task_identity import TaskIdentity
+from ampfl.flower import client_app
+run_config, folder = json.loads(sys.argv[1]), sys.argv[2]
+node = {"partition-id": 1, "num-partitions": 3, "cache-dir": folder}
+context = Context(1, 11, node, RecordDict(), run_config)
+TaskIdentity.run_id = TaskIdentity.node_id = TaskIdentity.task_id = 1
+content = RecordDict({"arrays": ArrayRecord({"params": Array(np.zeros(3, dtype=np.float32))}),
+                      "config": ConfigRecord({"round": 0, "cohort": [0, 2]})})
+reply = client_app.train(Message(content, dst_node_id=11, message_type="train"), context)
+print(json.dumps(["arrays" in reply.content.array_records, "torch" in sys.modules]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "extra", "coin"),
+    [
+        ("fedavg", None, None),  # the server samples: client 1 is not in the cohort [0, 2]
+        ("dp_dsgd_rp", "participation = 1e-12\nnoise_multiplier = 1.0\nlocal_dataset_size = 999", 1e-12),
+    ],
+)
+def test_a_node_that_does_not_join_declines_without_torch(
+    tmp_path: Path, name: str, extra: str | None, coin: float | None
+) -> None:
+    """The shard caches the round protocol's own coin: a node whose coin says no (or that the server did not
+    sample) replies empty without importing torch or building the algorithm."""
+    run_config = _run_config(name, extra)
+    node_cache._MEMO.clear()
+    _, algorithm = node_cache.node_algorithm(run_config, {"cache-dir": str(tmp_path)}, 1, 3)
+    assert algorithm.round_protocol().own_coin(1, noise_shares=False) == coin
+    assert node_cache.cached_coin(run_config, {"cache-dir": str(tmp_path)}, 1, 3) == (True, coin)
+    assert node_cache.cached_coin(run_config, {"cache-dir": str(tmp_path / "empty")}, 1, 3) == (False, None)
+    done = subprocess.run(
+        [sys.executable, "-c", _DECLINE, json.dumps(run_config), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == [False, False]

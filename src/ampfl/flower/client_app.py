@@ -35,7 +35,7 @@ from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordD
 from flwr.clientapp import ClientApp
 
 from ampfl.flower.common import CONFIG_KEY, decode_raw
-from ampfl.flower.node_cache import STATE_DIR_KEY, node_algorithm, prepare
+from ampfl.flower.node_cache import STATE_DIR_KEY, cached_coin, node_algorithm, prepare
 
 if TYPE_CHECKING:
     import torch
@@ -126,24 +126,34 @@ def client_message(
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     """Local training of this node's client (module docstring)."""
-    import torch
-
-    from ampfl.fl.algorithms.round_protocol import ClientInstructions
-
     settings = msg.content.config_records["config"]
     round_index = int(settings["round"])  # type: ignore[arg-type]
     cohort = np.asarray(settings["cohort"], dtype=np.int64)
     num_clients = int(decode_raw(str(context.run_config[CONFIG_KEY]))["partition"]["num_clients"])
     pid = _partition(context, num_clients)
     own = np.random.default_rng()  # the client's own randomness (OS entropy): the server cannot replay it
-    torch.set_num_threads(1)
-    algorithm = client_algorithm(context, num_clients)
-    coin = algorithm.round_protocol().own_coin(pid, noise_shares=False)
+    # The node's own coin, from its cached shard when it has one (a node that does not join declines
+    # without importing torch), else from the algorithm it builds.
+    known, coin = cached_coin(context.run_config, context.node_config, pid, num_clients)
+    algorithm = None
+    if not known:
+        import torch
+
+        torch.set_num_threads(1)
+        algorithm = client_algorithm(context, num_clients)
+        coin = algorithm.round_protocol().own_coin(pid, noise_shares=False)
     if coin is not None:
         if not own.random() < coin:  # its own check-in coin B ~ Bern(p_i) (004 Algorithm 1; 000 Eq. 10)
             return Message(RecordDict(), reply_to=msg)  # did not check in
     elif pid not in cohort:
         return Message(RecordDict(), reply_to=msg)  # declined: not asked this round
+    import torch
+
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions
+
+    torch.set_num_threads(1)
+    if algorithm is None:
+        algorithm = client_algorithm(context, num_clients)
     start = torch.from_numpy(msg.content.array_records["arrays"]["params"].numpy().copy())
     instructions = ClientInstructions(round_index, cohort, pid, own_coin=coin is not None)
     message = client_message(context, algorithm, start, instructions, own)

@@ -237,7 +237,8 @@ def deploy(
     if superlink is None:  # a fixed-size cohort asks cohort_size nodes a round; the other samplers every node
         params = config.algorithm.params
         fixed = getattr(params, "client_sampling", None) == "fixed" and secure_aggregation == "none"
-        asked = int(params.cohort_size) if fixed else None  # type: ignore[attr-defined]
+        cohort_size = getattr(params, "cohort_size", None)
+        asked = int(cohort_size) if fixed and cohort_size is not None else None
         check_local_size(config.partition.num_clients, asked, available_memory_mb())
     out = Path(out_dir)
     resolved = config_to_dict(config)

@@ -6,8 +6,11 @@ round. Instead the node keeps, in its cache folder, one file per (run configurat
 
 - ``x``, ``y``: its client's training examples, in the order of its index array;
 - ``sizes``: every client's local dataset size (the mini-batch draws of a cohort depend on them);
-- ``meta``: JSON with the cache key, the dataset name and class count, and the noise multiplier the
-  algorithm calibrated (``None`` when the config states it), so a message never recalibrates.
+- ``meta``: JSON with the cache key, the dataset name and class count, the noise multiplier the
+  algorithm calibrated (``None`` when the config states it), so a message never recalibrates, and the
+  probability of the client's own participation coin (``own_coin``, ``None`` when the server samples the
+  cohort: the round protocol's ``own_coin``), so that a node whose coin says no declines without importing
+  torch (:func:`cached_coin`).
 
 :func:`node_algorithm` rebuilds the simulator's algorithm on a :class:`~ampfl.fl.task.Task` whose partition
 has the real sizes, this client's examples at positions ``0 … D_i − 1`` and zeros for the other clients
@@ -91,6 +94,7 @@ def write_shard(path: Path, key: str, pid: int, algorithm: Algorithm) -> Path:
         "name": dataset.name,
         "num_classes": int(dataset.num_classes),
         "noise_multiplier": noise_levels(algorithm)["noise_multiplier"] if calibrated else None,
+        "own_coin": algorithm.round_protocol().own_coin(pid, noise_shares=False),
     }
     buffer = io.BytesIO()
     np.savez(
@@ -139,6 +143,27 @@ def read_shard(path: Path, key: str, pid: int, config: RunConfig) -> tuple[Task,
     )
     z = meta["noise_multiplier"]
     return task, None if z is None else float(z)
+
+
+def cached_coin(
+    run_config: Mapping[str, Any], node_config: Mapping[str, Any], pid: int, num_partitions: int
+) -> tuple[bool, float | None]:
+    """``(known, p)``: the probability of client ``pid``'s own participation coin from the node's cached shard
+    (None: the server samples the cohort), without torch; ``known`` False when the node has no readable shard
+    of this run (the caller then builds the algorithm)."""
+    folder = cache_folder(node_config)
+    if folder is None:
+        return False, None
+    key = cache_key(str(run_config[CONFIG_KEY]), pid, num_partitions)
+    try:
+        with np.load(cache_file(folder, key, pid), allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+    except (OSError, ValueError, KeyError):
+        return False, None
+    if meta.get("format") != FORMAT or meta.get("key") != key or "own_coin" not in meta:
+        return False, None
+    coin = meta["own_coin"]
+    return True, None if coin is None else float(coin)
 
 
 def _with_noise_multiplier(config: RunConfig, z: float | None) -> RunConfig:
