@@ -201,6 +201,27 @@ def test_dropout_is_accounted_at_the_realised_noise(monkeypatch: pytest.MonkeyPa
     assert events == planned and torch.equal(algorithm.global_params, before)  # type: ignore[attr-defined]
 
 
+def test_a_sum_the_clients_did_not_noise_is_never_released(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server adds nothing to a decoded sum, so a private algorithm whose clients neither add noise
+    shares nor noise their own messages is refused there (and on the node), not released un-noised."""
+    import torch
+
+    from ampfl.flower.secagg import SecureSum
+    from ampfl.flower.server_app import _release_secure
+
+    config = _config("dp_dsgd_rp")
+    algorithm = build_algorithm(config, build_task(config))  # type: ignore[arg-type]
+    before = algorithm.round_protocol().broadcast().clone()
+    decoded = SecureSum(torch.ones_like(before), 3, 3)
+    monkeypatch.setattr(algorithm, "gaussian_shares", lambda: None)
+    with pytest.raises(ValueError, match="un-noised"):
+        _release_secure(algorithm, decoded)
+    assert torch.equal(algorithm.round_protocol().broadcast(), before)
+    monkeypatch.setattr(algorithm, "noised_on_client", True)  # MS-PAFL's case: noised by each client
+    _release_secure(algorithm, decoded)
+    assert not torch.equal(algorithm.round_protocol().broadcast(), before)
+
+
 @pytest.mark.parametrize(
     ("name", "algorithm", "clients", "key"),
     [

@@ -151,7 +151,7 @@ def train(msg: Message, context: Context) -> Message:
     """One client's SecAgg+ contribution (module docstring), in the legacy fit layout."""
     import torch
 
-    from ampfl.fl.algorithms.round_protocol import ClientInstructions
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions, check_noised
 
     fitins = compat.recorddict_to_fitins(msg.content, keep_input=True)
     raw = decode_raw(str(context.run_config[CONFIG_KEY]))
@@ -164,6 +164,7 @@ def train(msg: Message, context: Context) -> Message:
     # signal.
     algorithm = client_algorithm(context, num_clients)
     protocol = algorithm.round_protocol()
+    check_noised(protocol, private=algorithm.privacy_unit is not None)  # nothing leaves un-noised
     coin = protocol.own_coin(pid, noise_shares=True)
     if coin is None:
         raise ValueError(f"algorithm.name: {algorithm.name} has no client coin for --secure-aggregation.")

@@ -189,7 +189,10 @@ def _release_secure(algorithm: Algorithm, result: SecureSum) -> None:
     the model."""
     if result.total is None:
         return
+    from ampfl.fl.algorithms.round_protocol import check_noised
+
     protocol = algorithm.round_protocol()
+    check_noised(protocol, private=algorithm.privacy_unit is not None)
     protocol.aggregate(result.total, count=result.joined, asked=result.asked, generator=None)
 
 

@@ -71,6 +71,7 @@ class FedAvg(FederatedAlgorithm):
 
     # -- the round protocol (ampfl.fl.algorithms.round_protocol) ---------------------------------------
     sum_reveals_count: ClassVar[bool] = False
+    noised_on_client: ClassVar[bool] = False
 
     def round_protocol(self) -> RoundProtocol:
         return self

@@ -248,6 +248,8 @@ class MSPAFL(FederatedAlgorithm):
     # -- the round protocol (ampfl.fl.algorithms.round_protocol) ---------------------------------------
     #: Eq. (13) divides by |X^t|; the analysis holds with participation public to the server.
     sum_reveals_count: ClassVar[bool] = True
+    #: Each client adds its own Gaussian noise to its public part (Eq. 12).
+    noised_on_client: ClassVar[bool] = True
 
     def round_protocol(self) -> RoundProtocol:
         return self

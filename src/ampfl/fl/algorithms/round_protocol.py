@@ -84,6 +84,9 @@ class RoundProtocol(Protocol):
     #: Whether the server learns the number of contributing clients from a secure sum (MS-PAFL: its
     #: Eq. (13) divides by it, and its analysis holds with participation public to the server).
     sum_reveals_count: ClassVar[bool]
+    #: Whether each client noises its own message in full (MS-PAFL, Eq. 12): a sum of messages is then
+    #: noised whoever sums it, and the server's ``aggregate`` adds nothing.
+    noised_on_client: ClassVar[bool]
 
     def broadcast(self) -> torch.Tensor:
         """The flat model the server sends the asked clients."""
@@ -134,6 +137,16 @@ class RoundProtocol(Protocol):
         """Evaluation of what the server holds (MS-PAFL: the public model only; the private parts are on
         the clients)."""
         ...
+
+
+def check_noised(protocol: RoundProtocol, *, private: bool) -> None:
+    """Refuse (ValueError) a server step without server noise for a private algorithm whose sum the clients
+    did not noise (neither noise shares nor client-side noise): that sum would be released un-noised."""
+    if private and protocol.gaussian_shares() is None and not protocol.noised_on_client:
+        raise ValueError(
+            "secure aggregation: this algorithm's noise is added by the server; a sum without it would be "
+            "released un-noised."
+        )
 
 
 def mean_metrics(metrics: Sequence[Mapping[str, float]], *, clipped: bool) -> dict[str, float]:
