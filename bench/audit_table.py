@@ -1,26 +1,41 @@
 """Empirical audit of every private algorithm's quick config (issue 27): the table of docs/audit.md.
 
-Run: ``.venv/bin/python bench/audit_table.py [--canaries 500] [--runs 1] [--out runs/audit_table]``. For each
-configuration it runs :func:`ampfl.fl.audit_run.audit_run` (secret canaries, real code path) and prints one
-markdown row: ε accounted, ε lower (95%), ratio, canaries, runs, verdict and wall time. A configuration the
-auditor cannot handle is listed with the one-line reason.
+Run: ``.venv/bin/python bench/audit_table.py [--canaries 500] [--runs 1] [--out runs/audit_table] [--only
+SUBSTRING]``. For each configuration it runs :func:`ampfl.fl.audit_run.audit_run` (secret canaries, real code
+path) and prints one markdown row: ε accounted, ε unamplified, ε lower (95%), ratio, canaries, runs, verdict,
+wall time and the 1-minute load average at the end of the row. A configuration the auditor cannot handle is
+listed with the one-line reason. Rows marked "patched" run a deliberately broken algorithm (its accounted
+noise not added) to show that the scores read the canaries.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from ampfl.fl.algorithms import ALGORITHMS
 from ampfl.fl.audit_run import audit_run
 from ampfl.fl.config import load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _digits(algorithm: dict[str, Any], *, rounds: int, clients: int = 20, scheme: str = "iid") -> Any:
+def _digits(
+    algorithm: dict[str, Any],
+    *,
+    rounds: int,
+    clients: int = 20,
+    scheme: str = "iid",
+    model: str = "logreg",
+    **options: Any,
+) -> Any:
     return parse_config(
         {
             "seed": 0,
@@ -29,7 +44,7 @@ def _digits(algorithm: dict[str, Any], *, rounds: int, clients: int = 20, scheme
             "checkpoint_every": 0,
             "dataset": {"name": "digits"},
             "partition": {"scheme": scheme, "num_clients": clients},
-            "model": {"name": "logreg"},
+            "model": {"name": model, **({"options": options} if options else {})},
             "algorithm": algorithm,
             "privacy": {"delta": 1e-5},
         }
@@ -37,6 +52,7 @@ def _digits(algorithm: dict[str, Any], *, rounds: int, clients: int = 20, scheme
 
 
 def configs() -> dict[str, Any]:
+    """Row name -> the config, or (config, keyword arguments of :func:`audit_run`)."""
     rp = {
         "name": "dp_dsgd_rp",
         "participation": 0.5,
@@ -46,16 +62,52 @@ def configs() -> dict[str, Any]:
         "local_dataset_size": 120,
         "noise_multiplier": 1.0,
     }
+    split = load_config(ROOT / "examples" / "digits_dp_sgd_split.toml")
+    splitfed = {
+        "name": "splitfed_dp",
+        "client_fraction": 0.5,
+        "num_local_steps": 4,
+        "batch_size": 8,
+        "eval_examples": 200,
+        "eval_clients": 3,
+    }
+    split_cnn = {"model": "split_cnn", "channels": [4, 8, 8], "groups": 2, "split_layer": 2}
+    cnn = _digits(
+        {
+            "name": "dp_fedavg",
+            "client_sampling": "poisson",
+            "sampling_rate": 0.5,
+            "expected_clients": 10,
+            "num_local_steps": 2,
+            "batch_size": 5,
+            "learning_rate": 0.5,
+            "clip": 1.0,
+            "target_epsilon": 2.0,
+        },
+        rounds=5,
+        model="cnn",
+    )
     return {
         "dp_fedavg (examples/digits_dp_fedavg.toml)": load_config(
             ROOT / "examples" / "digits_dp_fedavg.toml"
         ),
         "dp_fedavg, z = 0 (no guarantee)": _z0(),
         "dp_dsgd_rp (p = q = 0.5, z = 1)": _digits(rp, rounds=20),
+        "dp_dsgd_rp, participation revealed (p = q = 0.5, z = 1)": (
+            _digits(rp, rounds=20),
+            {"participation": "revealed"},
+        ),
         "dp_dsgd_rp, every client checks in (p = 1)": _digits({**rp, "participation": 1.0}, rounds=20),
         "ms_pafl (examples/digits_ms_pafl.toml)": load_config(ROOT / "examples" / "digits_ms_pafl.toml"),
-        "dp_sgd_split (examples/digits_dp_sgd_split.toml)": load_config(
-            ROOT / "examples" / "digits_dp_sgd_split.toml"
+        "ms_pafl, 10 rounds, patched: no noise": (
+            load_config(ROOT / "examples" / "digits_ms_pafl.toml").model_copy(update={"rounds": 10}),
+            {"algorithms": {**ALGORITHMS, "ms_pafl": _SilentMSPAFL}},
+        ),
+        "dp_sgd_split (examples/digits_dp_sgd_split.toml)": split,
+        "dp_sgd_split unsplit twin (num_submodels = 1, same z)": _unsplit(split),
+        "dp_sgd_split, 20 rounds, patched: no noise": (
+            split.model_copy(update={"rounds": 20}),
+            {"algorithms": {**ALGORITHMS, "dp_sgd_split": _SilentSplit}},
         ),
         "gdpfed": _digits(
             {
@@ -70,7 +122,102 @@ def configs() -> dict[str, Any]:
             },
             rounds=10,
         ),
+        "splitfed_dp (split CNN, z_s = z_g = 1, 10 rounds)": _digits(
+            splitfed, rounds=10, clients=10, **split_cnn
+        ),
+        "splitfed_dp (z_s = z_g = 30, 4 rounds)": _digits(
+            {**splitfed, "smashed_noise_multiplier": 30.0, "noise_multiplier": 30.0},
+            rounds=4,
+            clients=10,
+            **split_cnn,
+        ),
+        "splitfed_dp (z_s = z_g = 30, 4 rounds), patched: 1% of the smashed noise": (
+            _digits(
+                {**splitfed, "smashed_noise_multiplier": 30.0, "noise_multiplier": 30.0},
+                rounds=4,
+                clients=10,
+                **split_cnn,
+            ),
+            {"algorithms": {**ALGORITHMS, "splitfed_dp": _QuietSmashed}},
+        ),
+        "dp_fedavg, CNN (digits padded to 28×28), input canaries, 5 rounds": (cnn, {"task": _padded(cnn)}),
+        "dp_fedavg, CNN, input canaries, patched: no noise": (
+            cnn,
+            {"task": _padded(cnn), "algorithms": {**ALGORITHMS, "dp_fedavg": _SilentFedAvg}},
+        ),
     }
+
+
+def _unsplit(split: Any) -> Any:
+    """The example with num_submodels = 1 at the split run's calibrated z (its unsplit twin)."""
+    from ampfl.fl.run import build_algorithm, build_task
+
+    z = build_algorithm(split, build_task(split)).noise_multiplier  # type: ignore[attr-defined]
+    params = split.algorithm.params.model_copy(
+        update={"num_submodels": 1, "target_epsilon": None, "noise_multiplier": z}
+    )
+    return split.model_copy(update={"algorithm": split.algorithm.model_copy(update={"params": params})})
+
+
+def _padded(config: Any) -> Any:
+    """The digits task of ``config`` as [n, 1, 28, 28] images (8 × 8 centred in zeros) for the 28 × 28 CNN."""
+    from ampfl.fl.run import build_task
+    from ampfl.fl.task import Task
+
+    flat = build_task(config)
+
+    def pad(x: np.ndarray) -> np.ndarray:
+        return np.pad(x.reshape(-1, 1, 8, 8), ((0, 0), (0, 0), (10, 10), (10, 10)))
+
+    data = dataclasses.replace(
+        flat.dataset, x_train=pad(flat.dataset.x_train), x_test=pad(flat.dataset.x_test)
+    )
+    return Task(data, flat.client_indices, model="cnn", model_options={})
+
+
+class _SilentMSPAFL(ALGORITHMS["ms_pafl"]):  # type: ignore[misc,valid-type]
+    """Broken on purpose: accounts its calibrated noise, adds none."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.noise_std = 0.0
+
+
+class _SilentFedAvg(ALGORITHMS["dp_fedavg"]):  # type: ignore[misc,valid-type]
+    """Broken on purpose: accounts its calibrated noise, adds none."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.noise_std = 0.0
+
+
+class _SilentSplit(ALGORITHMS["dp_sgd_split"]):  # type: ignore[misc,valid-type]
+    """Broken on purpose: reports the events of its calibrated z, adds no noise."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.claimed, self.noise_multiplier = self.noise_multiplier, 0.0
+
+    def round_events(self, round_index: int) -> Any:
+        self.noise_multiplier = self.claimed
+        try:
+            return super().round_events(round_index)
+        finally:
+            self.noise_multiplier = 0.0
+
+
+class _QuietSmashed(ALGORITHMS["splitfed_dp"]):  # type: ignore[misc,valid-type]
+    """Broken on purpose: accounts z_s but adds 1% of that noise to the smashed rows."""
+
+    def dp_step(self, *args: Any) -> Any:
+        claimed = self.dp
+        self.dp = claimed.model_copy(
+            update={"smashed_noise_multiplier": claimed.smashed_noise_multiplier / 100}
+        )
+        try:
+            return super().dp_step(*args)
+        finally:
+            self.dp = claimed
 
 
 def _z0() -> Any:
@@ -101,19 +248,26 @@ def _unamplified(config: Any, folder: Path, noise: dict[str, Any]) -> float:
     return float(summary["epsilon"])
 
 
-def _row(name: str, r: dict[str, Any], unamplified: float, seconds: float) -> str:
-    def num(x: float) -> str:
-        return f"{x:.3g}" if math.isfinite(x) else "∞"
+def _row(name: str, r: dict[str, Any], unamplified: float | None, seconds: float) -> str:
+    def num(x: float | None) -> str:
+        return "—" if x is None else f"{x:.3g}" if math.isfinite(x) else "∞"
 
     ratio = "—" if r["ratio"] is None else f"{r['ratio']:.2f}"
     cells = [name, r["privacy_unit"], num(r["epsilon_accounted"]), num(unamplified), num(r["epsilon_lower"])]
-    cells += [ratio, str(r["canaries"]), str(r["runs"]), r["verdict"], f"{seconds:.1f}"]
+    cells += [
+        ratio,
+        str(r["canaries"]),
+        str(r["runs"]),
+        r["verdict"],
+        f"{seconds:.1f}",
+        f"{os.getloadavg()[0]:.1f}",
+    ]
     return "| " + " | ".join(cells) + " |"
 
 
 HEADER = (
     "| configuration | unit | ε accounted | ε unamplified | ε lower (95%) | ratio | canaries | runs "
-    "| verdict | time (s) |"
+    "| verdict | time (s) | load |"
 )
 
 
@@ -122,19 +276,27 @@ def main() -> None:
     parser.add_argument("--canaries", type=int, default=500)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("runs") / "audit_table")
+    parser.add_argument("--only", default="", help="rows whose name contains this")
     args = parser.parse_args()
     print(HEADER)
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for i, (name, config) in enumerate(configs().items()):
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for i, (name, row) in enumerate(configs().items()):
+        if args.only not in name:
+            continue
+        config, kwargs = row if isinstance(row, tuple) else (row, {})
         started = time.perf_counter()
         try:
-            r = audit_run(config, args.out / str(i), canaries=args.canaries, runs=args.runs, progress=False)
+            r = audit_run(
+                config, args.out / str(i), canaries=args.canaries, runs=args.runs, progress=False, **kwargs
+            )
         except (ValueError, RuntimeError) as exc:
-            print(f"| {name} | | | | not audited: {str(exc).splitlines()[0][:120]} | | | | | |")
+            print(f"| {name} | | | | not audited: {str(exc).splitlines()[0][:120]} | | | | | | |")
             continue
         seconds = time.perf_counter() - started
-        twin = math.inf
-        if math.isfinite(r["epsilon_accounted"]):
+        twin: float | None = math.inf
+        if "patched" in name or "task" in kwargs:  # a broken algorithm, or a task built here: no twin run
+            twin = None
+        elif math.isfinite(r["epsilon_accounted"]):
             twin = _unamplified(config, args.out / f"{i}-unamplified", r["noise"] or {})
         print(_row(name, r, twin, seconds), flush=True)
 

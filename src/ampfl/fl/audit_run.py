@@ -3,22 +3,26 @@
 :func:`audit_run` trains the configured algorithm on the real code path (:func:`ampfl.fl.run.run_experiment`,
 privacy randomness secret: ``[privacy] reproducible = false`` is forced) with ``canaries`` canaries inserted
 at the run's privacy unit, each included with probability 1/2 by a secret coin (operating-system entropy,
-never the config's seed):
+never the config's seed). Canaries (:mod:`ampfl.fl.audit_canaries`):
 
-- every canary k owns one extra input feature (column ``d + k``) that no data record has: its record is
-  ``x = scale · e_{d+k}`` with a public random label y_k, so its gradient touches only the weights of column
-  ``d + k`` (a gradient canary on coordinates the data never touches; also an out-of-distribution input);
-- record-level runs (``privacy_unit = "record"``): an included canary is one more record of a client chosen
-  publicly; client-level runs (``"client"``): an included canary is one more client holding copies of it.
+- ``"feature"`` (flat inputs, first layer linear: logreg, mlp): canary k owns one extra input feature
+  (column ``d + k``) that no data record has, record ``x = scale · e_{d+k}`` with a public random label, so
+  its gradient touches only the weights of column ``d + k``;
+- ``"input"`` (any model, CNNs): a public random record in the data's input space;
+- record-level runs: an included canary is one more record of a client chosen publicly; client-level runs:
+  one more client holding copies of it;
+- SplitFed-DP (replace-one of an example's features): *slot* canaries, always present, whose features are
+  a public random image or blank (:mod:`ampfl.fl.audit_observers`).
 
-Each canary is scored from the released model only (what ``protects_against`` names as the observer):
-``score = "delta"`` (white box) projects the released change of column d + k onto the direction its
-gradient pushes (``e_y − 1/C`` for a linear model; the column's norm for deeper ones); ``score = "loss"``
-(black box) is the drop of the canary's loss between the initial (public) and the released model. The scores
-and the coins go to the estimators of :mod:`ampfl.accounting.audit.one_run` (one run, Steinke–Nasr–Jagielski
-2023) or :mod:`ampfl.accounting.audit.likelihood_ratio` (``runs > 1``: the R·K (run, canary) trials pooled,
-Clopper–Pearson). The verdict is ``"VIOLATION"`` when the lower bound exceeds the accounted ε, and for a run
-without a guarantee (ε = ∞) whose canaries are detected (lower bound > 0): it is not a private release.
+Each canary is scored from what the observer named by ``protects_against`` sees, never more: the released
+model (``score = "delta"``, white box: feature canaries project the change of column d + k on ``e_y − 1/C``
+or take its norm; input canaries project every round's change on the canary's gradient direction; ``"loss"``,
+black box: the drop of the canary's loss); with ``participation = "revealed"`` (DP-DSGD-RP accounted with
+participation revealed) also who checked in at each round; for SplitFed-DP the noised smashed rows the
+server receives. The scores and the coins go to :mod:`ampfl.accounting.audit.one_run` (one run,
+Steinke–Nasr–Jagielski 2023) or :mod:`ampfl.accounting.audit.likelihood_ratio` (``runs > 1``: the R·K (run,
+canary) trials pooled, Clopper–Pearson). The verdict is ``"VIOLATION"`` when the lower bound exceeds the
+accounted ε, and for a run without a guarantee (ε = ∞) whose canaries are detected (lower bound > 0).
 """
 
 from __future__ import annotations
