@@ -22,6 +22,7 @@ def register(registry: Registry) -> None:
     parser.add_argument("--out", type=Path, default=None, help="run folder (default runs/<config name>)")
     parser.add_argument("--resume", action="store_true", help="continue the run folder's last checkpoint")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    _device_flag(parser, "overrides the config's [engine] device (default there: auto)")
 
     demo = registry.command(
         None,
@@ -38,6 +39,26 @@ def register(registry: Registry) -> None:
         action="store_true",
         help="a few rounds and three epsilons only (a smoke test of the whole pipeline)",
     )
+    _device_flag(demo, "default cpu: the README's numbers")
+
+
+def _device_flag(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument(
+        "--device",
+        default=None,
+        metavar="DEVICE",
+        help=f"where the clients train: auto, cpu, cuda or cuda:N ({default})",
+    )
+
+
+def _device(args: argparse.Namespace) -> str | None:
+    """``--device`` checked against this machine (one line naming the flag), or None when not given."""
+    if args.device is None:
+        return None
+    from ampfl.fl.device import resolve_device
+
+    resolve_device(args.device, setting="--device")
+    return str(args.device)
 
 
 def _require_train_extra(command: str, modules: tuple[str, ...] = ("torch",)) -> None:
@@ -57,6 +78,11 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.fl.run import run_experiment
 
     config = load_config(args.config)
+    device = _device(args)
+    if device is not None:
+        from ampfl.fl.config import with_device
+
+        config = with_device(config, device)
     out = check_out_dir(args.out if args.out is not None else Path("runs") / args.config.stem)
     progress = not args.no_progress
     try:
@@ -86,7 +112,9 @@ def _demo(args: argparse.Namespace) -> dict[str, Any]:
     _require_train_extra("demo", ("torch", "sklearn"))
     from ampfl.fl.demo import render_table, run_demo
 
-    result = run_demo(check_out_dir(args.out), reduced=args.quick, progress=not args.no_progress)
+    device = _device(args)
+    out = check_out_dir(args.out)
+    result = run_demo(out, reduced=args.quick, progress=not args.no_progress, device=device or "cpu")
     if not args.json:
         render_table(result)
         return {"out_dir": result["out_dir"], "wall_seconds": result["wall_seconds"]}

@@ -35,8 +35,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
 
+from ampfl.fl.device import DEVICE_FORMS, is_device_name
 from ampfl.numeric_ranges import config_problems
 
 #: At most this many validation problems are listed in the one-line error.
@@ -83,8 +84,17 @@ class EngineConfig(_Section):
     """``[engine]``: how the clients' local work is executed (see :class:`ampfl.fl.engine.EngineOptions`).
 
     ``None`` leaves the engine's own default in place.
+
+    Attributes:
+        device: where the clients' local work runs (:mod:`ampfl.fl.device`): ``"auto"`` (default: the
+            current CUDA device when torch sees one, else the CPU), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``;
+            ``ampfl run --device`` overrides it. A CUDA device torch does not see fails when the run starts,
+            in one line naming ``engine.device``; ``summary.json`` names the resolved device (``device``).
+        memory_cap_mb: working memory of one chunk of clients (MiB); ``None``: sized to the device (1024 on
+            the CPU, half the CUDA device's free memory; :func:`ampfl.fl.device.default_memory_cap_mb`).
     """
 
+    device: str = "auto"
     vectorized: bool = True
     chunk_size: int | None = Field(None, ge=1)
     memory_cap_mb: float | None = Field(None, gt=0)
@@ -93,6 +103,13 @@ class EngineConfig(_Section):
     #: thread gives the same bits whatever the machine's cores and load, and 2 threads were at most 1.35×
     #: faster on a quiet 2-core machine and slower on a loaded one).
     threads: int | None = Field(None, ge=1, le=256)
+
+    @field_validator("device", mode="before")
+    @classmethod
+    def _device_form(cls, value: object) -> str:
+        if not is_device_name(value):
+            raise ValueError(f"must be {DEVICE_FORMS}")
+        return str(value)
 
 
 class PrivacyConfig(_Section):
@@ -171,7 +188,7 @@ def _describe(prefix: tuple[str, ...], exc: ValidationError) -> list[str]:
     lines = []
     for error in exc.errors(include_url=False):
         where = _location(prefix, tuple(error["loc"]))
-        message = str(error["msg"])
+        message = str(error["msg"]).removeprefix("Value error, ")  # a validator's own message
         if error["type"] == "extra_forbidden":
             message = "unknown key"
         elif error["type"] != "missing":
@@ -265,6 +282,19 @@ def load_config(path: str | Path, *, algorithms: Mapping[str, Any] | None = None
         return parse_config(data, algorithms=algorithms)
     except ValueError as exc:
         raise ValueError(f"{source}: {exc}") from None
+
+
+def with_device(config: RunConfig, device: str) -> RunConfig:
+    """``config`` with ``[engine] device = device`` (``ampfl run --device``).
+
+    Raises:
+        ValueError: one line naming ``engine.device`` when ``device`` has none of the accepted forms.
+    """
+    try:
+        engine = EngineConfig.model_validate({**config.engine.model_dump(), "device": device})
+    except ValidationError as exc:
+        raise ValueError(_one_line(_describe(("engine",), exc))) from None
+    return config.model_copy(update={"engine": engine})
 
 
 def config_to_dict(config: RunConfig) -> dict[str, Any]:

@@ -126,9 +126,15 @@ def run_name(algorithm: str, accounting: str) -> str:
 
 
 def base_config(
-    name: str, *, rounds: int, accounting: str = "amplified", params: dict[str, Any] | None = None
+    name: str,
+    *,
+    rounds: int,
+    accounting: str = "amplified",
+    params: dict[str, Any] | None = None,
+    device: str = "cpu",
 ) -> RunConfig:
-    """The demo's run config for algorithm ``name`` (``params`` override the demo's hyper-parameters)."""
+    """The demo's run config for algorithm ``name`` (``params`` override the demo's hyper-parameters) on
+    ``device`` (``[engine] device``; the CPU unless asked: the README's numbers are the CPU's)."""
     return parse_config(
         {
             "seed": SEED,
@@ -139,6 +145,7 @@ def base_config(
             "partition": {"scheme": "label_skew", "num_clients": NUM_CLIENTS, "labels_per_client": LABELS},
             "model": {"name": "logreg"},
             "algorithm": {"name": name, **ALGORITHM_PARAMS[name], **(params or {})},
+            "engine": {"device": device},
             "privacy": {
                 "accountant": "rdp",  # not "auto" (PLD: ~8% less noise, 1.3-1.7x the demo's time; issue 11)
                 "delta": TARGET_DELTA,
@@ -150,7 +157,13 @@ def base_config(
 
 
 def calibrated_config(
-    name: str, accounting: str, *, rounds: int, task: Task, target_epsilon: float = TARGET_EPSILON
+    name: str,
+    accounting: str,
+    *,
+    rounds: int,
+    task: Task,
+    target_epsilon: float = TARGET_EPSILON,
+    device: str = "cpu",
 ) -> tuple[RunConfig, float | None]:
     """The config of ``name`` with its noise multiplier z calibrated to ``target_epsilon`` (at the demo's δ)
     under ``accounting``.
@@ -161,7 +174,7 @@ def calibrated_config(
     from ampfl.fl.privacy import calibrate_noise
     from ampfl.fl.run import build_algorithm
 
-    config = base_config(name, rounds=rounds, accounting=accounting)
+    config = base_config(name, rounds=rounds, accounting=accounting, device=device)
     if accounting == "none":
         return config, None
     algorithm: Any = build_algorithm(config, task)
@@ -173,7 +186,8 @@ def calibrated_config(
         relation=algorithm.neighboring_relation,
         who=name,
     )
-    return base_config(name, rounds=rounds, accounting=accounting, params={"noise_multiplier": z}), z
+    params = {"noise_multiplier": z}
+    return base_config(name, rounds=rounds, accounting=accounting, params=params, device=device), z
 
 
 def run_demo(
@@ -183,6 +197,7 @@ def run_demo(
     progress: bool = True,
     runs: tuple[tuple[str, str], ...] = RUNS,
     epsilons: Sequence[float] | None = None,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Train the demo's runs into ``out/<run name>/``, its frontier into ``out/frontier/``, and compare them.
 
@@ -196,6 +211,8 @@ def run_demo(
         runs: which of the demo's (algorithm, accounting) runs to train; the frontier covers the private ones.
         epsilons: the frontier's record-level ε grid (default ``FRONTIER_EPSILONS``, ``QUICK_EPSILONS`` when
             ``reduced``). The table's ε = 2 runs are its points at ε = 2 (not trained twice).
+        device: every run's ``[engine] device`` (``ampfl demo --device``; the noise calibration does not
+            depend on it).
 
     Returns:
         ``{"results": [{"algorithm", "accounting", "final_accuracy", "epsilon", "delta", "privacy_unit",
@@ -240,6 +257,7 @@ def run_demo(
                 rounds=rounds,
                 task=task,
                 plots=table and not reduced,
+                device=device,
             )
             trained[name, accounting, epsilon] = {**row, "run": label}
             z = "" if row["noise_multiplier"] is None else f" ε={epsilon:g}: z {row['noise_multiplier']:.3g},"
@@ -288,13 +306,23 @@ def run_demo(
 
 
 def _train(
-    name: str, accounting: str, epsilon: float, folder: Path, *, rounds: int, task: Task, plots: bool
+    name: str,
+    accounting: str,
+    epsilon: float,
+    folder: Path,
+    *,
+    rounds: int,
+    task: Task,
+    plots: bool,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """One demo run at record-level ``epsilon`` (ignored without privacy) into ``folder``: its table row."""
     from ampfl.fl.run import clear_run_folder, run_experiment
     from ampfl.fl.run_folder import read_lines
 
-    config, z = calibrated_config(name, accounting, rounds=rounds, task=task, target_epsilon=epsilon)
+    config, z = calibrated_config(
+        name, accounting, rounds=rounds, task=task, target_epsilon=epsilon, device=device
+    )
     clear_run_folder(folder)
     summary = run_experiment(config, folder, progress=False, task=task, plots=plots)
     final = read_lines(folder, diagnostics=True)[-1]  # local accuracy: a diagnostic

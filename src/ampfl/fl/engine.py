@@ -20,21 +20,29 @@ Pipeline of :meth:`Engine.local_sgd` (one call per round):
 3. return the final parameters (or, with ``average=True``, only their mean, which the low-rank path forms
    without the K models) and each client's mean loss over its Q steps.
 
-``EngineOptions(vectorized=False)`` runs the sequential reference: a Python loop over clients and steps with
-plain autograd (and a loop over examples for per-sample clipping); it gives the same numbers up to float
-rounding (tested to 1e-5).
+``EngineOptions(vectorized=False)`` runs the sequential reference (:mod:`ampfl.fl.engine_sequential`): a
+Python loop over clients and steps with plain autograd (and a loop over examples for per-sample clipping); it
+gives the same numbers up to float rounding (tested to 1e-5).
+
+``EngineOptions(device=...)`` (``[engine] device``, :mod:`ampfl.fl.device`): the engine computes there — the
+data (one resident copy), the model's module, the broadcast start and each chunk's ``[k, d]`` stacks — and
+gives its results back on the caller's device (the device of ``start``/``params``), so the algorithms' server
+steps and their privacy randomness stay where they were. On the CPU nothing moves: the same operations as
+before the setting existed, bit for bit.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from torch.func import vmap
 
+from ampfl.fl.device import default_memory_cap_mb, model_on, on_device, resolve_device, use_deterministic_cuda
+from ampfl.fl.engine_sequential import autograd_step, local_sgd_sequential, one_model_counts
 from ampfl.fl.functional_model import FunctionalModel
 from ampfl.fl.low_rank import low_rank_local_sgd
 from ampfl.fl.models.base import FLModel
@@ -52,23 +60,28 @@ class EngineOptions:
 
     Attributes:
         chunk_size: most clients per vectorised call; None = derived from ``memory_cap_mb``.
-        memory_cap_mb: rough budget of one chunk's working memory, in MiB.
+        memory_cap_mb: rough budget of one chunk's working memory, in MiB; None = sized to the device
+            (:func:`ampfl.fl.device.default_memory_cap_mb`: 1024 on the CPU, half the free memory of a CUDA
+            device when the engine starts).
         vectorized: False runs the sequential per-client reference path.
         model_fast_path: in plain local SGD (no per-example clipping), use the model's own stacked forward
             pass (``forward_stacked``, e.g. the CNN's grouped channels-last convolutions) instead of ``vmap``
             when the model has one; same numbers up to float rounding (tested to 1e-5), faster
             (docs/performance.md). False always uses ``vmap``.
+        device: where the clients' work runs: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``
+            (:func:`ampfl.fl.device.resolve_device`; the engine keeps the resolved name).
     """
 
     chunk_size: int | None = None
-    memory_cap_mb: float = 1024.0
+    memory_cap_mb: float | None = None
     vectorized: bool = True
     model_fast_path: bool = True
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if self.chunk_size is not None and self.chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1 or None. Found {self.chunk_size}.")
-        if not self.memory_cap_mb > 0:
+        if self.memory_cap_mb is not None and not self.memory_cap_mb > 0:
             raise ValueError(f"memory_cap_mb must be > 0. Found {self.memory_cap_mb}.")
 
 
@@ -81,10 +94,26 @@ class LocalResult:
 
 
 class Engine:
-    """Runs the local work of a cohort, vectorised over clients (or sequentially, as a reference)."""
+    """Runs the local work of a cohort, vectorised over clients (or sequentially, as a reference).
+
+    Attributes:
+        device: the resolved device (``"cpu"`` or ``"cuda:N"``); on CUDA the engine asks torch for
+            deterministic kernels (:func:`ampfl.fl.device.use_deterministic_cuda`).
+        memory_cap_mb: the resolved per-chunk budget (``options.memory_cap_mb`` or the device's default).
+    """
 
     def __init__(self, options: EngineOptions | None = None) -> None:
-        self.options = options or EngineOptions()
+        options = options or EngineOptions()
+        self.device = resolve_device(options.device)
+        cap = options.memory_cap_mb
+        self.memory_cap_mb = float(cap) if cap is not None else default_memory_cap_mb(self.device)
+        self.options = replace(options, device=self.device, memory_cap_mb=self.memory_cap_mb)
+        if self.device != "cpu":
+            use_deterministic_cuda()
+
+    def _moves(self, home: torch.device) -> bool:
+        """Whether tensors on ``home`` must move to the engine's device."""
+        return torch.device(self.device) != home
 
     # -- planning -------------------------------------------------------------------------------------
     def chunk_size(
@@ -103,7 +132,7 @@ class Engine:
         d, inp, act = model.dim, math.prod(model.input_shape), model.activation_numel
         copies = 2 if low_rank else 8
         per_client = 4 * (copies * d + examples_per_client * (inp + 4 * act + (3 * d if per_sample else 0)))
-        return max(1, int(self.options.memory_cap_mb * 2**20 // per_client))
+        return max(1, int(self.memory_cap_mb * 2**20 // per_client))
 
     # -- local SGD ------------------------------------------------------------------------------------
     def local_sgd(
@@ -148,7 +177,7 @@ class Engine:
         if per_sample_clip is not None and not per_sample_clip > 0:
             raise ValueError(f"per_sample_clip must be > 0. Found {per_sample_clip}.")
         ids = np.arange(k) if client_ids is None else np.asarray(client_ids)
-        run = self._local_sgd_chunk if self.options.vectorized else self._local_sgd_sequential
+        run = self._local_sgd_chunk if self.options.vectorized else local_sgd_sequential
         low_rank = bool(self._low_rank_names(model, per_sample_clip, grad_hook))
         size = (
             self.chunk_size(model, q * b, per_sample=per_sample_clip is not None, low_rank=low_rank)
@@ -171,12 +200,22 @@ class Engine:
             return LocalResult(res.params.mean(0), res.loss)
         # every chunk writes its rows (no concatenation), or adds the sum of its rows (average)
         out = start.new_zeros(model.dim) if average else start.new_empty(k, model.dim)
+        home, moved = start.device, self._moves(start.device)
+        work = out
+        if moved:  # the chunks compute on the device; their rows come back to ``out`` chunk by chunk
+            model, x, y = model_on(model, self.device), on_device(x, self.device), on_device(y, self.device)
+            shared = k > 0 and start.stride(0) == 0  # one broadcast model: moved once, kept shared
+            start = start[0].to(self.device).expand(k, -1) if shared else start.to(self.device)
+            batches, weights = batches.to(self.device), weights.to(self.device)
+            grad_hook = None if grad_hook is None else _hook_at(grad_hook, home, self.device)
+            work = out.to(self.device) if average else out
         losses = []
         for lo in range(0, k, size):
             sl = slice(lo, min(k, lo + size))
+            dest = work if average else out[sl] if not moved else start.new_empty(sl.stop - lo, model.dim)
             l_ = run(
                 model,
-                out if average else out[sl],
+                dest,
                 start[sl],
                 _rows(x, batches[sl]),
                 _rows(y, batches[sl]),
@@ -186,8 +225,13 @@ class Engine:
                 ids[sl],
                 grad_hook,
             )
+            if moved and not average:
+                out[sl].copy_(dest)
             losses.append(l_)
-        return LocalResult(out / k if average else out, torch.cat(losses) if losses else start.new_zeros(0))
+        if moved and average:
+            out.copy_(work)
+        loss = torch.cat(losses).to(home) if losses else out.new_zeros(0)
+        return LocalResult(out / k if average else out, loss)
 
     def _low_rank_names(
         self, model: FunctionalModel, clip: float | None, hook: GradHook | None
@@ -300,31 +344,6 @@ class Engine:
 
         return clipped
 
-    def _local_sgd_sequential(
-        self,
-        model: FunctionalModel,
-        out: torch.Tensor,
-        params: torch.Tensor,
-        xb: torch.Tensor,
-        yb: torch.Tensor,
-        wb: torch.Tensor,
-        lr: float,
-        clip: float | None,
-        ids: np.ndarray,
-        hook: GradHook | None,
-    ) -> torch.Tensor:
-        losses = params.new_zeros(params.shape[0])
-        for i in range(params.shape[0]):
-            w = params[i].clone()
-            for r in range(xb.shape[1]):
-                g, loss = _autograd_step(model, w, xb[i, r], yb[i, r], wb[i, r], clip)
-                if hook is not None:
-                    g = hook(r, ids[i : i + 1], g[None])[0]
-                w = w - lr * g
-                losses[i] += loss
-            out[i] = w
-        return losses / xb.shape[1]
-
     # -- per-example clipped gradient sums (004 Algorithm 1) ------------------------------------------
     def clipped_gradient_sum(
         self,
@@ -349,6 +368,10 @@ class Engine:
         if not clip > 0:
             raise ValueError(f"clip must be > 0. Found {clip}.")
         k = batches.shape[0]
+        home = params.device
+        if self._moves(home):
+            model, x, y = model_on(model, self.device), on_device(x, self.device), on_device(y, self.device)
+            params, batches, mask = params.to(self.device), batches.to(self.device), mask.to(self.device)
         start = params.expand(k, -1) if params.dim() == 1 else params
         grads, losses = [], []
         size = (
@@ -363,14 +386,14 @@ class Engine:
                 g, loss = vmap(self._client_step_fn(model, clip))(start[sl], xb, yb, mb)
             else:
                 pairs = [
-                    _autograd_step(model, start[sl][i], xb[i], yb[i], mb[i], clip) for i in range(xb.shape[0])
+                    autograd_step(model, start[sl][i], xb[i], yb[i], mb[i], clip) for i in range(xb.shape[0])
                 ]
                 g = torch.stack([a for a, _ in pairs])
                 loss = torch.stack([b for _, b in pairs])
-            grads.append(g.detach())
-            losses.append(loss.detach())
+            grads.append(g.detach().to(home))
+            losses.append(loss.detach().to(home))
         if not grads:
-            return LocalResult(start.new_zeros(0, model.dim), start.new_zeros(0))
+            return LocalResult(start.new_zeros(0, model.dim, device=home), start.new_zeros(0, device=home))
         return LocalResult(torch.cat(grads), torch.cat(losses))
 
     # -- evaluation -----------------------------------------------------------------------------------
@@ -423,14 +446,17 @@ class Engine:
         num_classes: int,
         batch_size: int,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Correct predictions per model and label ``[K, C]`` and test examples per label ``[C]``."""
-        if stacked.shape[0] == 1 and model.exact_without_vmap and y.device.type == "cpu":
-            return self._one_model_counts(model, stacked[0], x, y, num_classes, batch_size)
+        """Correct predictions per model and label ``[K, C]`` and test examples per label ``[C]`` (on the
+        device of ``stacked``; counted on the engine's device)."""
+        home = stacked.device
+        if self._moves(home):
+            model, x, y = model_on(model, self.device), on_device(x, self.device), on_device(y, self.device)
+            stacked = stacked.to(self.device)
+        elif stacked.shape[0] == 1 and model.exact_without_vmap and y.device.type == "cpu":
+            return one_model_counts(model, stacked[0], x, y, num_classes, batch_size)
         counted = torch.bincount(y, minlength=num_classes)[:num_classes].to(torch.float64)
-        correct = torch.zeros((stacked.shape[0], num_classes), dtype=torch.float64)
-        per_model = max(
-            1, int(self.options.memory_cap_mb * 2**20 // (4 * 4 * model.activation_numel * batch_size))
-        )
+        correct = torch.zeros((stacked.shape[0], num_classes), dtype=torch.float64, device=y.device)
+        per_model = max(1, int(self.memory_cap_mb * 2**20 // (4 * 4 * model.activation_numel * batch_size)))
         # convolutional models with a stacked forward pass (the CNN: channels-last convolutions, about 2x the
         # NCHW ones vmap runs) are evaluated through it; the outputs equal vmap's to float rounding
         stacked_forward = (
@@ -453,59 +479,23 @@ class Engine:
                         out = vmap(model.outputs, in_dims=(0, None))(chunk, xb)
                     hit = (torch.stack([model.module.predict(o) for o in out]) == yb).to(torch.float64)
                     correct[lo : lo + per_model].index_add_(1, yb, hit)
-        return correct, counted
+        return correct.to(home), counted.to(home)
 
-    @staticmethod
-    def _one_model_counts(
-        model: FunctionalModel,
-        flat: torch.Tensor,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        num_classes: int,
-        batch: int,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`_class_counts` of one model (``[1, C]``, ``[C]``): its outputs without ``vmap`` and the hits
-        counted in NumPy (integer counts, so the same float64 values; an evaluation of a small model is a few
-        tens of microseconds of arithmetic and ~15 µs per torch call on top)."""
-        labels = y.numpy()
-        hits = np.zeros(num_classes, dtype=np.int64)
-        with torch.no_grad():
-            for s in range(0, x.shape[0], batch):
-                predicted = model.module.predict(model.outputs(flat, x[s : s + batch])).numpy()
-                right = labels[s : s + batch][predicted == labels[s : s + batch]]
-                hits += np.bincount(right, minlength=num_classes)[:num_classes]
-        counted = np.bincount(labels, minlength=num_classes)[:num_classes]
-        return torch.from_numpy(hits.astype(np.float64))[None], torch.from_numpy(counted.astype(np.float64))
+
+def _hook_at(hook: GradHook, home: torch.device, device: str) -> GradHook:
+    """``hook`` called with the gradients on ``home`` (where its own tensors, masks and noise live) and its
+    result moved back to ``device``: the same numbers as on ``home``, two copies of ``[k, d]`` per step."""
+
+    def moved(step: int, ids: np.ndarray, grads: torch.Tensor) -> torch.Tensor:
+        return hook(step, ids, grads.to(home)).to(device)
+
+    return moved
 
 
 def _rows(data: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``data[index]`` for an index tensor of any shape: the same copy as advanced indexing, by
     ``index_select`` on the flattened index (about 3× faster on CPU for small rows, issue 17)."""
     return data.index_select(0, index.reshape(-1)).reshape(*index.shape, *data.shape[1:])
-
-
-def _autograd_step(
-    model: FunctionalModel,
-    w: torch.Tensor,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    wt: torch.Tensor,
-    clip: float | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Reference gradient of one client's step with plain autograd (no torch.func)."""
-    leaf = w.detach().clone().requires_grad_(True)
-    if clip is None:
-        loss = model.weighted_loss(leaf, x, y, wt)
-        (g,) = torch.autograd.grad(loss, leaf)
-        return g.detach(), loss.detach()
-    total = torch.zeros_like(leaf)
-    loss_sum = leaf.new_zeros(())
-    for j in range(x.shape[0]):
-        lj = model.one_example_loss(leaf, x[j], y[j])
-        (gj,) = torch.autograd.grad(lj, leaf)
-        total += wt[j] * gj * min(1.0, clip / (float(gj.norm()) + 1e-12))
-        loss_sum += wt[j] * lj.detach()
-    return total.detach(), loss_sum
 
 
 __all__ = ["Engine", "EngineOptions", "FunctionalModel", "GradHook", "LocalResult"]

@@ -64,6 +64,7 @@ def clipped_gradient_sum(
     part_of: Sequence[int] | None = None,
     memory_cap_mb: float = 1024.0,
     path: str = "auto",
+    device: str | None = None,
 ) -> ClippedSum:
     """Σ_j clip(∇ℓ(w; x_j, y_j)) with each part of the gradient clipped to its bound (module docstring).
 
@@ -74,6 +75,9 @@ def clipped_gradient_sum(
         part_of: the part of each parameter tensor (``model.spec.names`` order); default all in part 0.
         memory_cap_mb: rough working memory of one chunk of examples.
         path: ``"auto"`` (layers when supported and checked, else vmap), ``"layers"`` or ``"vmap"``.
+        device: compute on this (resolved) device (``Engine.device``): the model's copy
+            (:func:`ampfl.fl.device.model_on`), ``flat`` and the examples move there and the result comes back
+            to ``flat``'s device; None computes where ``flat`` is.
     """
     spec = model.spec
     parts = [0] * len(spec.names) if part_of is None else [int(p) for p in part_of]
@@ -83,12 +87,17 @@ def clipped_gradient_sum(
         raise ValueError(f"clips must be > 0. Found {list(clips)}.")
     if path not in ("auto", "layers", "vmap"):
         raise ValueError(f"path must be 'auto', 'layers' or 'vmap'. Found {path!r}.")
+    home = flat.device
+    if device is not None and torch.device(device) != home:
+        from ampfl.fl.device import model_on
+
+        model, flat, x, y = model_on(model, device), flat.to(device), x.to(device), y.to(device)
     flat = flat.detach()
     use_layers = path == "layers" or (path == "auto" and _layers_path_ok(model, flat, x, y))
     if use_layers and _layers_of(model) is None:
         raise ValueError("path 'layers' needs a model whose layers with parameters are Linear/Conv2d.")
-    clip_t = torch.tensor([float(c) for c in clips], dtype=flat.dtype)
-    part_t = torch.tensor(parts, dtype=torch.int64)
+    clip_t = torch.tensor([float(c) for c in clips], dtype=flat.dtype, device=flat.device)
+    part_t = torch.tensor(parts, dtype=torch.int64, device=flat.device)
     per_example = _layers_bytes(model) if use_layers else 4 * (3 * model.dim + 4 * model.activation_numel)
     size = max(1, int(memory_cap_mb * 2**20 // max(1, per_example)))
     total = torch.zeros_like(flat)
@@ -101,8 +110,10 @@ def clipped_gradient_sum(
         losses.append(l_)
         norms.append(n)
     if not losses:
-        return ClippedSum(total, flat.new_zeros(0), flat.new_zeros(0, len(clips)))
-    return ClippedSum(total, torch.cat(losses), torch.cat(norms))
+        return ClippedSum(
+            total.to(home), flat.new_zeros(0, device=home), flat.new_zeros(0, len(clips), device=home)
+        )
+    return ClippedSum(total.to(home), torch.cat(losses).to(home), torch.cat(norms).to(home))
 
 
 def layers_path_checked(model: FunctionalModel) -> bool | None:
@@ -139,7 +150,7 @@ def _vmap_chunk(
     if n_parts == 1:
         norms, f = _factors(g.square().sum(1, keepdim=True), clip_t)
         return f[:, 0] @ g, losses, norms
-    sizes = torch.tensor(spec.sizes(), dtype=torch.int64)
+    sizes = torch.tensor(spec.sizes(), dtype=torch.int64, device=part_t.device)
     coord_part = part_t.repeat_interleave(sizes)
     onehot = F.one_hot(coord_part, n_parts).to(g.dtype)  # [d, P]
     norms, f = _factors(g.square() @ onehot, clip_t)
@@ -311,7 +322,7 @@ def _layers_chunk(
     names = model.spec.names
     part = {n: int(part_t[i]) for i, n in enumerate(names)}
     layers, losses = _layer_gradients(model, flat, x, y)
-    sq = torch.zeros(x.shape[0], clip_t.numel(), dtype=flat.dtype)
+    sq = torch.zeros(x.shape[0], clip_t.numel(), dtype=flat.dtype, device=flat.device)
     for layer in layers:
         sq[:, part[layer.weight]] += layer.weight_norms_sq()
         if layer.bias is not None:
@@ -331,9 +342,10 @@ def _layers_bytes(model: FunctionalModel) -> int:
     cached = _BYTES.get(model)
     if cached is not None:
         return cached
-    x = torch.zeros(1, *model.input_shape)
-    y = torch.zeros(1, dtype=torch.int64)
-    layers, _ = _layer_gradients(model, model.initial(), x, y)
+    flat = model.initial()  # on the device of the model's module (ampfl.fl.device.model_on)
+    x = torch.zeros(1, *model.input_shape, device=flat.device)
+    y = torch.zeros(1, dtype=torch.int64, device=flat.device)
+    layers, _ = _layer_gradients(model, flat, x, y)
     numel = sum(t.numel() for layer in layers for t in (layer.a, layer.g, layer.gb) if t is not None)
     size = 4 * (math.prod(model.input_shape) + 3 * numel + 4 * model.activation_numel)
     _BYTES[model] = size

@@ -36,6 +36,7 @@ ENGINES = ("simulator", "flower")
 #: The keys of every ``summary.json`` (both engines), in the file's order.
 SUMMARY_KEYS: tuple[str, ...] = (
     "engine",
+    "device",
     "secure_aggregation",
     "algorithm",
     "dataset",
@@ -144,6 +145,8 @@ def build_summary(
     budgets = algorithm.group_budgets()
     content: dict[str, Any] = {
         "engine": engine,
+        # where the clients' work ran (the resolved [engine] device; null for an engine that is not ampfl's)
+        "device": getattr(algorithm.engine, "device", None),
         "secure_aggregation": secure_aggregation,
         "algorithm": config.algorithm.name,
         "dataset": config.dataset.name,

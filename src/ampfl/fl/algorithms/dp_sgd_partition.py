@@ -381,7 +381,8 @@ class DPSGDPartition(FederatedAlgorithm):
             self.y_train.index_select(0, rows),
             clips=[p.clip / lr, p.nonsplit_clip / lr],
             part_of=part_of,
-            memory_cap_mb=self.engine.options.memory_cap_mb,
+            memory_cap_mb=self.engine.memory_cap_mb,
+            device=self.engine.device,
         )
         over = result.norms * lr > torch.tensor([p.clip, p.nonsplit_clip])
         parts = 1 if bool(self.split_coords.all()) else 2
