@@ -27,6 +27,17 @@ def register(registry: Registry) -> None:
         "--quick", action="store_true", help="training figures: a reduced setting (minutes), same ordering"
     )
     parser.add_argument(
+        "--medium",
+        action="store_true",
+        help="training figures: the paper's protocol at reduced size (docs/reproductions.md), several seeds",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=_seeds,
+        default=None,
+        help="training figures: seeds 0..N-1, mean ± std per row (1-20; default 3 with --medium)",
+    )
+    parser.add_argument(
         "--dataset", default=None, help="pm-sfl-*: fmnist (default), fmnist_styles, femnist, cifar100"
     )
     parser.add_argument("--data-path", default=None, help="pm-sfl-*: folder of femnist / cifar100")
@@ -35,6 +46,16 @@ def register(registry: Registry) -> None:
 def _reproduce(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.reproduce import run_figure
 
+    if args.quick and args.medium:  # before the output folder is created
+        raise ValueError("--medium and --quick are mutually exclusive: give one of them.")
     out = check_out_dir(args.out if args.out is not None else Path("runs") / "reproduce" / args.name)
     options = {"dataset": getattr(args, "dataset", None), "data_path": getattr(args, "data_path", None)}
-    return run_figure(args.name, out, quick=args.quick, **options)
+    return run_figure(args.name, out, quick=args.quick, medium=args.medium, seeds=args.seeds, **options)
+
+
+def _seeds(text: str) -> int:
+    """``--seeds`` parser: an integer in [1, 20] (argparse ``type=``; the range is checked by run_figure)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer in [1, 20]. Found {text!r}.") from None

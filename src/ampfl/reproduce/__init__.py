@@ -8,7 +8,9 @@ Each figure module (names not starting with ``_``) also defines ``FIGURES: dict[
 dict]]`` with the same names (``tests/cli/test_startup.py`` checks that the two agree). A figure function
 writes its PNG and CSV files into the given folder and returns a JSON-able dict with at least ``files``
 (the paths written). A training figure also accepts ``quick: bool`` (``ampfl reproduce NAME --quick``: a
-reduced setting, minutes on 2 cores, meant to show the same ordering as the full run) and returns
+reduced setting, minutes on 2 cores, meant to show the same ordering as the full run), ``medium: bool``
+(``--medium``: the paper's protocol at reduced size, run for several seeds, :mod:`ampfl.reproduce._seeds`)
+and ``seed: int`` (the runs' seed), and returns
 ``results``: one object per method with ``method``, ``final_accuracy``, ``epsilon``, ``delta`` and
 ``noise_multiplier``. Modules keep module-level imports light (stdlib, numpy, ampfl accounting);
 matplotlib and torch are imported inside the functions (see :mod:`ampfl.reproduce._plot`).
@@ -114,17 +116,44 @@ def has_quick(function: FigureFunction) -> bool:
     return "quick" in inspect.signature(function).parameters
 
 
-def run_figure(name: str, out: Path, *, quick: bool = False, **options: Any) -> dict[str, Any]:
+def has_medium(function: FigureFunction) -> bool:
+    """Whether a figure function has a medium setting and takes a seed (``medium`` and ``seed`` keywords)."""
+    parameters = inspect.signature(function).parameters
+    return "medium" in parameters and "seed" in parameters
+
+
+def run_figure(
+    name: str,
+    out: Path,
+    *,
+    quick: bool = False,
+    medium: bool = False,
+    seeds: int | None = None,
+    **options: Any,
+) -> dict[str, Any]:
     """Produce figure ``name`` into folder ``out``; returns the figure's summary dict.
 
     ``quick`` runs a training figure's reduced setting; figures without one (the accounting figures take
-    seconds) run as they are, and the result says ``"quick": false``. ``options`` (e.g. ``dataset``,
-    ``data_path``; ``None`` values are dropped) go to figures whose function takes them.
+    seconds) run as they are, and the result says ``"quick": false``. ``medium`` runs the medium setting
+    for ``seeds`` seeds (default 3) into ``out/seed<s>`` and returns mean ± std per row
+    (:func:`ampfl.reproduce._seeds.run_seeds`); ``seeds`` without ``medium`` runs the chosen setting (quick
+    or full) for that many seeds. ``options`` (e.g. ``dataset``, ``data_path``; ``None`` values are
+    dropped) go to figures whose function takes them.
 
     Raises:
-        ValueError: an option the figure does not take.
+        ValueError: an option the figure does not take; ``quick`` with ``medium``; ``medium`` or ``seeds``
+            for a figure without seeds; ``seeds`` outside [1, 20].
     """
+    if quick and medium:
+        raise ValueError("--medium and --quick are mutually exclusive: give one of them.")
     function = figure_function(name)
+    if (medium or seeds is not None) and not has_medium(function):
+        flag = "--medium" if medium else "--seeds"
+        raise ValueError(f"{flag} applies to the training figures only; {name} has no seeds.")
+    if seeds is not None:
+        from ampfl.reproduce._seeds import check_seeds
+
+        check_seeds(seeds)
     given = {key: value for key, value in options.items() if value is not None}
     for key in given:
         if key not in inspect.signature(function).parameters:
@@ -132,7 +161,15 @@ def run_figure(name: str, out: Path, *, quick: bool = False, **options: Any) -> 
     out.mkdir(parents=True, exist_ok=True)
     if quick and has_quick(function):
         given["quick"] = True
-    result = dict(function(out, **given))
+    if medium or seeds is not None:
+        from ampfl.reproduce._seeds import run_seeds
+
+        if medium:
+            given["medium"] = True
+        result = run_seeds(function, out, 3 if seeds is None else seeds, given)
+    else:
+        result = dict(function(out, **given))
     result.setdefault("figure", name)
     result.setdefault("quick", False)
+    result["scale"] = "medium" if medium else "quick" if result["quick"] else "full"
     return result

@@ -23,6 +23,9 @@ amplification against no splitting. Here, scaled to this machine (docs/partition
   method (``paper_reading_noise_std_over_clip``) but never trained with.
 - every method runs the same learning-rate grid and is reported at its best final accuracy (the grid search
   is not accounted, as in 002).
+- scales: ``FULL``, ``QUICK`` (``--quick``) and ``MEDIUM`` (``--medium``, several seeds: the quick
+  fine-tuning set and grid, a larger pre-training and test set, both ε = 2 and 002's ε = 8). ``seed`` seeds
+  the pre-training and the DP fine-tuning; the two halves of the data are the same for every seed.
 """
 
 from __future__ import annotations
@@ -74,6 +77,26 @@ FULL = Setting(
     epsilons=(2.0, 8.0),
     learning_rates=(0.05, 0.1, 0.2),
 )
+MEDIUM = Setting(
+    pretrain_examples=12000,
+    pretrain_epochs=2,
+    finetune_examples=2000,
+    test_examples=4000,
+    sampling_rate=0.005,
+    epochs=2,
+    epsilons=(2.0, 8.0),
+    learning_rates=(0.05, 0.1),
+)
+#: 002 Table 1 (ResNet-101, CIFAR-10, ε = 8): validation accuracy per method (relaxation = standard).
+PUBLISHED = {
+    "standard": 0.8499,
+    "split-3-no-amplification": 0.7980,
+    "split-3": 0.8243,
+    "split-8-no-amplification": 0.7680,
+    "split-8": 0.8052,
+}
+PUBLISHED_EPSILON = 8.0
+PUBLISHED_SOURCE = "002 Table 1, ResNet-101 on CIFAR-10, epsilon = 8 (not Fashion-MNIST: compare orderings)"
 QUICK = Setting(
     pretrain_examples=6000,
     pretrain_epochs=2,
@@ -196,7 +219,14 @@ def finetune(task: Any, start: Any, params: dict[str, Any], *, seed: int = 0) ->
     }
 
 
-def table1_training(out: Path, *, quick: bool = False, setting: Setting | None = None) -> dict[str, Any]:
+def table1_training(
+    out: Path,
+    *,
+    quick: bool = False,
+    setting: Setting | None = None,
+    medium: bool = False,
+    seed: int = 0,
+) -> dict[str, Any]:
     """002 Table 1's comparison as training runs on Fashion-MNIST (module docstring); CSV + JSON + PNG."""
     import torch
 
@@ -205,7 +235,7 @@ def table1_training(out: Path, *, quick: bool = False, setting: Setting | None =
     from ampfl.fl.task import Task
     from ampfl.io import atomic_write_csv, atomic_write_json
 
-    s = setting or (QUICK if quick else FULL)
+    s = setting or (QUICK if quick else MEDIUM if medium else FULL)
     started = time.monotonic()
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     try:
@@ -227,8 +257,8 @@ def table1_training(out: Path, *, quick: bool = False, setting: Setting | None =
         source=data.source,
     )
     task = Task(ds, [np.array([i], dtype=np.int64) for i in range(len(fine))], model="cnn_gn")
-    base = DPSGDPartition(DPSGDPartition.Params(noise_multiplier=0.0, sampling="full"), task, seed=0)
-    start = pretrain(base, data.x_train[pre], data.y_train[pre], epochs=s.pretrain_epochs, seed=0)
+    base = DPSGDPartition(DPSGDPartition.Params(noise_multiplier=0.0, sampling="full"), task, seed=seed)
+    start = pretrain(base, data.x_train[pre], data.y_train[pre], epochs=s.pretrain_epochs, seed=seed)
     pretrained_accuracy = base.global_accuracy(start)
     runs, results = [], []
     for eps in s.epsilons:
@@ -237,8 +267,10 @@ def table1_training(out: Path, *, quick: bool = False, setting: Setting | None =
             paper = _paper_reading(method, s, eps)
             for lr in s.learning_rates:
                 run = {"method": method, "target_epsilon": eps, "learning_rate": lr}
-                run.update(finetune(task, start, _params(method, s, eps, lr)))
+                run.update(finetune(task, start, _params(method, s, eps, lr), seed=seed))
                 run["paper_reading_noise_std_over_clip"] = None if paper is None else paper / math.sqrt(2.0)
+                run["published"] = PUBLISHED.get(method) if eps == PUBLISHED_EPSILON else None
+                run["published_source"] = PUBLISHED_SOURCE
                 runs.append(run)
                 if best is None or run["final_accuracy"] > best["final_accuracy"]:
                     best = run
@@ -258,11 +290,13 @@ def table1_training(out: Path, *, quick: bool = False, setting: Setting | None =
     csv_path = atomic_write_csv(
         out / "dong_table1_training.csv", columns, [[r[c] for c in columns] for r in runs]
     )
-    png = _plot(out, results, s, quick)
+    png = _plot(out, results, s, quick, medium, seed)
     files = [str(csv_path), str(png)]
     summary: dict[str, Any] = {
         "files": files,
         "quick": quick,
+        "medium": medium,
+        "seed": seed,
         "setting": dataclasses.asdict(s),
         "pretrained_accuracy": pretrained_accuracy,
         "results": results,
@@ -274,7 +308,9 @@ def table1_training(out: Path, *, quick: bool = False, setting: Setting | None =
     return summary
 
 
-def _plot(out: Path, results: list[dict[str, Any]], s: Setting, quick: bool) -> Path:
+def _plot(
+    out: Path, results: list[dict[str, Any]], s: Setting, quick: bool, medium: bool = False, seed: int = 0
+) -> Path:
     from ampfl.reproduce._plot import new_figure, save
 
     fig, ax = new_figure(width=6.5, height=3.8)
@@ -296,7 +332,8 @@ def _plot(out: Path, results: list[dict[str, Any]], s: Setting, quick: bool) -> 
         f"pretrain: {s.pretrain_examples} examples of classes 0-{PRETRAIN_CLASSES - 1}, no DP; DP fine-tune: "
         f"{s.finetune_examples} examples, q = {s.sampling_rate:g}, {s.epochs} epochs, δ = {DELTA:g}, "
         f"C = {s.clip:g}; each method at its best learning rate of {list(s.learning_rates)}."
-        + (" QUICK RUN." if quick else "")
+        + (" QUICK RUN." if quick else " MEDIUM RUN." if medium else "")
+        + f" Seed {seed}."
     )
     return Path(save(fig, out / "dong_table1_training.png", note=note))
 

@@ -17,7 +17,11 @@ averaged over rounds (``measured``), against the planner's ⌈κ_g d⌉ z_g² C�
 groups (top-κ after the noise keeps more than a κ share of the noise, docs/planner.md A5); for
 DP-FedAvg the noise of its one sum, re-drawn from the run's own noise generator, against d z² C².
 ``quick=True`` (``ampfl reproduce gdpfed-table2 --quick``): digits and a Fashion-MNIST subset, fewer rounds
-and two learning rates (a few minutes on 2 cores). Finished runs of the same configuration are reused.
+and the quick grid (a few minutes on 2 cores). ``medium=True`` (``--medium``, several seeds): digits at the
+full setting, Fashion-MNIST with the quick subset of clients and 60 rounds, Shakespeare with the quick GRU
+and participation for 10 rounds; the quick grid for every method (``MEDIUM`` keys of ``SETTINGS``).
+``seed``: the runs' seed (partition, initialisation, sampling, noise). Finished runs of the same
+configuration are reused.
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "model": "logreg",
         "options": {},
         "quick_clients": 471,
+        "medium_rounds": 60,
+        "medium_clients": 471,
     },
     "fmnist": {
         "clients": 3000,
@@ -62,6 +68,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "model": "mlp",
         "options": {"hidden": [32]},
         "quick_clients": 1200,
+        "medium_rounds": 60,
+        "medium_clients": 1200,
     },
     # natural partition (one client per role, ampfl.fl.data.shakespeare); slow on CPU: its own figure
     "shakespeare": {
@@ -77,23 +85,56 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "quick_participation": 0.02,
         "quick_options": {"hidden": 32},
         "quick_rounds": 3,
+        "medium_clients": 0,
+        "medium_learning_rates": (1.0,),
+        "medium_participation": 0.02,
+        "medium_options": {"hidden": 32},
+        "medium_rounds": 10,
     },
 }
 EVALUATIONS = 10
+#: 001's Table I-III numbers were not recovered (RECOVERED_MATH.md §2.9): no published accuracy to compare.
+PUBLISHED_SOURCE = (
+    "001 Table II numbers not recovered (RECOVERED_MATH.md 2.9); claim: GDPFed+ > GDPFed > DP-FedAvg"
+)
+
+
+def _level(quick: bool, medium: bool) -> str:
+    return "quick" if quick else "medium" if medium else "full"
+
+
+def _pick(dataset: str, key: str, level: str, default: Any = None) -> Any:
+    """``SETTINGS[dataset]``'s ``key`` at ``level`` (``quick_KEY`` / ``medium_KEY`` where given)."""
+    s = SETTINGS[dataset]
+    if level != "full" and f"{level}_{key}" in s:
+        return s[f"{level}_{key}"]
+    return s.get(key, default)
+
+
 #: Shakespeare's test set is cut to this many windows (seeded) to keep evaluation affordable.
 SHAKESPEARE_TEST = 2000
 
 
-def _config(dataset: str, label: str, lr: float, *, quick: bool, clients: int | None = None) -> Any:
+def _config(
+    dataset: str,
+    label: str,
+    lr: float,
+    *,
+    quick: bool,
+    clients: int | None = None,
+    medium: bool = False,
+    seed: int = 0,
+) -> Any:
     from ampfl.fl.config import parse_config
 
     method, extra = METHODS[label]
     s = SETTINGS[dataset]
+    level = _level(quick, medium)
     if clients is None:
-        clients = s["quick_clients"] if quick else s["clients"]
-    rounds = s["quick_rounds"] if quick else s["rounds"]
-    participation = _participation(dataset, quick)
-    options = s.get("quick_options", s["options"]) if quick else s["options"]
+        clients = int(_pick(dataset, "clients", level))
+    rounds = int(_pick(dataset, "rounds", level))
+    participation = _participation(dataset, quick, medium)
+    options = _pick(dataset, "options", level)
     sizes = [clients // 3, clients // 3, clients - 2 * (clients // 3)]
     algorithm: dict[str, Any] = {
         "name": method,
@@ -121,7 +162,7 @@ def _config(dataset: str, label: str, lr: float, *, quick: bool, clients: int | 
     algorithm.update(extra)
     return parse_config(
         {
-            "seed": 0,
+            "seed": seed,
             "rounds": rounds,
             "eval_every": max(1, rounds // EVALUATIONS),
             "checkpoint_every": 0,
@@ -218,21 +259,22 @@ def _result(
         "kappa": kappa,
         "noise_energy": energy,
         "stopped": summary["stopped"],
+        "published": None,
+        "published_source": PUBLISHED_SOURCE,
     }
 
 
-def _participation(dataset: str, quick: bool) -> float:
-    s = SETTINGS[dataset]
-    return float(s.get("quick_participation", s["participation"]) if quick else s["participation"])
+def _participation(dataset: str, quick: bool, medium: bool = False) -> float:
+    return float(_pick(dataset, "participation", _level(quick, medium)))
 
 
-def _grid(dataset: str, quick: bool) -> tuple[float, ...]:
-    s = SETTINGS[dataset]
-    key = "quick_learning_rates" if quick else "learning_rates"
-    return tuple(s.get(key, QUICK_LEARNING_RATES if quick else LEARNING_RATES))
+def _grid(dataset: str, quick: bool, medium: bool = False) -> tuple[float, ...]:
+    level = _level(quick, medium)
+    default = LEARNING_RATES if level == "full" else QUICK_LEARNING_RATES  # medium: the quick grid
+    return tuple(_pick(dataset, "learning_rates", level, default))
 
 
-def _shakespeare_task(quick: bool) -> Any:
+def _shakespeare_task(quick: bool, medium: bool = False) -> Any:
     """Shakespeare with its natural partition (one client per role) and a seeded test subset."""
     import numpy as np
 
@@ -247,14 +289,18 @@ def _shakespeare_task(quick: bool) -> Any:
     small = Dataset(
         ds.name, ds.x_train, ds.y_train, ds.x_test[keep], ds.y_test[keep], ds.num_classes, source=ds.source
     )
-    s = SETTINGS["shakespeare"]
-    options = s.get("quick_options", s["options"]) if quick else s["options"]
-    return Task(dataset=small, client_indices=parts, model=s["model"], model_options=dict(options))
-
+    options = _pick("shakespeare", "options", _level(quick, medium))
+    model = SETTINGS["shakespeare"]["model"]
+    return Task(dataset=small, client_indices=parts, model=model, model_options=dict(options))
 
 
 def table2(
-    out: Path, *, quick: bool = False, datasets: tuple[str, ...] = ("digits", "fmnist")
+    out: Path,
+    *,
+    quick: bool = False,
+    datasets: tuple[str, ...] = ("digits", "fmnist"),
+    medium: bool = False,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """001 Table II / Fig. 2 / Table III on digits and Fashion-MNIST (ampfl's settings, module docstring)."""
     import matplotlib
@@ -268,15 +314,15 @@ def table2(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    grid = QUICK_LEARNING_RATES if quick else LEARNING_RATES
+    grid = LEARNING_RATES if _level(quick, medium) == "full" else QUICK_LEARNING_RATES
     results, runs, rows, skipped = [], [], [], []
     used = []
     for dataset in datasets:
         try:
             task = (
-                _shakespeare_task(quick)
+                _shakespeare_task(quick, medium)
                 if dataset == "shakespeare"
-                else build_task(_config(dataset, "p_fedavg", grid[0], quick=quick))
+                else build_task(_config(dataset, "p_fedavg", grid[0], quick=quick, medium=medium, seed=seed))
             )
         except DataUnavailableError as exc:
             skipped.append(f"{dataset}: {exc}")
@@ -288,8 +334,10 @@ def table2(
     for ax, (dataset, task) in zip(axes[0], used, strict=True):
         for method in METHODS:
             best: tuple[float, dict[str, Any], list[dict[str, Any]]] | None = None
-            for lr in _grid(dataset, quick):
-                config = _config(dataset, method, lr, quick=quick, clients=task.num_clients)
+            for lr in _grid(dataset, quick, medium):
+                config = _config(
+                    dataset, method, lr, quick=quick, clients=task.num_clients, medium=medium, seed=seed
+                )
                 folder = out / dataset / method / f"lr{lr:g}"
                 summary = run_or_reuse(config, folder, task=task, label=f"{dataset} {method} η={lr:g}")
                 extra = _dp_fedavg_noise(config, task) if METHODS[method][0] == "dp_fedavg" else None
@@ -310,8 +358,9 @@ def table2(
                 label=f"{method} (best η = {best[1]['learning_rate']:g}, acc {best[0]:.3f})",
             )
         s = SETTINGS[dataset]
+        q = _participation(dataset, quick, medium)
         ax.set_title(
-            f"{dataset}: N = {task.num_clients}, q = {_participation(dataset, quick):g}, {s['model']}",
+            f"{dataset}: N = {task.num_clients}, q = {q:g}, {s['model']}",
             fontsize=9,
         )
         ax.set_xlabel("communication round")
@@ -321,8 +370,9 @@ def table2(
     note = (
         f"ampfl settings (001 Table I not recovered): 3 equal groups, budgets ε = {list(BUDGETS)} nats, "
         f"δ = {DELTA:g}, C = 1, IID, 3 local steps; sound RDP calibration; each method at its best η of "
-        f"{ {d: list(_grid(d, quick)) for d, _ in used} }; DP-FedAvg at the strictest budget."
-        + (" QUICK RUN (--quick)." if quick else "")
+        f"{ {d: list(_grid(d, quick, medium)) for d, _ in used} }; DP-FedAvg at the strictest budget."
+        + (" QUICK RUN (--quick)." if quick else " MEDIUM RUN (--medium)." if medium else "")
+        + f" Seed {seed}."
     )
     png = save(fig, out / "gdpfed_table2.png", note=note)
     csv_path = atomic_write_csv(
@@ -364,7 +414,9 @@ def table2(
     return {
         "files": [str(png), str(csv_path), str(table_path)],
         "quick": quick,
-        "learning_rates": {d: list(_grid(d, quick)) for d, _ in used},
+        "medium": medium,
+        "seed": seed,
+        "learning_rates": {d: list(_grid(d, quick, medium)) for d, _ in used},
         "budgets": list(BUDGETS),
         "delta": DELTA,
         "skipped": skipped,
@@ -381,9 +433,9 @@ def table2(
     }
 
 
-def shakespeare(out: Path, *, quick: bool = False) -> dict[str, Any]:
+def shakespeare(out: Path, *, quick: bool = False, medium: bool = False, seed: int = 0) -> dict[str, Any]:
     """Table II's Shakespeare column (char GRU, one client per role); hours on CPU unless ``quick``."""
-    return table2(out, quick=quick, datasets=("shakespeare",))
+    return table2(out, quick=quick, datasets=("shakespeare",), medium=medium, seed=seed)
 
 
 FIGURES = {"gdpfed-table2": table2, "gdpfed-shakespeare": shakespeare}

@@ -30,7 +30,10 @@ Sec. 6, as a cross-check.
 
 The number of iterations is not given in the paper (``ITERATIONS`` here). Long-running (4 methods × the
 grid, a CNN each); ``quick=True`` (``ampfl reproduce hasircioglu-fig6 --quick``) runs ``QUICK_ITERATIONS``
-on ``QUICK_LEARNING_RATES``, a few minutes on 2 cores. Running a figure again into the same folder reuses
+on ``QUICK_LEARNING_RATES``, a few minutes on 2 cores; ``medium=True`` (``--medium``, several seeds) runs
+the same scenario (N, d, p, q, ε, δ, the CNN: the paper's protocol on Fashion-MNIST) for
+``MEDIUM_ITERATIONS`` on the quick grid (one grid for every method). ``seed`` is the runs' seed (partition,
+initialisation, participation, sampling, noise). Running a figure again into the same folder reuses
 finished runs of the same configuration and resumes interrupted ones from their checkpoint.
 """
 
@@ -41,8 +44,10 @@ from typing import Any
 
 ITERATIONS = 1500
 QUICK_ITERATIONS = 120
+MEDIUM_ITERATIONS = 200
 EVALUATIONS = 15
 QUICK_EVALUATIONS = 4
+MEDIUM_EVALUATIONS = 5
 #: One learning-rate grid for every method (full and quick runs).
 LEARNING_RATES = (5e-4, 2e-3, 8e-3, 3e-2)
 QUICK_LEARNING_RATES = (8e-3, 3e-2)
@@ -65,6 +70,28 @@ PRINTED_SIGMA = {
     "fig7": {"paper": 0.646, "wcs": 0.873, "ols": 1.103},
 }
 PAPER_RATES = {"fig6": {"p": 0.001, "q": 0.1, "d": 30}, "fig7": {"p": 0.1, "q": 0.001, "d": 1000}}
+#: 004 Figs. 6-7 print curves on EMNIST ByClass, no numbers: what they show, per method.
+PUBLISHED_SOURCE = {
+    "fig6": "004 Fig. 6 (EMNIST, curves only): non-private > Thm 4.1 > WCS > OLS",
+    "fig7": "004 Fig. 7 (EMNIST, curves only): non-private > Thm 4.1 > WCS > OLS, WCS close to OLS",
+}
+
+
+def scale(*, quick: bool = False, medium: bool = False) -> dict[str, Any]:
+    """Iterations, evaluations and learning-rate grid of the chosen scale (full, ``quick`` or ``medium``)."""
+    if quick:
+        return {
+            "iterations": QUICK_ITERATIONS,
+            "evaluations": QUICK_EVALUATIONS,
+            "grid": QUICK_LEARNING_RATES,
+        }
+    if medium:
+        return {
+            "iterations": MEDIUM_ITERATIONS,
+            "evaluations": MEDIUM_EVALUATIONS,
+            "grid": QUICK_LEARNING_RATES,
+        }
+    return {"iterations": ITERATIONS, "evaluations": EVALUATIONS, "grid": LEARNING_RATES}
 
 
 def scenario(figure: str) -> dict[str, Any]:
@@ -91,7 +118,12 @@ def scenario(figure: str) -> dict[str, Any]:
 
 
 def _config(
-    figure: str, label: str, iterations: int, learning_rate: float, evaluations: int = EVALUATIONS
+    figure: str,
+    label: str,
+    iterations: int,
+    learning_rate: float,
+    evaluations: int = EVALUATIONS,
+    seed: int = 0,
 ) -> Any:
     from ampfl.fl.config import parse_config
 
@@ -116,7 +148,7 @@ def _config(
         algorithm.update(clip=1.0, analysis=label)
     return parse_config(
         {
-            "seed": 0,
+            "seed": seed,
             "rounds": iterations,
             "eval_every": max(1, iterations // evaluations),
             "checkpoint_every": max(1, iterations // 5),
@@ -163,19 +195,18 @@ def sigma_cross_check(figure: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _figure(figure: str, out: Path, *, quick: bool) -> dict[str, Any]:
+def _figure(figure: str, out: Path, *, quick: bool, medium: bool = False, seed: int = 0) -> dict[str, Any]:
     from ampfl.fl.data import DataUnavailableError
     from ampfl.fl.run import build_task, run_or_reuse
     from ampfl.fl.run_folder import read_lines
     from ampfl.io import atomic_write_csv
     from ampfl.reproduce._plot import legend_below, new_figure, save
 
-    iterations = QUICK_ITERATIONS if quick else ITERATIONS
-    evaluations = QUICK_EVALUATIONS if quick else EVALUATIONS
-    grid = QUICK_LEARNING_RATES if quick else LEARNING_RATES
+    chosen = scale(quick=quick, medium=medium)
+    iterations, evaluations, grid = chosen["iterations"], chosen["evaluations"], chosen["grid"]
     labels = ("non-private", "paper", "wcs", "ols")
     try:
-        task = build_task(_config(figure, labels[0], iterations, grid[0], evaluations))
+        task = build_task(_config(figure, labels[0], iterations, grid[0], evaluations, seed))
     except DataUnavailableError as exc:
         raise ValueError(
             f"hasircioglu-{figure} needs Fashion-MNIST: {exc} (try: ampfl data fetch fmnist)"
@@ -188,7 +219,7 @@ def _figure(figure: str, out: Path, *, quick: bool) -> dict[str, Any]:
         best: tuple[float, dict[str, Any], list[dict[str, Any]]] | None = None
         for lr in grid:
             folder = out / label / f"lr{lr:g}"
-            config = _config(figure, label, iterations, lr, evaluations)
+            config = _config(figure, label, iterations, lr, evaluations, seed)
             summary = run_or_reuse(config, folder, task=task, label=f"{figure} {label} η={lr:g}")
             lines = read_lines(folder, diagnostics=True)
             z = float(summary["noise"]["noise_multiplier"])
@@ -199,6 +230,8 @@ def _figure(figure: str, out: Path, *, quick: bool) -> dict[str, Any]:
                 "final_accuracy": summary["final_accuracy"],
                 "epsilon": summary["epsilon"],
                 "delta": summary["delta"],
+                "published": None,
+                "published_source": PUBLISHED_SOURCE[figure],
             }
             runs.append(run)
             for m in lines:
@@ -231,7 +264,8 @@ def _figure(figure: str, out: Path, *, quick: bool) -> dict[str, Any]:
         f"p = {s['p']:.4g}, q = {s['q']:.4g} (p·N·q·d = 70 as in 004), "
         f"per-iteration ε = {EPSILON}, δ = {DELTA:g}, C = 1, z = σ/C, CNN of 004 Fig. 8, SGD momentum 0.9, "
         f"{iterations} iterations (not given in 004); each method at its best η of {list(grid)}."
-        + (" QUICK RUN (--quick)." if quick else "")
+        + (" QUICK RUN (--quick)." if quick else " MEDIUM RUN (--medium)." if medium else "")
+        + f" Seed {seed}."
     )
     png = save(fig, out / f"hasircioglu_{figure}.png", note=note)
     csv_path = atomic_write_csv(
@@ -249,6 +283,8 @@ def _figure(figure: str, out: Path, *, quick: bool) -> dict[str, Any]:
         "files": [str(png), str(csv_path), str(check_path)],
         "iterations": iterations,
         "quick": quick,
+        "medium": medium,
+        "seed": seed,
         "learning_rates": list(grid),
         "scenario": s,
         "results": results,
@@ -260,15 +296,14 @@ def _figure(figure: str, out: Path, *, quick: bool) -> dict[str, Any]:
 _CHECK_COLUMNS = ("noise_multiplier_printed", "noise_multiplier_paper_rates", "noise_multiplier_fmnist_rates")
 
 
-
-def fig6(out: Path, *, quick: bool = False) -> dict[str, Any]:
+def fig6(out: Path, *, quick: bool = False, medium: bool = False, seed: int = 0) -> dict[str, Any]:
     """004 Fig. 6 (Sec. 6.1, many clients with small datasets), on Fashion-MNIST."""
-    return _figure("fig6", out, quick=quick)
+    return _figure("fig6", out, quick=quick, medium=medium, seed=seed)
 
 
-def fig7(out: Path, *, quick: bool = False) -> dict[str, Any]:
+def fig7(out: Path, *, quick: bool = False, medium: bool = False, seed: int = 0) -> dict[str, Any]:
     """004 Fig. 7 (Sec. 6.2, few clients with large datasets), on Fashion-MNIST."""
-    return _figure("fig7", out, quick=quick)
+    return _figure("fig7", out, quick=quick, medium=medium, seed=seed)
 
 
 FIGURES = {"hasircioglu-fig6": fig6, "hasircioglu-fig7": fig7}

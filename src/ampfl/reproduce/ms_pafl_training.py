@@ -21,8 +21,11 @@ Measured (100 rounds): every one of them, FedAvg without noise included, ends at
 on this one-label-per-client partition: the paper's Fig. 2 accuracies cannot be reached with the setup it
 states, and the cause is not the noise (docs/ms_pafl.md).
 
-Long-running (6 runs + 3 controls); ``quick=True`` (``--quick``) runs ``QUICK_ROUNDS`` rounds. Running the
-figure again into the same folder reuses finished runs of the same configuration.
+Long-running (6 runs + 3 controls); ``quick=True`` (``--quick``) runs ``QUICK_ROUNDS`` rounds;
+``medium=True`` (``--medium``, several seeds) runs ``MEDIUM_ROUNDS``: the paper's protocol (N = 100, Q = 5,
+b = 5, ε_ℓ = 1, every p and scheme, the three controls) with fewer rounds than ``ROUNDS`` (the paper gives
+no T). ``seed`` is the runs' seed (sampling, noise). Running the figure again into the same folder reuses
+finished runs of the same configuration.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 
 ROUNDS = 100
 QUICK_ROUNDS = 30
+MEDIUM_ROUNDS = 60
 EVAL_EVERY = 5
 LEARNING_RATE = 0.05
 GAMMA = 1e-4
@@ -52,12 +56,25 @@ CONTROLS: dict[str, dict[str, Any]] = {
 }
 
 
-def _config(p: float, scheme: str, rounds: int, overrides: dict[str, Any] | None = None) -> Any:
+#: 000 prints no accuracy for Fig. 2, only its reading (Sec. V-C).
+PUBLISHED_SOURCE = (
+    "000 Fig. 2 prints curves, no numbers; Sec. V-C: accuracy rises with p_i, WR ends slightly above WOR"
+)
+
+
+def rounds_of(*, quick: bool = False, medium: bool = False) -> int:
+    """The number of rounds of the chosen scale."""
+    return QUICK_ROUNDS if quick else MEDIUM_ROUNDS if medium else ROUNDS
+
+
+def _config(
+    p: float, scheme: str, rounds: int, overrides: dict[str, Any] | None = None, seed: int = 0
+) -> Any:
     from ampfl.fl.config import parse_config
 
     return parse_config(
         {
-            "seed": 0,
+            "seed": seed,
             "rounds": rounds,
             "eval_every": min(EVAL_EVERY, rounds),
             "checkpoint_every": 0,
@@ -82,7 +99,7 @@ def _config(p: float, scheme: str, rounds: int, overrides: dict[str, Any] | None
     )
 
 
-def fig2(out: Path, *, quick: bool = False) -> dict[str, Any]:
+def fig2(out: Path, *, quick: bool = False, medium: bool = False, seed: int = 0) -> dict[str, Any]:
     """000 Fig. 2 (a) WOR and (b) WR: accuracy over rounds for p_i ∈ {0.1, 0.3, 0.7}."""
     from ampfl.fl.data import DataUnavailableError
     from ampfl.fl.run import build_task, run_or_reuse
@@ -90,9 +107,9 @@ def fig2(out: Path, *, quick: bool = False) -> dict[str, Any]:
     from ampfl.io import atomic_write_csv
     from ampfl.reproduce._plot import legend_below, new_figure, save
 
-    rounds = QUICK_ROUNDS if quick else ROUNDS
+    rounds = rounds_of(quick=quick, medium=medium)
     try:
-        task = build_task(_config(PROBABILITIES[0], "wor", rounds))
+        task = build_task(_config(PROBABILITIES[0], "wor", rounds, seed=seed))
     except DataUnavailableError as exc:
         raise ValueError(f"ms-pafl-fig2 needs UCI Adult: {exc} (try: ampfl data fetch adult)") from None
     curves: dict[tuple[str, float], list[dict[str, Any]]] = {}
@@ -103,7 +120,7 @@ def fig2(out: Path, *, quick: bool = False) -> dict[str, Any]:
         for p in PROBABILITIES:
             folder = out / f"{scheme}_p{p:g}"
             summary = run_or_reuse(
-                _config(p, scheme, rounds), folder, task=task, label=f"ms_pafl {scheme} p={p:g}"
+                _config(p, scheme, rounds, seed=seed), folder, task=task, label=f"ms_pafl {scheme} p={p:g}"
             )
             lines = read_lines(folder, diagnostics=True)
             curves[(scheme, p)] = lines
@@ -135,7 +152,9 @@ def fig2(out: Path, *, quick: bool = False) -> dict[str, Any]:
     controls: dict[str, list[dict[str, Any]]] = {}
     for index, (label, overrides) in enumerate(CONTROLS.items()):
         folder = out / f"control{index}"
-        summary = run_or_reuse(_config(0.3, "wor", rounds, overrides), folder, task=task, label=label)
+        summary = run_or_reuse(
+            _config(0.3, "wor", rounds, overrides, seed=seed), folder, task=task, label=label
+        )
         controls[label] = read_lines(folder, diagnostics=True)
         results.append(_result(f"control: {label}", summary, controls[label][-1]))
     y = task.dataset.y_test
@@ -202,13 +221,16 @@ def fig2(out: Path, *, quick: bool = False) -> dict[str, Any]:
         f"C = 1, d_α = d_p = 0.5; η = {LEARNING_RATE:g}, γ = {GAMMA:g}, T = {rounds} "
         f"(η, γ, T not given in 000). ε: the run's composed ε at δ = {DELTA:g} (participation public to the "
         "server, persistent private state: no amplification by local sampling)."
-        + (" QUICK RUN (--quick)." if quick else "")
+        + (" QUICK RUN (--quick)." if quick else " MEDIUM RUN (--medium)." if medium else "")
+        + f" Seed {seed}."
     )
     png = save(fig, out / "ms_pafl_fig2.png", note=note)
     return {
         "files": [str(png), str(csv_path)],
         "rounds": rounds,
         "quick": quick,
+        "medium": medium,
+        "seed": seed,
         "majority_class_accuracy": majority,
         "results": results,
         "runs": summaries,
@@ -224,8 +246,9 @@ def _result(method: str, summary: dict[str, Any], final: dict[str, Any]) -> dict
         "epsilon": summary["epsilon"],
         "delta": summary["delta"],
         "noise_multiplier": summary.get("noise", {}).get("noise_multiplier"),
+        "published": None,
+        "published_source": PUBLISHED_SOURCE,
     }
-
 
 
 FIGURES = {"ms-pafl-fig2": fig2}

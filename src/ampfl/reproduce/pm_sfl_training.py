@@ -27,6 +27,10 @@ the attacker knows the weights the gradient is taken at: SplitFed, and the PM-SF
 uploads binary masks, which carry no per-example gradient).
 
 ``quick=True``: ``QUICK`` instead of ``FULL`` (fewer clients, rounds and local steps; a smaller grid).
+``medium=True`` (``--medium``, several seeds): ``MEDIUM``, the quick model and clients with 60 rounds and the
+grid {0.01, 0.1} for every method (weight methods train best at 0.01, mask methods at 0.1: docs
+pm_sfl_training.md), every client scored on 1000 test examples. ``seed``: the runs' seed (partition,
+initialisation, sampling, masks).
 
 ``pm-sfl-table1 --dataset NAME [--data-path P]`` (``DATASETS``): ``fmnist`` (default, above); ``femnist``,
 003's natural writer partition (LEAF json at P, :mod:`ampfl.fl.data.femnist`; ``num_clients`` writers, 003
@@ -86,6 +90,22 @@ QUICK: dict[str, Any] = {
     "eval_clients": 20,
     "channels": [8, 16, 16],
 }
+MEDIUM: dict[str, Any] = {
+    "num_clients": 20,
+    "client_fraction": 0.25,
+    "rounds": 60,
+    "local_steps": 10,
+    "evaluations": 3,
+    "learning_rates": (1e-2, 1e-1),
+    "eval_examples": 1000,
+    "eval_clients": 20,
+    "channels": [8, 16, 16],
+}
+#: 003 prints Table 1 on CIFAR-100 / FEMNIST / HAR (not available offline); the FMNIST rows compare orderings.
+PUBLISHED_SOURCE = "003 Table 1 (CIFAR-100, FEMNIST): ordering PM-SFL > other SFL methods; FMNIST not in 003"
+ATTACK_PUBLISHED_SOURCE = (
+    "003 Fig. 5 (images, no PSNR/SSIM printed): SplitFed's smashed data reveal the inputs, PM-SFL's do not"
+)
 ALPHA = 0.3
 BATCH = 32
 C = 0.01
@@ -118,6 +138,11 @@ DATASETS: dict[str, tuple[str, bool]] = {
 FEMNIST_WRITERS = 190
 
 
+def setting_of(*, quick: bool = False, medium: bool = False) -> dict[str, Any]:
+    """``QUICK``, ``MEDIUM`` or ``FULL``."""
+    return QUICK if quick else MEDIUM if medium else FULL
+
+
 def _config(
     algorithm: str,
     extra: dict[str, Any],
@@ -126,6 +151,7 @@ def _config(
     dataset: str = "fmnist",
     data_path: str | None = None,
     clients: int | None = None,
+    seed: int = 0,
 ) -> Any:
     """The run's config; for a natural partition (``fmnist_styles``, ``femnist``) the ``[partition]`` section
     only records the number of clients (the task is built by :func:`_task`)."""
@@ -148,7 +174,7 @@ def _config(
         params["agreement_rounds"] = max(1, rounds // 10)  # 003 Sec. 6.5.1: 10% of the rounds
     return parse_config(
         {
-            "seed": 0,
+            "seed": seed,
             "rounds": rounds,
             "eval_every": max(1, rounds // int(s["evaluations"])),
             "checkpoint_every": 0,
@@ -211,27 +237,58 @@ def _task(config: Any, figure: str, quick: bool = True) -> Any:
     return natural.task(config.model.name, options)
 
 
-
 def table1(
-    out: Path, *, quick: bool = False, dataset: str = "fmnist", data_path: str | None = None
+    out: Path,
+    *,
+    quick: bool = False,
+    dataset: str = "fmnist",
+    data_path: str | None = None,
+    medium: bool = False,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """003 Table 1, no system heterogeneity: Dirichlet α = 0.3 on Fashion-MNIST (default) or CIFAR-100, or
     the natural writer partition (FEMNIST, or its stand-in ``fmnist_styles``); see the module docstring."""
     if dataset not in DATASETS:
         raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {dataset!r}.")
     title = f"003 Table 1 (homogeneous split) on {DATASETS[dataset][0]}"
-    return _compare(out, quick, METHODS, "pm_sfl_table1", title, dataset=dataset, data_path=data_path)
+    return _compare(
+        out,
+        quick,
+        METHODS,
+        "pm_sfl_table1",
+        title,
+        dataset=dataset,
+        data_path=data_path,
+        medium=medium,
+        seed=seed,
+    )
 
 
 def hetero(
-    out: Path, *, quick: bool = False, dataset: str = "fmnist", data_path: str | None = None
+    out: Path,
+    *,
+    quick: bool = False,
+    dataset: str = "fmnist",
+    data_path: str | None = None,
+    medium: bool = False,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """003 Table 1, system-heterogeneous setting (split after block 1, 2 or 3, equal shares): PM-SFL with and
     without the layer-wise knowledge compensation of Eq. 8, and DepthFL; ``dataset`` as :func:`table1`."""
     if dataset not in DATASETS:
         raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {dataset!r}.")
     title = f"003 Sec. 6.6: adaptive split depth, knowledge compensation (Eq. 8), {DATASETS[dataset][0]}"
-    return _compare(out, quick, HETERO_METHODS, "pm_sfl_hetero", title, dataset=dataset, data_path=data_path)
+    return _compare(
+        out,
+        quick,
+        HETERO_METHODS,
+        "pm_sfl_hetero",
+        title,
+        dataset=dataset,
+        data_path=data_path,
+        medium=medium,
+        seed=seed,
+    )
 
 
 def _compare(
@@ -243,15 +300,21 @@ def _compare(
     *,
     dataset: str = "fmnist",
     data_path: str | None = None,
+    medium: bool = False,
+    seed: int = 0,
 ) -> dict[str, Any]:
     from ampfl.fl.run import run_or_reuse
     from ampfl.fl.run_folder import read_lines
     from ampfl.io import atomic_write_csv
     from ampfl.reproduce._plot import legend_below, new_figure, save
 
-    s = QUICK if quick else FULL
+    s = setting_of(quick=quick, medium=medium)
     grid = tuple(s["learning_rates"])
-    task = _task(_config("splitfed", {}, grid[0], s, dataset, data_path), stem.replace("_", "-"), quick)
+    task = _task(
+        _config("splitfed", {}, grid[0], s, dataset, data_path, seed=seed),
+        stem.replace("_", "-"),
+        quick or medium,
+    )
     n = task.num_clients
     if dataset != "fmnist":
         out = out / dataset
@@ -264,7 +327,7 @@ def _compare(
         for lr in grid:
             folder = out / algorithm / _variant(extra) / f"lr{lr:g}"
             summary = run_or_reuse(
-                _config(algorithm, extra, lr, s, dataset, data_path, n),
+                _config(algorithm, extra, lr, s, dataset, data_path, n, seed=seed),
                 folder,
                 task=task,
                 label=f"{label} η={lr:g}",
@@ -281,6 +344,8 @@ def _compare(
                 "delta": summary["delta"],
                 "noise_multiplier": 0.0,
                 "wall_seconds": summary.get("wall_seconds"),
+                "published": None,
+                "published_source": PUBLISHED_SOURCE,
             }
             runs.append(run)
             rows.extend([label, lr, m["round"], m["accuracy"], m["epsilon"]] for m in lines)
@@ -311,7 +376,9 @@ def _compare(
         f"{data_note}. N = {n}, C = {s['client_fraction']}, "
         f"{s['rounds']} rounds × {s['local_steps']} local steps of batch {BATCH}, Adam, c = {C}, "
         f"split CNN {s['channels']} split after block {MODEL['split_layer']}; each method at its best "
-        f"client η of {list(grid)}." + (" QUICK RUN (--quick)." if quick else "")
+        f"client η of {list(grid)}."
+        + (" QUICK RUN (--quick)." if quick else " MEDIUM RUN (--medium)." if medium else "")
+        + f" Seed {seed}."
     )
     png = save(fig, out / f"{stem}.png", note=note)
     csv_path = atomic_write_csv(
@@ -320,6 +387,8 @@ def _compare(
     return {
         "files": [str(png), str(csv_path)],
         "quick": quick,
+        "medium": medium,
+        "seed": seed,
         "dataset": dataset,
         "dataset_source": task.dataset.source,
         "setting": {k: (list(v) if isinstance(v, tuple) else v) for k, v in s.items()} | {"num_clients": n},
@@ -329,11 +398,17 @@ def _compare(
 
 
 def _trained(
-    algorithm: str, s: dict[str, Any], out: Path, task: Any, dataset: str, data_path: str | None
+    algorithm: str,
+    s: dict[str, Any],
+    out: Path,
+    task: Any,
+    dataset: str,
+    data_path: str | None,
+    seed: int = 0,
 ) -> tuple[Any, dict[str, Any]]:
     from ampfl.fl.run import build_algorithm, load_checkpoint, run_or_reuse
 
-    config = _config(algorithm, {}, ATTACK_LR[algorithm], s, dataset, data_path, task.num_clients)
+    config = _config(algorithm, {}, ATTACK_LR[algorithm], s, dataset, data_path, task.num_clients, seed)
     folder = out / algorithm
     summary = run_or_reuse(config, folder, task=task, label=f"attack: {algorithm}")
     alg = build_algorithm(config, task)
@@ -342,7 +417,13 @@ def _trained(
 
 
 def attack(
-    out: Path, *, quick: bool = False, dataset: str = "fmnist", data_path: str | None = None
+    out: Path,
+    *,
+    quick: bool = False,
+    dataset: str = "fmnist",
+    data_path: str | None = None,
+    medium: bool = False,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """003 Sec. 3 / Fig. 5: DLG-style reconstruction from smashed data, SplitFed vs PM-SFL (PSNR, SSIM);
     ``dataset`` as :func:`table1` (the victim is client 0, its first training images)."""
@@ -351,8 +432,10 @@ def attack(
 
     if dataset not in DATASETS:
         raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {dataset!r}.")
-    s = QUICK if quick else FULL
-    task = _task(_config("splitfed", {}, 1e-3, s, dataset, data_path), "pm-sfl-attack", quick)
+    s = setting_of(quick=quick, medium=medium)
+    task = _task(
+        _config("splitfed", {}, 1e-3, s, dataset, data_path, seed=seed), "pm-sfl-attack", quick or medium
+    )
     if dataset != "fmnist":
         out = out / dataset
     steps = ATTACK_STEPS
@@ -361,7 +444,7 @@ def attack(
     csv_rows: list[list[Any]] = []
     x = None
     for algorithm, cases in (("splitfed", {"exact": "SplitFed"}), ("pm_sfl", PM_CASES)):
-        alg, summary = _trained(algorithm, s, out, task, dataset, data_path)
+        alg, summary = _trained(algorithm, s, out, task, dataset, data_path, seed)
         x, found = attack_client(alg, 0, images=ATTACK_IMAGES, steps=steps, tv_weight=ATTACK_TV)
         _, with_grad = attack_client(
             alg, 0, images=ATTACK_IMAGES, steps=steps, tv_weight=ATTACK_TV, grad_weight=ATTACK_GRAD_WEIGHT
@@ -377,6 +460,9 @@ def attack(
                     "ssim": r["ssim"],
                     "gradient_matching": r["gradient_matching"],
                     "final_accuracy": summary["final_accuracy"],
+                    "epsilon": summary["epsilon"],
+                    "published": None,
+                    "published_source": ATTACK_PUBLISHED_SOURCE,
                 }
             )
             csv_rows.extend(
@@ -389,13 +475,17 @@ def attack(
         f"the bottom's gradient, weight {ATTACK_GRAD_WEIGHT:g}), {ATTACK_IMAGES}"
         " training images of client 0,"
         f" {DATASETS[dataset][0]}; models after {s['rounds']} rounds."
-        " PM-SFL attacker uses the mask 1[θ > 0.5]." + (" QUICK RUN (--quick)." if quick else "")
+        " PM-SFL attacker uses the mask 1[θ > 0.5]."
+        + (" QUICK RUN (--quick)." if quick else " MEDIUM RUN (--medium)." if medium else "")
+        + f" Seed {seed}."
     )
     png = save_grid(out / "pm_sfl_attack.png", x, recon_rows, note=note)
     csv_path = atomic_write_csv(out / "pm_sfl_attack.csv", ["method", "image", "psnr", "ssim"], csv_rows)
     return {
         "files": [str(png), str(csv_path)],
         "quick": quick,
+        "medium": medium,
+        "seed": seed,
         "dataset": dataset,
         "attack_steps": steps,
         "tv_weight": ATTACK_TV,
