@@ -217,3 +217,25 @@ def test_dong_medium() -> None:
         for eps in d.MEDIUM.epsilons:
             params = d._params(method, d.MEDIUM, eps, d.MEDIUM.learning_rates[0])
             assert params["num_rounds"] == round(d.MEDIUM.epochs / d.MEDIUM.sampling_rate)
+
+
+def test_report_table_prints_mean_std_z_epsilon_and_published() -> None:
+    from ampfl.reproduce._report import table
+
+    rows = aggregate(
+        [
+            [_row("m", acc, learning_rate=lr, published=0.8, published_source="src")]
+            for acc, lr in ((0.70, 0.1), (0.74, 0.1), (0.78, 0.05))
+        ]
+    )
+    text = table(
+        {
+            "results": rows,
+            "timing": [{"wall_seconds": 60.0, "cpu_seconds": 30.0, "load_average_1min": [5.0, 6.0]}],
+        }
+    )
+    line = next(x for x in text.splitlines() if x.startswith("| m |"))
+    assert (
+        "**0.740 ± 0.040**" in line and "| 1.250 |" in line and "0.1, 0.1, 0.05" in line and "0.8000" in line
+    )
+    assert "Published: src." in text and "1 seeds, 1.0 min wall, 0.5 min CPU" in text
