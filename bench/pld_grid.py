@@ -2,9 +2,10 @@
 the copies they replaced: the same numbers, and the time of each caller, before and after.
 
 The two trees are two commits' ``src/`` (``git archive``), run in alternating fresh interpreters (one round
-of every case per run, ``--rounds`` runs each, interleaved old/new/old/new…), so that the machine's load hits
-both alike; the table gives medians, the new/old ratio of the medians and the 1-minute load average. Every
-case's outputs (PMF arrays, ε, δ, noise) are compared bit for bit and the largest relative change printed.
+of every case per run, its time the fastest of three calls; ``--rounds`` runs each, interleaved
+old/new/old/new…), so that the machine's load hits both alike; the table gives medians over the runs, the
+new/old ratio of the medians and the 1-minute load average. Every case's outputs (PMF arrays, ε, δ, noise)
+are compared bit for bit and the largest relative change printed.
 
     .venv/bin/python bench/pld_grid.py --old a80ad46~1 --new a80ad46 --rounds 7
 """
@@ -58,9 +59,9 @@ CASES = {
             reference_epsilon=0.05, value_discretization_interval=H,
         )
     ),
-    "audit split_pld (mixture of 24)": lambda: pld(
+    "audit split_pld h=1e-3 (mixture of 24)": lambda: pld(
         arp.split_pld(participation=0.4, sampling_rate=0.2, local_dataset_size=5, noise_multiplier=1.0,
-                      value_discretization_interval=H)
+                      value_discretization_interval=1e-3)
     ),
     "audit explicit_pair_pld (round_down)": lambda: pld(
         arp.explicit_pair_pld(a=0.5, participation=0.4, sampling_rate=0.2, local_dataset_size=5,
@@ -93,10 +94,13 @@ CASES = {
 }
 times, values = {}, {}
 for name, fn in CASES.items():
-    fn()  # warm (imports, caches)
-    t = time.perf_counter()
-    values[name] = fn()
-    times[name] = time.perf_counter() - t
+    values[name] = fn()  # warm (imports, caches)
+    best = math.inf
+    for _ in range(3):  # the fastest of three in this interpreter; the medians are over interpreters
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    times[name] = best
 pickle.dump((times, values), sys.stdout.buffer)
 """
 
@@ -129,6 +133,10 @@ def _change(a: object, b: object) -> str:
         return "different shape"
     worst = 0.0
     for x, y in zip(fa, fb, strict=True):
+        if isinstance(x, str) or isinstance(y, str):
+            if x != y:
+                return f"{x!r} -> {y!r}"
+            continue
         xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
         if xa.shape != ya.shape:
             return "different shape"

@@ -294,6 +294,10 @@ def test_mixture_complete_sends_the_deficit_to_infinity_and_keeps_symmetry():
     assert out._symmetric
     assert out._pmf_remove._infinity_mass == pytest.approx(0.2)
     assert mixture([(1.0, sym)])._pmf_remove._infinity_mass == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="sum to 1"):
+        mixture([(0.5, sym), (0.4, sym)])  # a sub-probability would understate δ
+    with pytest.raises(ValueError, match="sum to 1"):
+        mixture([(1.5, sym), (-0.5, sym)])
     with pytest.raises(ValueError, match="grid"):
         other = pld_lib.PrivacyLossDistribution(pld_pmf.DensePLDPmf(0.2, 0, np.ones(1), 0.0, True))
         mixture([(0.5, sym), (0.5, other)])

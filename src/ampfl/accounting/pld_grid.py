@@ -22,6 +22,7 @@ Imports numpy alone (dp-accounting's PMF type is imported when one is built), so
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -125,19 +126,23 @@ def tail_cut(probs: np.ndarray, left: float | None, right: float | None) -> tupl
 def mixture(parts: Sequence[tuple[float, Any]], *, complete: bool = False) -> Any:
     """PLD of a public-selector mixture Σ wᵢ·PLDᵢ, both directions (dp-accounting PLDs on one grid).
 
-    Each direction's PMF is Σ wᵢ·PMFᵢ, its mass at +∞ Σ wᵢ·p_∞ᵢ; parts of weight ≤ 0 are left out. The weights
-    should sum to 1 (the caller's: e.g. w and 1 − w). ``complete``: the mass the PMF misses from 1 (dropped
-    tails, round-off) goes to +∞ too (pessimistic PMFs only). Symmetric when every part is.
+    Each direction's PMF is Σ wᵢ·PMFᵢ, its mass at +∞ Σ wᵢ·p_∞ᵢ; parts of weight 0 are left out. The
+    weights are the caller's (e.g. w and 1 − w, as dp-accounting's ``compute_mixture``, whose result this
+    then is, bit for bit) and must sum to 1 within 1e-9 (weights summing to less would understate every δ).
+    ``complete``: the mass the PMF misses from 1 (dropped tails, round-off) goes to +∞ too (pessimistic PMFs
+    only). Symmetric when every part is.
 
     Raises:
-        ValueError: parts on different grids or of different rounding (pessimistic / optimistic).
+        ValueError: a negative weight, weights not summing to 1, parts on different grids or of different
+            rounding (pessimistic / optimistic).
     """
     from dp_accounting.pld import pld_pmf
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-    used = [(float(w), pld) for w, pld in parts if w > 0.0]
-    if not used:
-        raise ValueError("mixture needs at least one part of positive weight.")
+    weights = [float(w) for w, _ in parts]
+    if any(not w >= 0.0 for w in weights) or not abs(math.fsum(weights) - 1.0) <= 1e-9:
+        raise ValueError(f"mixture weights must be non-negative and sum to 1. Found {weights}.")
+    used = [(w, pld) for w, (_, pld) in zip(weights, parts, strict=True) if w > 0.0]
 
     def one(pmfs: list[tuple[float, Any]]) -> pld_pmf.DensePLDPmf:
         dense = [(w, p.to_dense_pmf()) for w, p in pmfs]
