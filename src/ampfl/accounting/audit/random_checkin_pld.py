@@ -48,6 +48,7 @@ from scipy import special, stats
 from ampfl.accounting._checks import check_int, check_positive, check_probability, check_range
 from ampfl.accounting.audit._mixture_integral import FloatArray
 from ampfl.accounting.pld_grid import mixture, round_down
+from ampfl.accounting.random_checkin.count_split import merge_upwards
 from ampfl.accounting.random_checkin.pld_pairs import refined_pld, refined_weights
 
 __all__ = [
@@ -377,23 +378,6 @@ def split_components(
     return out
 
 
-def _merge_upwards(comps: list[tuple[float, float]], limit: int) -> list[tuple[float, float]]:
-    """Merge (weight, rate) components into their next larger rate (sound: rounding up), cheapest first,
-    until at most ``limit`` remain."""
-    items = sorted(comps, key=lambda c: c[1])
-    merged: list[tuple[float, float]] = []
-    for weight, rate in items:  # equal rates first
-        if merged and merged[-1][1] == rate:
-            merged[-1] = (merged[-1][0] + weight, rate)
-        else:
-            merged.append((weight, rate))
-    while len(merged) > max(1, limit):  # cheapest first: weight × rate increase (δ is ~linear in r)
-        k = min(range(len(merged) - 1), key=lambda i: merged[i][0] * (merged[i + 1][1] - merged[i][1]))
-        weight = merged.pop(k)[0]
-        merged[k] = (merged[k][0] + weight, merged[k][1])
-    return merged
-
-
 def split_pld(
     *,
     participation: float,
@@ -421,7 +405,8 @@ def split_pld(
     frac = check_range("split", split, 1e-3, 1.0 - 1e-3)
     h = check_positive("value_discretization_interval", value_discretization_interval)
     z1, z2 = frac * z, z * math.sqrt(1.0 - frac * frac)
-    merged = _merge_upwards(split_components(p, q, d, z1, logit_step), max_components)
+    comps = [(w, rate, z2) for w, rate in split_components(p, q, d, z1, logit_step)]
+    merged = [(w, rate) for w, rate, _ in merge_upwards(comps, max_components)]
     total = sum(w for w, _ in merged)
     parts = [
         (

@@ -54,6 +54,7 @@ __all__ = [
     "count_split_pld",
     "count_splits",
     "directional_deltas",
+    "merge_upwards",
     "mixture_delta",
     "mixture_pld",
 ]
@@ -248,8 +249,9 @@ def count_splits(p: float, q: float, d: int, z: float, reference_epsilon: float)
     return out
 
 
-def _merge_upwards(comps: list[Component], limit: int) -> list[Component]:
-    """Per std, merge components into the next larger rate (sound), cheapest first, to ``limit`` each."""
+def merge_upwards(comps: list[Component], limit: int) -> list[Component]:
+    """Per std, merge components into the next larger rate (sound: a rate rounded up is a garbling order),
+    cheapest first (weight × rate increase; δ is about linear in r), to at most ``limit`` per std."""
     out: list[Component] = []
     for std in sorted({c[2] for c in comps}):
         items = sorted((c for c in comps if c[2] == std), key=lambda c: c[1])
@@ -293,7 +295,7 @@ def count_split_components(
     group = w0 + idle
     if group > 0.0:
         comps.append((group, min(q, p * w0 * q / group), z))
-    return _merge_upwards(comps, max_components)
+    return merge_upwards(comps, max_components)
 
 
 def count_split_pld(
