@@ -24,7 +24,7 @@ amplification against no splitting. Here, scaled to this machine (docs/partition
 - every method runs the same learning-rate grid and is reported at its best final accuracy (the grid search
   is not accounted, as in 002).
 - scales: ``FULL``, ``QUICK`` (``--quick``) and ``MEDIUM`` (``--medium``, several seeds: the quick
-  fine-tuning set and grid, a larger pre-training and test set, both ε = 2 and 002's ε = 8). ``seed`` seeds
+  fine-tuning set and grid, a larger pre-training and test set, 002's ε = 8 instead of 2). ``seed`` seeds
   the pre-training and the DP fine-tuning; the two halves of the data are the same for every seed.
 """
 
@@ -84,7 +84,7 @@ MEDIUM = Setting(
     test_examples=4000,
     sampling_rate=0.005,
     epochs=2,
-    epsilons=(2.0, 8.0),
+    epsilons=(8.0,),
     learning_rates=(0.05, 0.1),
 )
 #: 002 Table 1 (ResNet-101, CIFAR-10, ε = 8): validation accuracy per method (relaxation = standard).

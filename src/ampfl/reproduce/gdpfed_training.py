@@ -18,7 +18,7 @@ groups (top-κ after the noise keeps more than a κ share of the noise, docs/pla
 DP-FedAvg the noise of its one sum, re-drawn from the run's own noise generator, against d z² C².
 ``quick=True`` (``ampfl reproduce gdpfed-table2 --quick``): digits and a Fashion-MNIST subset, fewer rounds
 and the quick grid (a few minutes on 2 cores). ``medium=True`` (``--medium``, several seeds): digits at the
-full setting, Fashion-MNIST with the quick subset of clients and 60 rounds, Shakespeare with the quick GRU
+full setting, Fashion-MNIST with the quick subset of clients and 40 rounds, Shakespeare with the quick GRU
 at the full participation q = 0.05 for 10 rounds; the quick grid for every method (``medium_*`` keys of
 ``SETTINGS``). ``seed``: the runs' seed (partition, initialisation, sampling, noise). Finished runs of the
 same configuration are reused.
@@ -68,7 +68,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "model": "mlp",
         "options": {"hidden": [32]},
         "quick_clients": 1200,
-        "medium_rounds": 60,
+        "medium_rounds": 40,
         "medium_clients": 1200,
     },
     # natural partition (one client per role, ampfl.fl.data.shakespeare); slow on CPU: its own figure
