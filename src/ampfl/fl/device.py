@@ -113,16 +113,15 @@ def on_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
     """``tensor`` on ``device``: itself when it is there already, else one resident copy per host tensor
     (made on first use and again only if the host tensor changed in place), so a run's data crosses to the
     device once."""
-    if tensor.device.type == "cpu" and device == "cpu":
-        return tensor
     if str(tensor.device) == device:
         return tensor
     key = (id(tensor), device)
     held = _RESIDENT.get(key)
     if held is not None and held[0]() is tensor and held[1] == tensor._version:
         return held[2]
+    for stale in [k for k, (ref, _, _) in _RESIDENT.items() if ref() is None or k == key]:
+        del _RESIDENT[stale]  # host tensor gone (an earlier run's data) or changed: free its copy
     copy = tensor.to(device)
-    _RESIDENT.pop(key, None)
     while len(_RESIDENT) >= _MAX_RESIDENT:
         _RESIDENT.pop(next(iter(_RESIDENT)))
     _RESIDENT[key] = (weakref.ref(tensor), tensor._version, copy)

@@ -105,11 +105,11 @@ class Engine:
     def __init__(self, options: EngineOptions | None = None) -> None:
         options = options or EngineOptions()
         self.device = resolve_device(options.device)
+        if self.device != "cpu":
+            use_deterministic_cuda()  # before the first cuBLAS call reads its workspace setting
         cap = options.memory_cap_mb
         self.memory_cap_mb = float(cap) if cap is not None else default_memory_cap_mb(self.device)
         self.options = replace(options, device=self.device, memory_cap_mb=self.memory_cap_mb)
-        if self.device != "cpu":
-            use_deterministic_cuda()
 
     def _moves(self, home: torch.device) -> bool:
         """Whether tensors on ``home`` must move to the engine's device."""

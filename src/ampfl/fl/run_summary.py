@@ -145,8 +145,7 @@ def build_summary(
     budgets = algorithm.group_budgets()
     content: dict[str, Any] = {
         "engine": engine,
-        # where the clients' work ran (the resolved [engine] device; null for an engine that is not ampfl's)
-        "device": getattr(algorithm.engine, "device", None),
+        "device": algorithm.compute_device(),  # where the clients' work ran (the resolved [engine] device)
         "secure_aggregation": secure_aggregation,
         "algorithm": config.algorithm.name,
         "dataset": config.dataset.name,

@@ -150,6 +150,10 @@ class Algorithm(ABC):
         state = self.seed_sequence(round_index, role).generate_state(2, dtype=np.uint32)
         return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
 
+    def compute_device(self) -> str | None:
+        """Where the clients' work runs (``summary.json``'s ``device``): the engine's resolved device."""
+        return getattr(self.engine, "device", None)
+
     # -- the interface --------------------------------------------------------------------------------
     @abstractmethod
     def run_round(self, round_index: int) -> dict[str, float]:

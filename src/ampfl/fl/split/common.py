@@ -320,6 +320,10 @@ class SplitAlgorithm(Algorithm):
         out.update(accuracy=float(local.mean()), local_accuracy_std=float(local.std(unbiased=False)))
         return out
 
+    def compute_device(self) -> str | None:
+        """The CPU: split training runs its own loops, not through the engine (``[engine] device`` unused)."""
+        return "cpu"
+
     # -- state ----------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return {
