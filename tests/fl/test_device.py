@@ -123,6 +123,28 @@ def test_cli_refuses_a_device_in_one_line(tmp_path, run_cli, monkeypatch, device
     assert not (out / "config.json").exists()
 
 
+def test_demo_refuses_a_device_in_one_line(tmp_path, run_cli, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for flag in ("gpu", "cuda:0"):
+        code, _, err = run_cli(
+            ["demo", "--quick", "--no-progress", "--out", str(tmp_path / "d"), "--device", flag]
+        )
+        assert code == 2 and err.startswith("ampfl: error: --device: ") and err.count("\n") == 1
+    assert not (tmp_path / "d").exists()
+
+
+def test_resume_may_change_the_device(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    config = parse_config({**TINY, "engine": {"device": "cpu"}})
+    whole = run_experiment(config, tmp_path / "whole", progress=False, plots=False)
+    run_experiment(config, tmp_path / "split", progress=False, plots=False, stop_after=1)
+    resumed = run_experiment(
+        with_device(config, "auto"), tmp_path / "split", progress=False, plots=False, resume=True
+    )
+    assert resumed["device"] == whole["device"] == "cpu"
+    assert _released_and_diagnostics(tmp_path / "split") == _released_and_diagnostics(tmp_path / "whole")
+
+
 def test_cli_device_flag_overrides_the_config(tmp_path, cli_json):
     config = _toml(tmp_path / "c.toml", "cuda:7")  # would fail: the flag wins
     summary = cli_json(["run", str(config), "--out", str(tmp_path / "r"), "--no-progress", "--device", "cpu"])
