@@ -94,6 +94,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     keys = (
         "algorithm",
         "dataset",
+        "device",
         "rounds",
         "rounds_completed",
         "stopped",
