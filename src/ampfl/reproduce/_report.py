@@ -19,7 +19,7 @@ from typing import Any
 def _num(value: float, digits: int = 3) -> str:
     if math.isinf(value):
         return "∞"
-    return f"{value:.{digits}g}" if abs(value) >= 10 else f"{value:.{digits}f}"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.{digits}f}"
 
 
 def cell(stat: Any, digits: int = 3) -> str:
