@@ -37,8 +37,10 @@ def table(result: dict[str, Any]) -> str:
     """One markdown table of a multi-seed result."""
     rows = result["results"]
     attack = any("psnr" in r for r in rows)
+    personal = any(r.get("personal_accuracy_mean") for r in rows)
     head = ["method", "seeds"]
     head += ["PSNR (dB)", "SSIM", "model accuracy"] if attack else ["accuracy (mean ± std)"]
+    head += ["personal models' accuracy"] if personal else []
     head += ["z", "ε", "η per seed", "published"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -51,7 +53,7 @@ def table(result: dict[str, Any]) -> str:
             [cell(r.get("psnr"), 2), cell(r.get("ssim")), cell(r.get("final_accuracy"))]
             if attack
             else [f"**{cell(r.get('final_accuracy'))}**"]
-        )
+        ) + ([cell(r.get("personal_accuracy_mean"))] if personal else [])
         lr = r.get("learning_rate")
         etas = ", ".join(f"{v:g}" for v in lr["values"]) if lr else "—"
         published = r.get("published")
