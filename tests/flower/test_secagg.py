@@ -227,15 +227,33 @@ def test_a_sum_the_clients_did_not_noise_is_never_released(monkeypatch: pytest.M
     [
         ("paillier", "dp_dsgd_rp", 3, "--secure-aggregation"),
         ("secaggplus", "fedavg", 3, "algorithm.name"),
+        ("secaggplus", "local_only", 3, "algorithm.name"),
         ("secaggplus", "dp_dsgd_rp", 2, "partition.num_clients"),
-        ("secaggplus", "dp_fedavg", 3, "algorithm.client_sampling"),
     ],
 )
 def test_secure_aggregation_refusals(name: str, algorithm: str, clients: int, key: str) -> None:
-    sampling = "fixed" if algorithm == "dp_fedavg" else None
     with pytest.raises(ValueError, match=key):
-        check_secure_aggregation(name, algorithm, clients, sampling)
-    check_secure_aggregation("none", algorithm, clients, sampling)
+        check_secure_aggregation(name, algorithm, clients)
+    check_secure_aggregation("none", algorithm, clients)
+
+
+def test_which_algorithms_deploy_is_said_by_their_classes() -> None:
+    """The lists come from the algorithms (``deploys``, ``noise_shares``, ``noised_on_client``), and each
+    algorithm refuses its own settings (DP-FedAvg: Poisson sampling under SecAgg+, central noise)."""
+    from ampfl.flower.common import check_deployable, deployable
+    from ampfl.flower.secagg import secure_algorithms
+
+    assert set(deployable()) == {"fedavg", "dp_fedavg", "dp_dsgd_rp", "ms_pafl"}
+    assert set(secure_algorithms()) == {"dp_fedavg", "dp_dsgd_rp", "ms_pafl"}
+    text = CONFIG.format(name="dp_fedavg", extra="cohort_size = 3")
+    fixed = parse_config(tomllib.loads(text))
+    check_deployable(fixed)  # fixed-size cohort, central noise: fine without SecAgg+
+    with pytest.raises(ValueError, match=r"algorithm\.client_sampling"):
+        check_deployable(fixed, "secaggplus")
+    check_deployable(_config("dp_fedavg"), "secaggplus")  # type: ignore[arg-type]  # Poisson: own coins
+    shares = parse_config(tomllib.loads(text.replace("cohort_size = 3", 'noise_placement = "distributed"')))
+    with pytest.raises(ValueError, match=r"algorithm\.noise_placement"):
+        check_deployable(shares)
 
 
 def test_cli_says_the_server_is_not_covered_without_secaggplus(

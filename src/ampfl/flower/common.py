@@ -7,7 +7,7 @@ the ServerApp writes metrics, ledger and summary). Both apps rebuild the simulat
 (:func:`algorithm_from_run_config`): the server for its aggregation, noise and privacy events, each client for
 its local training on its own partition (``partition-id`` of the node config), so the math is the simulator's.
 
-Supported algorithms: :data:`DEPLOYABLE`.
+Supported algorithms: :func:`deployable` (each algorithm's class says whether it deploys).
 """
 
 from __future__ import annotations
@@ -20,10 +20,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.config import RunConfig
-
-#: The ``[algorithm] name`` values ``ampfl deploy`` runs (DP-FedAvg: central noise, or the clients' noise
-#: shares under ``--secure-aggregation secaggplus``).
-DEPLOYABLE = ("fedavg", "dp_fedavg", "dp_dsgd_rp", "ms_pafl")
 
 #: Keys of the app's run config.
 CONFIG_KEY = "ampfl-config"
@@ -55,19 +51,30 @@ def decode_config(text: str) -> RunConfig:
     return parse_config(decode_raw(text))
 
 
-def check_deployable(config: RunConfig) -> None:
-    """ValueError (one line naming the key) for a configuration ``ampfl deploy`` cannot run."""
+def deployable() -> tuple[str, ...]:
+    """The ``[algorithm] name`` values ``ampfl deploy`` runs: the algorithms whose class says it deploys
+    (:attr:`~ampfl.fl.algorithms.base.Algorithm.deploys`; DP-FedAvg: central noise, or the clients' noise
+    shares under ``--secure-aggregation secaggplus``)."""
+    from ampfl.fl.algorithms import ALGORITHMS
+
+    return tuple(name for name, cls in ALGORITHMS.items() if cls.deploys)
+
+
+def check_deployable(config: RunConfig, secure_aggregation: str = "none") -> None:
+    """ValueError (one line naming the key) for a configuration ``ampfl deploy`` cannot run (the algorithm's
+    own :meth:`~ampfl.fl.algorithms.base.Algorithm.deploy_problem` included)."""
+    from ampfl.fl.algorithms import ALGORITHMS
+
     name = config.algorithm.name
-    if name not in DEPLOYABLE:
+    cls = ALGORITHMS.get(name)
+    if cls is None or not cls.deploys:
         raise ValueError(
-            f"algorithm.name: ampfl deploy runs {', '.join(DEPLOYABLE)} (the simulator runs the others). "
+            f"algorithm.name: ampfl deploy runs {', '.join(deployable())} (the simulator runs the others). "
             f"Found {name!r}."
         )
-    if getattr(config.algorithm.params, "noise_placement", "central") != "central":
-        raise ValueError(
-            "algorithm.noise_placement: ampfl deploy supports 'central' only "
-            "(for noise shares added by the clients use --secure-aggregation secaggplus)."
-        )
+    problem = cls.deploy_problem(config.algorithm.params, secure_aggregation=secure_aggregation != "none")
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def algorithm_from_config(config: RunConfig) -> Algorithm:

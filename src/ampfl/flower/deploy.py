@@ -171,11 +171,13 @@ def server_notice(config: RunConfig, secure_aggregation: str) -> str | None:
     """The one line ``ampfl deploy`` prints at start about what the server sees (None under SecAgg+)."""
     if secure_aggregation != "none":
         return None
+    from ampfl.fl.algorithms import ALGORITHMS
+
     name = config.algorithm.name
-    if name == "ms_pafl":
+    if ALGORITHMS[name].noised_on_client:
         return (
             "ampfl deploy: without --secure-aggregation secaggplus the server sees every client's noised "
-            "public part and who checked in; ms_pafl's client-side noise still covers the server "
+            f"public part and who checked in; {name}'s client-side noise still covers the server "
             "(docs/threat_model.md)."
         )
     return (
@@ -223,16 +225,10 @@ def deploy(
     """
     from ampfl.fl.config import config_to_dict
     from ampfl.fl.run import CONFIG_JSON, METRICS, SUMMARY
-
-    check_deployable(config)
     from ampfl.flower.secagg import check_secure_aggregation
 
-    check_secure_aggregation(
-        secure_aggregation,
-        config.algorithm.name,
-        config.partition.num_clients,
-        getattr(config.algorithm.params, "client_sampling", None),
-    )
+    check_secure_aggregation(secure_aggregation, config.algorithm.name, config.partition.num_clients)
+    check_deployable(config, secure_aggregation)
     validate_run(config)
     if superlink is None:  # a fixed-size cohort asks cohort_size nodes a round; the other samplers every node
         params = config.algorithm.params

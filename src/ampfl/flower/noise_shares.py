@@ -54,9 +54,6 @@ if TYPE_CHECKING:
 
 Events = Sequence[tuple["PrivacyEvent", int]]
 
-#: Algorithms whose nodes add noise shares under SecAgg+ (their round protocol's ``gaussian_shares``; named
-#: here for the checks ``ampfl deploy`` makes on the config before any algorithm is built).
-NOISE_SHARE_ALGORITHMS = ("dp_dsgd_rp", "dp_fedavg")
 #: Standard deviations of a noise share the encoding range covers.
 TAIL = 10.0
 #: Probability that one entry of one node's vector is clipped by SecAgg+ (a noise share beyond TAIL σ/√n).

@@ -54,12 +54,7 @@ from flwr.server.strategy import Strategy
 
 from ampfl.flower.client_app import _partition, client_algorithm, client_message, query
 from ampfl.flower.common import CONFIG_KEY, decode_raw
-from ampfl.flower.noise_shares import (
-    NOISE_SHARE_ALGORITHMS,
-    RECONSTRUCTION_THRESHOLD,
-    encoding_range,
-    noise_share,
-)
+from ampfl.flower.noise_shares import RECONSTRUCTION_THRESHOLD, encoding_range, noise_share
 
 if TYPE_CHECKING:
     import torch
@@ -72,8 +67,6 @@ if TYPE_CHECKING:
 
 #: ``ampfl deploy --secure-aggregation`` values.
 SECURE_AGGREGATION = ("none", "secaggplus")
-#: Algorithms deployable with SecAgg+.
-SECAGG_ALGORITHMS = (*NOISE_SHARE_ALGORITHMS, "ms_pafl")
 #: Fewest clients SecAgg+ runs with (with two, the sum and one's own vector reveal the other's).
 MIN_CLIENTS = 3
 #: Most clients: N · 2^22 quantisation levels must stay below the 2^32 modulus.
@@ -86,24 +79,28 @@ app = ClientApp(mods=[secaggplus_mod])
 app.query()(query)
 
 
-def check_secure_aggregation(
-    name: str, algorithm: str, num_clients: int, client_sampling: str | None = None
-) -> None:
-    """ValueError (one line naming the setting) for a secure aggregation deploy cannot run."""
+def secure_algorithms() -> tuple[str, ...]:
+    """The algorithms deployable with SecAgg+: those whose clients add noise shares or noise their own
+    messages (:attr:`~ampfl.fl.algorithms.base.Algorithm.noise_shares`, ``noised_on_client``)."""
+    from ampfl.fl.algorithms import ALGORITHMS
+
+    return tuple(
+        name for name, cls in ALGORITHMS.items() if cls.deploys and (cls.noise_shares or cls.noised_on_client)
+    )
+
+
+def check_secure_aggregation(name: str, algorithm: str, num_clients: int) -> None:
+    """ValueError (one line naming the setting) for a secure aggregation deploy cannot run (the algorithm's
+    own settings: :func:`ampfl.flower.common.check_deployable`)."""
     if name not in SECURE_AGGREGATION:
         raise ValueError(f"--secure-aggregation must be one of {list(SECURE_AGGREGATION)}. Found {name!r}.")
     if name == "none":
         return
-    if algorithm not in SECAGG_ALGORITHMS:
+    supported = secure_algorithms()
+    if algorithm not in supported:
         raise ValueError(
-            f"algorithm.name: --secure-aggregation {name} supports {', '.join(SECAGG_ALGORITHMS)}. "
+            f"algorithm.name: --secure-aggregation {name} supports {', '.join(supported)}. "
             f"Found {algorithm!r}."
-        )
-    if algorithm == "dp_fedavg" and client_sampling != "poisson":
-        raise ValueError(
-            f"algorithm.client_sampling: --secure-aggregation {name} runs dp_fedavg with 'poisson' sampling "
-            "only (each node flips its own coin, hidden from the server). "
-            f"Found {client_sampling!r}."
         )
     if not MIN_CLIENTS <= num_clients <= MAX_CLIENTS:
         raise ValueError(

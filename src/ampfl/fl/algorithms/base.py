@@ -95,6 +95,13 @@ class Algorithm(ABC):
     released_metrics: ClassVar[tuple[str, ...]] = ("accuracy",)
     privacy_unit: str | None = None
     neighboring_relation: NeighboringRelation = NeighboringRelation.ADD_OR_REMOVE_ONE
+    #: ``ampfl deploy`` runs it (its :meth:`round_protocol` splits a round into a client and a server half).
+    deploys: ClassVar[bool] = False
+    #: Its Gaussian noise may be added by the clients, each a share, before a secure sum (the round
+    #: protocol's ``gaussian_shares``): ``ampfl deploy --secure-aggregation secaggplus`` runs it so.
+    noise_shares: ClassVar[bool] = False
+    #: Each client noises its own message in full (MS-PAFL): a secure sum of the messages is noised already.
+    noised_on_client: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -202,6 +209,12 @@ class Algorithm(ABC):
         raise ValueError(
             f"algorithm.name: {self.name} runs on the simulator only (its round has no client/server split)."
         )
+
+    @classmethod
+    def deploy_problem(cls, params: BaseModel, *, secure_aggregation: bool) -> str | None:
+        """One line naming the setting of ``params`` with which ``ampfl deploy`` cannot run this algorithm
+        (``secure_aggregation``: under SecAgg+), or None. Default: none beyond :attr:`deploys`."""
+        return None
 
     def retire_groups(self, groups: list[int]) -> None:
         """Stop sampling ``groups`` (their next round would exceed their budget); default: nothing to do."""

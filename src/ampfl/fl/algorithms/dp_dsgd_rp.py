@@ -238,8 +238,9 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
         self.global_params = self.global_params - self.p.learning_rate * self.velocity
 
     # -- the round protocol (ampfl.fl.algorithms.round_protocol) ---------------------------------------
+    deploys: ClassVar[bool] = True
     sum_reveals_count: ClassVar[bool] = False
-    noised_on_client: ClassVar[bool] = False
+    noise_shares: ClassVar[bool] = True
 
     def round_protocol(self) -> RoundProtocol:
         return self

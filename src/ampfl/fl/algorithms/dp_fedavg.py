@@ -186,11 +186,30 @@ class DPFedAvg(FederatedAlgorithm):
         return self.global_params + self.p.server_learning_rate * noised / self.normaliser
 
     # -- the round protocol (ampfl.fl.algorithms.round_protocol) ---------------------------------------
+    deploys: ClassVar[bool] = True
     sum_reveals_count: ClassVar[bool] = False
-    noised_on_client: ClassVar[bool] = False
+    noise_shares: ClassVar[bool] = True
 
     def round_protocol(self) -> RoundProtocol:
         return self
+
+    @classmethod
+    def deploy_problem(cls, params: BaseModel, *, secure_aggregation: bool) -> str | None:
+        """Deployed noise is central (the server's) or, under SecAgg+, the clients' shares with Poisson
+        sampling by each client's own coin."""
+        placement = getattr(params, "noise_placement", "central")
+        if placement != "central":
+            return (
+                "algorithm.noise_placement: ampfl deploy supports 'central' only "
+                "(for noise shares added by the clients use --secure-aggregation secaggplus)."
+            )
+        sampling = getattr(params, "client_sampling", None)
+        if secure_aggregation and sampling != "poisson":
+            return (
+                "algorithm.client_sampling: --secure-aggregation secaggplus runs dp_fedavg with 'poisson' "
+                f"sampling only (each node flips its own coin, hidden from the server). Found {sampling!r}."
+            )
+        return None
 
     def own_coin(self, client: int, *, noise_shares: bool) -> float | None:
         """Under noise shares (Poisson sampling) each client flips its own coin Bern(q), hidden from the

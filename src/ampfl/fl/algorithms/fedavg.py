@@ -70,8 +70,8 @@ class FedAvg(FederatedAlgorithm):
         return {"participants": float(len(clients)), "train_loss": float(result.loss.mean())}
 
     # -- the round protocol (ampfl.fl.algorithms.round_protocol) ---------------------------------------
+    deploys: ClassVar[bool] = True
     sum_reveals_count: ClassVar[bool] = False
-    noised_on_client: ClassVar[bool] = False
 
     def round_protocol(self) -> RoundProtocol:
         return self

@@ -247,6 +247,7 @@ class MSPAFL(FederatedAlgorithm):
 
     # -- the round protocol (ampfl.fl.algorithms.round_protocol) ---------------------------------------
     #: Eq. (13) divides by |X^t|; the analysis holds with participation public to the server.
+    deploys: ClassVar[bool] = True
     sum_reveals_count: ClassVar[bool] = True
     #: Each client adds its own Gaussian noise to its public part (Eq. 12).
     noised_on_client: ClassVar[bool] = True

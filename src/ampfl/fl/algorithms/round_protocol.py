@@ -84,6 +84,8 @@ class RoundProtocol(Protocol):
     #: Whether the server learns the number of contributing clients from a secure sum (MS-PAFL: its
     #: Eq. (13) divides by it, and its analysis holds with participation public to the server).
     sum_reveals_count: ClassVar[bool]
+    #: Whether the clients may add the Gaussian noise as shares (:meth:`gaussian_shares` is not None).
+    noise_shares: ClassVar[bool]
     #: Whether each client noises its own message in full (MS-PAFL, Eq. 12): a sum of messages is then
     #: noised whoever sums it, and the server's ``aggregate`` adds nothing.
     noised_on_client: ClassVar[bool]
