@@ -213,6 +213,33 @@ def test_device_path_gives_the_same_numbers(monkeypatch, model, average):
         assert a.device == b.device and torch.equal(a, b)
 
 
+@pytest.mark.parametrize(("model", "average"), [("logreg", False), ("cnn", True)])
+def test_a_chunk_out_of_memory_runs_again_in_halves(monkeypatch, model, average):
+    fm, start, x, y, batches = _problem(model)
+    want = Engine(EngineOptions(chunk_size=7)).local_sgd(
+        fm, start, x, y, batches, learning_rate=0.1, average=average
+    )
+    real, sizes = Engine._local_sgd_chunk, []
+
+    def tight(self, model, out, params, *rest):  # type: ignore[no-untyped-def]
+        sizes.append(params.shape[0])
+        done = real(self, model, out, params, *rest)  # then fails: what it wrote must not count
+        if params.shape[0] > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return done
+
+    monkeypatch.setattr(Engine, "_moves", lambda self, home: True)
+    monkeypatch.setattr(Engine, "_local_sgd_chunk", tight)
+    got = Engine(EngineOptions(chunk_size=7)).local_sgd(
+        fm, start, x, y, batches, learning_rate=0.1, average=average
+    )
+    assert sizes[:3] == [7, 3, 1] and max(sizes[3:]) <= 2 and sum(s for s in sizes if s <= 2) == 7
+    assert torch.allclose(got.params, want.params, rtol=0, atol=1e-6) and torch.allclose(got.loss, want.loss)
+    monkeypatch.setattr(Engine, "_moves", lambda self, home: False)  # on the CPU: no retry
+    with pytest.raises(torch.OutOfMemoryError):
+        Engine(EngineOptions(chunk_size=7)).local_sgd(fm, start, x, y, batches, learning_rate=0.1)
+
+
 def test_resident_copies_and_model_twins():
     x = torch.arange(6.0)
     first = on_device(x, "meta")

@@ -20,9 +20,11 @@ from __future__ import annotations
 import os
 import re
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
     from ampfl.fl.functional_model import FunctionalModel
@@ -142,3 +144,16 @@ def model_on(model: FunctionalModel, device: str) -> FunctionalModel:
         twin.module = copy.deepcopy(model.module).to(device)
         twins[device] = twin
     return twins[device]
+
+
+def hook_at(
+    hook: Callable[[int, np.ndarray, torch.Tensor], torch.Tensor], home: torch.device, device: str
+) -> Callable[[int, np.ndarray, torch.Tensor], torch.Tensor]:
+    """An engine gradient hook called with the gradients on ``home`` (where its own tensors, masks and noise
+    live) and its result moved back to ``device``: the same numbers as on ``home``, two copies of ``[k, d]``
+    per local step."""
+
+    def moved(step: int, ids: np.ndarray, grads: torch.Tensor) -> torch.Tensor:
+        return hook(step, ids, grads.to(home)).to(device)
+
+    return moved

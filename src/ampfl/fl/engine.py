@@ -7,7 +7,8 @@ is a ``[K, d]`` tensor of flat parameter vectors (see :mod:`ampfl.fl.params`); t
 Pipeline of :meth:`Engine.local_sgd` (one call per round):
 
 1. split the cohort into chunks of at most ``chunk_size`` clients (from ``EngineOptions.memory_cap_mb``
-   when not given) — every client's result is independent of the chunking;
+   when not given) — every client's result is independent of the chunking (on a CUDA device a chunk that
+   runs out of memory is run again in halves);
 2. per chunk, gather the examples of all Q steps, then for r = 1..Q:
    g_i = Σ_j w_ij ∇(ℓ(w_i; x_ij, y_ij) + R(w_i)) for all clients at once (the forward pass is ``vmap``-ed
    over clients — or, when the model has ``forward_stacked`` (the CNN), computed by it directly — and
@@ -24,11 +25,9 @@ Pipeline of :meth:`Engine.local_sgd` (one call per round):
 Python loop over clients and steps with plain autograd (and a loop over examples for per-sample clipping); it
 gives the same numbers up to float rounding (tested to 1e-5).
 
-``EngineOptions(device=...)`` (``[engine] device``, :mod:`ampfl.fl.device`): the engine computes there — the
-data (one resident copy), the model's module, the broadcast start and each chunk's ``[k, d]`` stacks — and
-gives its results back on the caller's device (the device of ``start``/``params``), so the algorithms' server
-steps and their privacy randomness stay where they were. On the CPU nothing moves: the same operations as
-before the setting existed, bit for bit.
+``EngineOptions(device=...)`` (:mod:`ampfl.fl.device`): data, model and each chunk's stacks live there; the
+results come back on the caller's device (that of ``start``/``params``), where the server steps and their
+privacy randomness stay. On the CPU nothing moves: the operations of before the setting, bit for bit.
 """
 
 from __future__ import annotations
@@ -41,7 +40,14 @@ import numpy as np
 import torch
 from torch.func import vmap
 
-from ampfl.fl.device import default_memory_cap_mb, model_on, on_device, resolve_device, use_deterministic_cuda
+from ampfl.fl.device import (
+    default_memory_cap_mb,
+    hook_at,
+    model_on,
+    on_device,
+    resolve_device,
+    use_deterministic_cuda,
+)
 from ampfl.fl.engine_sequential import autograd_step, local_sgd_sequential, one_model_counts
 from ampfl.fl.functional_model import FunctionalModel
 from ampfl.fl.low_rank import low_rank_local_sgd
@@ -207,27 +213,39 @@ class Engine:
             shared = k > 0 and start.stride(0) == 0  # one broadcast model: moved once, kept shared
             start = start[0].to(self.device).expand(k, -1) if shared else start.to(self.device)
             batches, weights = batches.to(self.device), weights.to(self.device)
-            grad_hook = None if grad_hook is None else _hook_at(grad_hook, home, self.device)
+            grad_hook = None if grad_hook is None else hook_at(grad_hook, home, self.device)
             work = out.to(self.device) if average else out
-        losses = []
-        for lo in range(0, k, size):
+        losses, lo = [], 0
+        while lo < k:
             sl = slice(lo, min(k, lo + size))
             dest = work if average else out[sl] if not moved else start.new_empty(sl.stop - lo, model.dim)
-            l_ = run(
-                model,
-                dest,
-                start[sl],
-                _rows(x, batches[sl]),
-                _rows(y, batches[sl]),
-                weights[sl] if weights.dtype == start.dtype else weights[sl].to(start.dtype),
-                learning_rate,
-                per_sample_clip,
-                ids[sl],
-                grad_hook,
-            )
+            kept = work.clone() if moved and average else None
+            try:
+                l_ = run(
+                    model,
+                    dest,
+                    start[sl],
+                    _rows(x, batches[sl]),
+                    _rows(y, batches[sl]),
+                    weights[sl] if weights.dtype == start.dtype else weights[sl].to(start.dtype),
+                    learning_rate,
+                    per_sample_clip,
+                    ids[sl],
+                    grad_hook,
+                )
+            except torch.OutOfMemoryError:
+                if not moved or size == 1:
+                    raise
+                size = max(1, size // 2)  # the estimate was short: the chunk again, halved
+                del dest  # (its buffer, before the cache is emptied)
+                if kept is not None:
+                    work.copy_(kept)
+                torch.cuda.empty_cache()
+                continue
             if moved and not average:
                 out[sl].copy_(dest)
             losses.append(l_)
+            lo = sl.stop
         if moved and average:
             out.copy_(work)
         loss = torch.cat(losses).to(home) if losses else out.new_zeros(0)
@@ -482,20 +500,7 @@ class Engine:
         return correct.to(home), counted.to(home)
 
 
-def _hook_at(hook: GradHook, home: torch.device, device: str) -> GradHook:
-    """``hook`` called with the gradients on ``home`` (where its own tensors, masks and noise live) and its
-    result moved back to ``device``: the same numbers as on ``home``, two copies of ``[k, d]`` per step."""
-
-    def moved(step: int, ids: np.ndarray, grads: torch.Tensor) -> torch.Tensor:
-        return hook(step, ids, grads.to(home)).to(device)
-
-    return moved
-
-
 def _rows(data: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``data[index]`` for an index tensor of any shape: the same copy as advanced indexing, by
     ``index_select`` on the flattened index (about 3× faster on CPU for small rows, issue 17)."""
     return data.index_select(0, index.reshape(-1)).reshape(*index.shape, *data.shape[1:])
-
-
-__all__ = ["Engine", "EngineOptions", "FunctionalModel", "GradHook", "LocalResult"]
