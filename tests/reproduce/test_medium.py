@@ -39,6 +39,8 @@ def test_every_training_figure_has_a_medium_setting() -> None:
         (["reproduce", "ms-pafl-fig2", "--seeds", "two"], "--seeds"),
         (["reproduce", "dong-fig1", "--medium"], "--medium"),
         (["reproduce", "dong-fig1", "--seeds", "2"], "--seeds"),
+        (["reproduce", "dong-fig1", "--device", "cpu"], "--device"),
+        (["reproduce", "ms-pafl-fig2", "--medium", "--device", "gpu"], "--device"),
     ],
 )
 def test_bad_medium_flags_exit_2_with_one_line(
@@ -239,3 +241,23 @@ def test_report_table_prints_mean_std_z_epsilon_and_published() -> None:
         "**0.740 ± 0.040**" in line and "| 1.250 |" in line and "0.1, 0.1, 0.05" in line and "0.8000" in line
     )
     assert "Published: src." in text and "1 seeds, 1.0 min wall, 0.5 min CPU" in text
+
+
+def test_device_reaches_every_run_config_during_the_figure_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ampfl.reproduce as reproduce
+    from ampfl.reproduce import dong_training, engine_section, ms_pafl_training
+
+    seen: list[Any] = []
+
+    def figure(out: Path, *, quick: bool = False, medium: bool = False, seed: int = 0) -> dict[str, Any]:
+        config = ms_pafl_training._config(0.3, "wor", 2, seed=seed)
+        seen.append((engine_section(), config.engine.device, dong_training._engine().device))
+        return {"files": [], "quick": quick, "results": [_row("m", 0.5)]}
+
+    monkeypatch.setattr(reproduce, "figure_function", lambda name: figure)
+    run_figure("ms-pafl-fig2", tmp_path, medium=True, seeds=1, device="cpu")
+    assert seen == [({"device": "cpu"}, "cpu", "cpu")]
+    assert engine_section() == {} and dong_training._engine() is None  # reset after the figure
+    assert ms_pafl_training._config(0.3, "wor", 2).engine.device == "auto"

@@ -38,6 +38,12 @@ def register(registry: Registry) -> None:
         help="training figures: seeds 0..N-1, mean ± std per row (1-20; default 3 with --medium)",
     )
     parser.add_argument(
+        "--device",
+        default=None,
+        metavar="DEVICE",
+        help="training figures: where the clients train: auto, cpu, cuda or cuda:N (default auto)",
+    )
+    parser.add_argument(
         "--dataset", default=None, help="pm-sfl-*: fmnist (default), fmnist_styles, femnist, cifar100"
     )
     parser.add_argument("--data-path", default=None, help="pm-sfl-*: folder of femnist / cifar100")
@@ -50,7 +56,9 @@ def _reproduce(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--medium and --quick are mutually exclusive: give one of them.")
     out = check_out_dir(args.out if args.out is not None else Path("runs") / "reproduce" / args.name)
     options = {"dataset": getattr(args, "dataset", None), "data_path": getattr(args, "data_path", None)}
-    return run_figure(args.name, out, quick=args.quick, medium=args.medium, seeds=args.seeds, **options)
+    return run_figure(
+        args.name, out, quick=args.quick, medium=args.medium, seeds=args.seeds, device=args.device, **options
+    )
 
 
 def _seeds(text: str) -> int:

@@ -18,6 +18,7 @@ matplotlib and torch are imported inside the functions (see :mod:`ampfl.reproduc
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import inspect
 from collections.abc import Callable
@@ -91,6 +92,22 @@ FIGURES: dict[str, FigureEntry] = {
 }
 
 
+#: ``ampfl reproduce --device``: the device of every run of the figure being produced (None: the default).
+_DEVICE: contextvars.ContextVar[str | None] = contextvars.ContextVar("reproduce_device", default=None)
+
+
+def engine_section() -> dict[str, Any]:
+    """The ``[engine]`` table of a reproduction's runs: ``device`` when ``reproduce --device`` gave one."""
+    device = _DEVICE.get()
+    return {} if device is None else {"device": device}
+
+
+def figure_device() -> str | None:
+    """The device ``reproduce --device`` asked for (None: the engine's default), for figures that build
+    their engine themselves."""
+    return _DEVICE.get()
+
+
 def figure_names() -> list[str]:
     """Names accepted by ``ampfl reproduce`` (no figure module is imported)."""
     return sorted(FIGURES)
@@ -129,6 +146,7 @@ def run_figure(
     quick: bool = False,
     medium: bool = False,
     seeds: int | None = None,
+    device: str | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Produce figure ``name`` into folder ``out``; returns the figure's summary dict.
@@ -137,7 +155,8 @@ def run_figure(
     seconds) run as they are, and the result says ``"quick": false``. ``medium`` runs the medium setting
     for ``seeds`` seeds (default 3) into ``out/seed<s>`` and returns mean ± std per row
     (:func:`ampfl.reproduce._seeds.run_seeds`); ``seeds`` without ``medium`` runs the chosen setting (quick
-    or full) for that many seeds. ``options`` (e.g. ``dataset``, ``data_path``; ``None`` values are
+    or full) for that many seeds. ``device`` (``--device``) is the ``[engine] device`` of every training
+    run (default: the engine's, ``auto``). ``options`` (e.g. ``dataset``, ``data_path``; ``None`` values are
     dropped) go to figures whose function takes them.
 
     Raises:
@@ -154,6 +173,29 @@ def run_figure(
         from ampfl.reproduce._seeds import check_seeds
 
         check_seeds(seeds)
+    if device is not None:
+        if not has_quick(function):
+            raise ValueError(f"--device applies to the training figures only; {name} trains nothing.")
+        from ampfl.fl.device import resolve_device
+
+        resolve_device(device, setting="--device")
+    token = _DEVICE.set(device)
+    try:
+        return _run(name, function, out, quick=quick, medium=medium, seeds=seeds, options=options)
+    finally:
+        _DEVICE.reset(token)
+
+
+def _run(
+    name: str,
+    function: FigureFunction,
+    out: Path,
+    *,
+    quick: bool,
+    medium: bool,
+    seeds: int | None,
+    options: dict[str, Any],
+) -> dict[str, Any]:
     given = {key: value for key, value in options.items() if value is not None}
     for key in given:
         if key not in inspect.signature(function).parameters:

@@ -189,6 +189,18 @@ def _paper_reading(method: str, s: Setting, epsilon: float) -> float | None:
     return float(z)
 
 
+def _engine() -> Any:
+    """The engine of ``reproduce --device`` (None: the algorithm's default engine)."""
+    from ampfl.reproduce import figure_device
+
+    device = figure_device()
+    if device is None:
+        return None
+    from ampfl.fl.engine import Engine, EngineOptions
+
+    return Engine(EngineOptions(device=device))
+
+
 def finetune(task: Any, start: Any, params: dict[str, Any], *, seed: int = 0) -> dict[str, Any]:
     """One DP fine-tuning run from ``start``: the run's accountant composes every round's events."""
     from ampfl.fl.algorithms.dp_sgd_partition import DPSGDPartition
@@ -199,7 +211,9 @@ def finetune(task: Any, start: Any, params: dict[str, Any], *, seed: int = 0) ->
     if "expected_clients" not in params:  # 002's expected batch: q·N (BIS: N/T_e), N the published set size
         rate = params.get("sampling_rate") or 1.0 / float(params["bis_iterations"])
         params = {**params, "expected_clients": float(rate) * task.num_clients}
-    algorithm = DPSGDPartition(DPSGDPartition.Params(**params), task, seed=seed, privacy=privacy)
+    algorithm = DPSGDPartition(
+        DPSGDPartition.Params(**params), task, seed=seed, privacy=privacy, engine=_engine()
+    )
     algorithm.global_params = start.clone()
     ledger = RunAccountant(privacy, algorithm)
     for r in range(int(params["num_rounds"])):
@@ -257,7 +271,9 @@ def table1_training(
         source=data.source,
     )
     task = Task(ds, [np.array([i], dtype=np.int64) for i in range(len(fine))], model="cnn_gn")
-    base = DPSGDPartition(DPSGDPartition.Params(noise_multiplier=0.0, sampling="full"), task, seed=seed)
+    base = DPSGDPartition(
+        DPSGDPartition.Params(noise_multiplier=0.0, sampling="full"), task, seed=seed, engine=_engine()
+    )
     start = pretrain(base, data.x_train[pre], data.y_train[pre], epochs=s.pretrain_epochs, seed=seed)
     pretrained_accuracy = base.global_accuracy(start)
     runs, results = [], []

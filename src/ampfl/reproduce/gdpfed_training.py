@@ -126,6 +126,7 @@ def _config(
     seed: int = 0,
 ) -> Any:
     from ampfl.fl.config import parse_config
+    from ampfl.reproduce import engine_section
 
     method, extra = METHODS[label]
     s = SETTINGS[dataset]
@@ -174,6 +175,7 @@ def _config(
             },
             "model": {"name": s["model"], "options": options},
             "algorithm": algorithm,
+            "engine": engine_section(),  # reproduce --device
             "privacy": {"accountant": "rdp", "delta": DELTA, "reproducible": True},  # an experiment
         }
     )

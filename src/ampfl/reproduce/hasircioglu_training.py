@@ -126,6 +126,7 @@ def _config(
     seed: int = 0,
 ) -> Any:
     from ampfl.fl.config import parse_config
+    from ampfl.reproduce import engine_section
 
     s = scenario(figure)
     algorithm: dict[str, Any] = {
@@ -156,6 +157,7 @@ def _config(
             "partition": {"scheme": "fixed", "num_clients": s["num_clients"], "samples_per_client": s["d"]},
             "model": {"name": "cnn"},
             "algorithm": algorithm,
+            "engine": engine_section(),  # reproduce --device
             "privacy": {"accountant": "pld", "delta": DELTA_TOTAL, "reproducible": True},  # an experiment
         }
     )

@@ -71,6 +71,7 @@ def _config(
     p: float, scheme: str, rounds: int, overrides: dict[str, Any] | None = None, seed: int = 0
 ) -> Any:
     from ampfl.fl.config import parse_config
+    from ampfl.reproduce import engine_section
 
     return parse_config(
         {
@@ -94,6 +95,7 @@ def _config(
                 "private_fraction": 0.5,
                 **(overrides or {}),
             },
+            "engine": engine_section(),  # reproduce --device
             "privacy": {"accountant": "rdp", "delta": DELTA, "reproducible": True},  # an experiment
         }
     )

@@ -165,6 +165,7 @@ def _config(
     """The run's config; for a natural partition (``fmnist_styles``, ``femnist``) the ``[partition]`` section
     only records the number of clients (the task is built by :func:`_task`)."""
     from ampfl.fl.config import parse_config
+    from ampfl.reproduce import engine_section
 
     rounds = int(s["rounds"])
     params: dict[str, Any] = {
@@ -195,6 +196,7 @@ def _config(
             },
             "model": {"name": "split_cnn", "options": {"channels": s["channels"], **MODEL}},
             "algorithm": params,
+            "engine": engine_section(),  # reproduce --device
             "privacy": {"accountant": "rdp", "delta": 1e-5, "reproducible": True},  # an experiment
         }
     )
