@@ -267,8 +267,10 @@ def public_participation_pld(event: PublicParticipationEvent, h: float, recurse:
     inner = recurse(event.event, h)
     if p == 1.0:
         return inner
+    from ampfl.accounting.pld_grid import mixture
+
     with dp_accounting_guard("PLD mixture"):
-        return inner.compute_mixture(_identity(h), p)
+        return mixture([(p, inner), (1.0 - p, _identity(h))])
 
 
 def self_composed_rdp(

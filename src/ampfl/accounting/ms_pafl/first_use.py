@@ -38,7 +38,7 @@ from ampfl.accounting._checks import (
     check_positive,
     check_probability,
 )
-from ampfl.accounting._numerics import EPS, find_root
+from ampfl.accounting._numerics import EPS, epsilon_from_delta_curve
 from ampfl.accounting.gaussian import gaussian_log_delta_array
 
 __all__ = [
@@ -139,27 +139,16 @@ def first_use_epsilon(
     """Smallest ε (to 1e-9 relative, rounded up) with first-use δ(ε) ≤ ``delta``."""
     log_target = math.log(check_delta("delta", delta))
 
-    def excess(e: float) -> float:
-        log_d = first_use_log_delta(
+    def log_delta(e: float) -> float:
+        return first_use_log_delta(
             noise_multiplier=noise_multiplier,
             participation=participation,
             sampling_rate=sampling_rate,
             rounds=rounds,
             epsilon=e,
         )
-        return log_d - log_target
 
-    if excess(0.0) <= 0.0:
-        return 0.0
     # the upper end of the final bracket: δ(ε) ≤ delta holds there (never under-reports ε)
-    return find_root(
-        excess,
-        0.0,
-        1e-3,
-        expand="upper",
-        max_hi=1e6,
-        xtol=1e-14,
-        rtol=1e-10,
-        end="upper",
-        name="first_use_epsilon",
+    return epsilon_from_delta_curve(
+        log_delta, log_target, start=1e-3, max_epsilon=1e6, xtol=1e-14, rtol=1e-10, name="first_use_epsilon"
     )
