@@ -145,7 +145,8 @@ def build_summary(
     budgets = algorithm.group_budgets()
     content: dict[str, Any] = {
         "engine": engine,
-        "device": algorithm.compute_device(),  # where the clients' work ran (the resolved [engine] device)
+        # where the clients' work ran (the resolved [engine] device); Flower's clients run on their own nodes
+        "device": algorithm.compute_device() if engine == "simulator" else None,
         "secure_aggregation": secure_aggregation,
         "algorithm": config.algorithm.name,
         "dataset": config.dataset.name,
