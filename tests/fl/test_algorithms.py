@@ -222,7 +222,7 @@ def test_ms_pafl_round_by_hand_with_nu_correction() -> None:
         delta_local=1e-3,
     )
     assert alg.noise_std == pytest.approx(ldp_sigma(eps_local=0.5, delta_local=1e-3, clip=1.0))  # s = 2C
-    assert alg.noise_multiplier == pytest.approx(alg.noise_std / 2.0)  # z = σ/(2C)
+    assert alg.noise_multiplier == pytest.approx(alg.noise_std / 1.0)  # z = σ/C (issue 28, item 5)
     r = next(r for r in range(50) if len(alg.sampler.sample(r, alg.rng(r, 4))) == 2)  # a round with both
     for rr in range(r):
         alg.run_round(rr)
@@ -270,15 +270,17 @@ def test_ms_pafl_clipping_bound_and_events() -> None:
     alg.noise_std = 0.0  # switch the noise off to see the clipped average
     alg.run_round(0)
     assert float(alg.public.norm()) <= 1.0 + 1e-6  # mean of vectors of norm <= C
-    # each round: participation public to the server, Gaussian with z = σ/(2C), persistent private state
+    # each round: participation public to the server, Gaussian with σ/(2C) (sensitivity 2C), persistent
+    # private state; the algorithm's own noise multiplier is σ/C
     z = ldp_sigma(eps_local=1.0, delta_local=1e-4, clip=1.0) / 2.0
+    assert alg.noise_multiplier == pytest.approx(2.0 * z)
     event = MSPAFLRoundEvent(participation=1.0, noise_multiplier=z, private_state="persistent")
     assert alg.round_events(3) == [(event, 1)] and alg.privacy_unit == "record"
     # p = 1: ten rounds are ten Gaussian mechanisms with multiplier z
     gauss = RDPAccountant().compose(GaussianEvent(noise_multiplier=z), 10)
     assert _epsilon(alg, 10) == pytest.approx(gauss.get_epsilon(1e-5), rel=1e-12)
     given = _make("ms_pafl", task, participation=0.5, noise_multiplier=6.0, clip=2.0, batch_size=3)
-    assert given.noise_std == pytest.approx(24.0) and given.round_events(0)[0][0].noise_multiplier == 6.0
+    assert given.noise_std == pytest.approx(12.0) and given.round_events(0)[0][0].noise_multiplier == 3.0
 
 
 def test_dp_dsgd_rp_scaling_by_hand() -> None:

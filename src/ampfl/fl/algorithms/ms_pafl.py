@@ -10,7 +10,7 @@ Client Participation", arXiv:2509.25906v1. Every round t:
    :class:`~ampfl.fl.state.ClientStore` row);
 4. clip the public part, ŵ_{i,p} = w_{i,p} / max(1, ‖w_{i,p}‖/C) (Eq. 11), and add ξ_i ~ N(0, σ² I) with σ
    from Lemma 1 for (ε_ℓ, δ_ℓ) and sensitivity s = 2C (Eq. 12, σ = 2C√(2 ln(1.25/δ_ℓ))/ε_ℓ), or
-   σ = 2C·z for a given ``noise_multiplier`` z;
+   σ = C·z for a given ``noise_multiplier`` z = σ/C (docs/units.md: std / clip norm, as every algorithm);
 5. the server aggregates w̄_p = (1/(ν |X^t|)) Σ_{i∈X^t} w̃_{i,p} with ν = 1 − Π_i (1 − p_i) (Eq. 13);
    when nobody checked in, w̄_p is kept.
 
@@ -20,8 +20,13 @@ simulator computes ν from the clients' p_i (``nu_correction=False`` uses the pl
 ν makes the average *larger* by 1/ν given X^t ≠ ∅, so it is not unbiased as claimed (the conditional mean of
 the plain average already is); for the paper's settings ν ≈ 1 (N = 100, p = 0.1: 1 − 0.9^100 ≈ 1 − 2.7e−5).
 
+Units (issue 28, item 5): ``noise_multiplier`` z is σ/C, the noise std over the clip norm, in the TOML, the
+run's ``summary.json`` and metrics, as for every other algorithm (before issue 28 it was σ/(2C): multiply an
+old value by 2 for the same σ). The upload's sensitivity under replace-one is 2C (Eq. C.3), so the accounting
+event's own multiplier is σ/(2C) = z/2; that factor 2 lives only in :meth:`MSPAFL.event_at`.
+
 Privacy (unit: one record; issue 10 part 7c). Each round reports
-``MSPAFLRoundEvent(participation=max_i p_i, noise_multiplier=σ/(2C), private_state="persistent")`` and the
+``MSPAFLRoundEvent(participation=max_i p_i, noise_multiplier=z/2, private_state="persistent")`` and the
 run's accountant composes it: the server sees every upload and who sent it, so participation is public to it,
 and the private submodel persists across rounds, so local subsampling does not amplify (each participated
 round is a Gaussian mechanism with sensitivity 2C). The paper's amplified analyses (Thms 1–4 and the "tight"
@@ -65,7 +70,7 @@ class MSPAFLParams(LocalTrainingParams):
     noise_multiplier: float | None = Field(
         None,
         ge=0.0,
-        description="z = σ/(2C), replaces Lemma 1's σ for (eps_local, delta_local); 0: no privacy",
+        description="z = σ/C (std / clip), replaces Lemma 1's σ for (eps_local, delta_local); 0: no privacy",
     )
     clip_target: Literal["model", "update"] = Field(
         "model",
@@ -126,18 +131,23 @@ class MSPAFL(FederatedAlgorithm):
         self.public = initial["public"].clone()
         if self.p.noise_multiplier is not None:
             self.noise_multiplier = float(self.p.noise_multiplier)
-        else:  # Lemma 1: σ = 2C √(2 ln(1.25/δ_ℓ)) / ε_ℓ, so z = σ/(2C) does not depend on C
-            sigma = ldp_sigma(eps_local=self.p.eps_local, delta_local=self.p.delta_local, clip=1.0)
-            self.noise_multiplier = sigma / 2.0
-        self.noise_std = 2.0 * self.p.clip * self.noise_multiplier  # Eq. (12): sensitivity 2C
+        else:  # Lemma 1: σ = 2C √(2 ln(1.25/δ_ℓ)) / ε_ℓ (s = 2C), so z = σ/C does not depend on C
+            self.noise_multiplier = ldp_sigma(
+                eps_local=self.p.eps_local, delta_local=self.p.delta_local, clip=1.0
+            )
+        self.noise_std = self.p.clip * self.noise_multiplier  # Eq. (12): σ = C·z
         self.privacy_unit = "record" if self.noise_multiplier > 0.0 else None
 
     # -- privacy events -------------------------------------------------------------------------------
     def event_at(self, noise_multiplier: float) -> PrivacyEvent:
-        """One round at noise multiplier z = σ/(2C), seen by the server (module docstring; issue 10, 7c)."""
+        """One round at noise multiplier z = σ/C, seen by the server (module docstring; issue 10, 7c).
+
+        The event's multiplier is relative to the upload's replace-one sensitivity 2C (Eq. C.3): σ/(2C) = z/2.
+        This is the only place the factor 2 of the neighbouring relation appears (issue 28, item 5).
+        """
         return MSPAFLRoundEvent(
             participation=self.sampler.participation,
-            noise_multiplier=noise_multiplier,
+            noise_multiplier=noise_multiplier / 2.0,
             private_state="persistent",
         )
 
