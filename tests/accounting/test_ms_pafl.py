@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from scipy import integrate, stats
 
 from ampfl.accounting import ms_pafl as m
+from ampfl.accounting.accountants import make_accountant
+from ampfl.accounting.events import MSPAFLRoundEvent
 from ampfl.accounting.gaussian import gaussian_delta
 
 DL = 1e-4
@@ -280,7 +282,10 @@ def test_account_single_round_defaults_to_corollary1_delta() -> None:
     assert acc.epsilon == m.public_participation_epsilon(
         participation=0.5, noise_multiplier=_nm(1.0), rounds=1, delta=acc.delta
     )
-    assert acc.noise_multiplier == pytest.approx(_nm(1.0)) and acc.sigma == pytest.approx(2 * _nm(1.0))
+    # z = σ/C (issue 28, item 5): twice the analyses' σ/(2C); σ = C·z with C = 1
+    assert acc.noise_multiplier == pytest.approx(2 * _nm(1.0)) and acc.noise_std == pytest.approx(
+        2 * _nm(1.0)
+    )
     assert set(acc.analyses) == {"first-use", "amplified", "paper-theorem1", "paper-corollary1"}
     assert acc.epsilon_total is None and acc.epsilon_client_total is None
 
@@ -312,17 +317,31 @@ def test_account_options() -> None:
     assert base.delta == 1e-6
     rdp = m.account_ms_pafl(eps_local=0.8, rounds=10, delta_tilde=1e-5, delta=1e-6, accountant="rdp", **KW)
     assert rdp.accountant == "rdp" and rdp.epsilon >= base.epsilon
-    # the noise multiplier path gives the same numbers as the eps_local path
-    same = m.account_ms_pafl(noise_multiplier=_nm(0.8), rounds=10, delta_tilde=1e-5, delta=1e-6, **KW)
+    # the noise multiplier path (z = σ/C = 2 σ/(2C)) gives the same numbers as the eps_local path
+    same = m.account_ms_pafl(noise_multiplier=2 * _nm(0.8), rounds=10, delta_tilde=1e-5, delta=1e-6, **KW)
     assert same.epsilon == base.epsilon and same.eps_local == pytest.approx(0.8)
+    assert same.noise_multiplier == base.noise_multiplier and same.noise_std == base.noise_std
+    assert all(same.analyses[k] == base.analyses[k] for k in ("first-use", "amplified"))
     # little noise: Lemma 1's eps_l > 1, the printed analyses are left out
-    loud = m.account_ms_pafl(noise_multiplier=1.0, rounds=10, delta_tilde=1e-5, **KW)
+    loud = m.account_ms_pafl(noise_multiplier=2.0, rounds=10, delta_tilde=1e-5, **KW)
     assert set(loud.analyses) == {"first-use", "amplified"} and loud.epsilon_round is None
     assert loud.delta == pytest.approx(
         10 * m.theorem2_round_delta(participation=0.5, sampling_rate=25 / 325, delta_local=DL, **PAPER) + 1e-5
     )
     reset = m.account_ms_pafl(eps_local=0.8, private_state="reset", **KW)
     assert reset.analyses["amplified"].sound and reset.analyses["paper-theorem1"].sound
+
+
+def test_account_noise_multiplier_is_std_over_clip() -> None:
+    # z = σ/C (issue 28, item 5): the run's event is MSPAFLRoundEvent at σ/(2C) = z/2, composed T times by a
+    # fresh accountant; noise_std = C·z whatever C.
+    acc = m.account_ms_pafl(noise_multiplier=3.0, rounds=7, delta_tilde=1e-5, delta=1e-5, clip=2.0, **KW)
+    event = MSPAFLRoundEvent(participation=0.5, noise_multiplier=1.5, private_state="persistent")
+    pld = make_accountant("pld")
+    pld.compose(event, 7)
+    assert acc.epsilon == pytest.approx(pld.get_epsilon(1e-5), rel=1e-9)
+    assert acc.noise_multiplier == 3.0 and acc.noise_std == pytest.approx(6.0) and acc.clip == 2.0
+    assert acc.eps_local == pytest.approx(math.sqrt(2 * math.log(1.25 / DL)) / 1.5)  # Lemma 1 at σ/(2C)
 
 
 @pytest.mark.parametrize(

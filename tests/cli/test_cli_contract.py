@@ -124,9 +124,8 @@ def test_contract_keys(argv, keys, capsys):
     if "noise_multiplier" in keys:
         assert _is_number(result["noise_multiplier"]) and result["noise_multiplier"] > 0
     if "noise_std" in keys:
-        clip = float(argv[argv.index("--clip") + 1])
-        sensitivity = 2.0 * clip if argv[1] == "ms-pafl" else clip  # 000: the upload's sensitivity is 2C
-        assert result["noise_std"] == pytest.approx(result["noise_multiplier"] * sensitivity)
+        clip = float(argv[argv.index("--clip") + 1])  # noise_multiplier is std / clip everywhere (issue 28)
+        assert result["noise_std"] == pytest.approx(result["noise_multiplier"] * clip)
     if argv[:2] == ["account", "random-checkin"]:
         assert result["analysis"] == "wcs"
 

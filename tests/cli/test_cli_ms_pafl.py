@@ -56,9 +56,9 @@ def test_single_round_shape_and_values(cli_json: CliJson) -> None:
     assert not REQUIRED_TOTAL & set(got)
     assert list(got)[:4] == ["epsilon", "delta", "analysis", "accountant"]
     assert got["analysis"] == "public-participation" and got["accountant"] == "pld"
-    z = ms_pafl.ldp_noise_multiplier(eps_local=1.0, delta_local=1e-4)
-    assert got["noise_multiplier"] == pytest.approx(z)
-    assert got["noise_std"] == pytest.approx(2 * z)  # Lemma 1's sigma = 2C z, C = 1
+    sigma = ms_pafl.ldp_sigma(eps_local=1.0, delta_local=1e-4, clip=1.0)  # Lemma 1, C = 1
+    assert got["noise_multiplier"] == pytest.approx(sigma)  # z = sigma/C (issue 28, item 5)
+    assert got["noise_std"] == pytest.approx(sigma)
     assert "sigma" not in got  # one name per quantity: noise_std
     ref = ms_pafl.account_ms_pafl(
         participation=0.5,
@@ -121,12 +121,20 @@ def test_wr_gives_smaller_q(cli_json: CliJson) -> None:
 
 
 def test_noise_multiplier_flag(cli_json: CliJson) -> None:
-    z = ms_pafl.ldp_noise_multiplier(eps_local=0.8, delta_local=1e-4)
+    # --noise-multiplier is sigma/C: Lemma 1's sigma/C for eps_l = 0.8 gives the --eps-local numbers, and
+    # the analyses compose sigma/(2C) (the upload's sensitivity is 2C).
+    sigma = ms_pafl.ldp_sigma(eps_local=0.8, delta_local=1e-4, clip=1.0)
     by_eps = cli_json([*_with(BASE, "--eps-local", "0.8"), "--delta", "1e-6"])
     argv = [a for a in BASE if a not in ("--eps-local", "1")]
-    by_z = cli_json([*argv, "--noise-multiplier", repr(z), "--delta", "1e-6", "--clip", "2"])
+    by_z = cli_json([*argv, "--noise-multiplier", repr(sigma), "--delta", "1e-6", "--clip", "2"])
     assert by_z["epsilon"] == pytest.approx(by_eps["epsilon"], rel=1e-9)
-    assert by_z["noise_std"] == pytest.approx(4 * z)  # 2C z with C = 2
+    assert by_z["eps_local"] == pytest.approx(0.8, rel=1e-9)
+    assert by_z["noise_multiplier"] == pytest.approx(sigma) == pytest.approx(by_eps["noise_multiplier"])
+    assert by_z["noise_std"] == pytest.approx(2 * sigma)  # C z with C = 2
+    expected = ms_pafl.public_participation_epsilon(
+        participation=0.5, noise_multiplier=sigma / 2, rounds=1, delta=1e-6
+    )
+    assert by_z["epsilon"] == expected
     loud = cli_json([*argv, "--noise-multiplier", "1", "--delta", "1e-6"])  # Lemma 1's eps_l > 1
     assert set(loud["analyses"]) == {"first-use", "amplified"} and "epsilon_round" not in loud
 
@@ -191,13 +199,13 @@ def test_missing_flag_is_exit_2(run_cli: RunCli) -> None:
     assert code == 2 and err.count("\n") == 1 and "required" in err
 
 
-def test_help_documents_the_2c(capsys: pytest.CaptureFixture[str]) -> None:
+def test_help_documents_the_units(capsys: pytest.CaptureFixture[str]) -> None:
     from ampfl.cli import main
 
     with pytest.raises(SystemExit) as exc:
         main(["account", "ms-pafl", "--help"])
-    out = capsys.readouterr().out
-    assert exc.value.code == 0 and "sigma/(2C)" in out and "--sigma " not in out
+    out = " ".join(capsys.readouterr().out.split())
+    assert exc.value.code == 0 and "z = sigma/C" in out and "sigma/(2C)" in out and "--sigma " not in out
 
 
 def test_pm_sfl_smashed_contract(cli_json: CliJson) -> None:

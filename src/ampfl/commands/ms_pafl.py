@@ -4,7 +4,9 @@ Top level (``privacy_report``): the ``public-participation`` analysis, sound wit
 submodel (Eq. 14), against the server (it sees each upload and who sent it). ``analyses`` holds ``first-use``
 (sound, tighter), ``amplified`` (amplification by local subsampling; valid only if the private part carries
 nothing from earlier rounds) and the paper's Theorem 1, Corollary 1, Theorems 3–4 as printed (``sound:
-false``). ``noise_std`` is Lemma 1's σ = 2C·z (the upload's sensitivity is 2C). Extra keys for the CLI
+false``). ``noise_multiplier`` is z = σ/C (std / clip norm, as every command; issue 28, item 5: before, it was
+σ/(2C)) and ``noise_std`` is Lemma 1's σ = C·z; the analyses take σ/(2C) = z/2, the upload's sensitivity
+being 2C (:func:`~ampfl.accounting.ms_pafl.account_ms_pafl` converts). Extra keys for the CLI
 contract: ``q``, ``eps_local``, ``rounds``, ``epsilon_round``, ``delta_round`` and, with ``--rounds``,
 ``epsilon_total``, ``delta_total``, ``epsilon_client_total``.
 """
@@ -52,7 +54,8 @@ def register(registry: Registry) -> None:
     noise.add_argument(
         "--noise-multiplier",
         type=float,
-        help="z = sigma/(2C): Lemma 1's noise std over the upload's sensitivity 2C (instead of --eps-local)",
+        help="z = sigma/C: noise std over the clip norm, multiply a pre-issue-28 value by 2 (instead of "
+        "--eps-local; the analyses use sigma/(2C), the upload's sensitivity being 2C)",
     )
     parser.add_argument("--delta-local", type=float, required=True, help="per-round LDP delta_l in (0, 1)")
     parser.add_argument("--clients", type=int, required=True, help="number of clients N")
@@ -70,7 +73,7 @@ def register(registry: Registry) -> None:
         help="delta of the reported epsilon (default: the paper's, Cor. 1 delta_c or Thm 4 T*delta_c+delta~)",
     )
     parser.add_argument(
-        "--clip", type=float, default=1.0, help="clipping threshold C (default 1, as the paper); sigma = 2C z"
+        "--clip", type=float, default=1.0, help="clipping threshold C (default 1, as the paper); sigma = C z"
     )
     parser.add_argument(
         "--accountant",
@@ -131,7 +134,7 @@ def _account(args: argparse.Namespace) -> dict[str, Any]:
         analysis=result.analysis,
         accountant=result.accountant,
         noise_multiplier=result.noise_multiplier,
-        clip=2.0 * result.clip,  # the upload's sensitivity 2C, so noise_std = 2C z = Lemma 1's sigma
+        clip=result.clip,  # noise_std = C z = Lemma 1's sigma
         analyses=analyses,
         **extra,
     )

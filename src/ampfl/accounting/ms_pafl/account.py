@@ -11,8 +11,11 @@ in ``analyses``, the other analyses each with its own (ε, δ), a ``sound`` flag
   ``paper-theorem3`` (Eq. 18 with the C.8 constant, at δ_ℓ); all ``sound: false`` (docs/ms_pafl.md).
 
 Noise: either ``eps_local`` (Lemma 1 gives σ = 2C√(2 ln(1.25/δ_ℓ))/ε_ℓ) or ``noise_multiplier``
-z = σ/(2C) directly (the printed analyses then use the ε_ℓ Lemma 1 assigns to z, and are left out when it
-exceeds 1). The sensitivity of the clipped upload is 2C, so σ = 2C·z.
+z = σ/C directly, the noise std over the clip norm as everywhere in ampfl (docs/units.md; the printed analyses
+then use the ε_ℓ Lemma 1 assigns to σ, and are left out when it exceeds 1). The sensitivity of the clipped
+upload is 2C (Eq. C.3), so the analyses below (and :class:`~ampfl.accounting.events.MSPAFLRoundEvent`) take
+their own multiplier σ/(2C) = z/2: :func:`account_ms_pafl` converts, nowhere else (issue 28, item 5; before
+it, this function's ``noise_multiplier`` was σ/(2C): multiply an old value by 2).
 """
 
 from __future__ import annotations
@@ -81,8 +84,8 @@ class MSPAFLAccount:
         epsilon, delta: the recommended analysis (``analysis`` = ``"public-participation"``) after ``rounds``
             rounds (one round when ``rounds`` is None).
         accountant: ``"pld"`` or ``"rdp"`` (the recommended and ``amplified`` numbers).
-        noise_multiplier: z = σ/(2C). sigma: Lemma 1's noise std σ = 2C·z. clip: C.
-        eps_local: ε_ℓ (given, or the one Lemma 1 assigns to z).
+        noise_multiplier: z = σ/C (the analyses' multiplier is σ/(2C) = z/2). noise_std: σ = C·z. clip: C.
+        eps_local: ε_ℓ (given, or the one Lemma 1 assigns to σ).
         sampling_rate: q of Eq. (9). participation: p.
         analyses: every other analysis by name (see module docstring).
         epsilon_round, delta_round: Corollary 1 as printed (None when ε_ℓ > 1).
@@ -95,7 +98,7 @@ class MSPAFLAccount:
     analysis: str
     accountant: str
     noise_multiplier: float
-    sigma: float
+    noise_std: float
     clip: float
     eps_local: float
     sampling_rate: float
@@ -112,13 +115,16 @@ class MSPAFLAccount:
 def _noise(
     eps_local: float | None, noise_multiplier: float | None, delta_local: float
 ) -> tuple[float, float]:
-    """(z, ε_ℓ) from exactly one of ``eps_local`` and ``noise_multiplier``."""
+    """(σ/(2C), ε_ℓ) from exactly one of ``eps_local`` and ``noise_multiplier`` (z = σ/C).
+
+    The first is the analyses' noise multiplier, relative to the upload's sensitivity 2C: z/2.
+    """
     if (eps_local is None) == (noise_multiplier is None):
         raise ValueError("exactly one of eps_local and noise_multiplier must be given.")
     if eps_local is not None:
         return ldp_noise_multiplier(eps_local=eps_local, delta_local=delta_local), float(eps_local)
-    z = check_positive("noise_multiplier", noise_multiplier)
-    return z, eps_local_from_noise_multiplier(noise_multiplier=z, delta_local=delta_local)
+    half = check_positive("noise_multiplier", noise_multiplier) / 2.0  # sensitivity 2C (Eq. C.3)
+    return half, eps_local_from_noise_multiplier(noise_multiplier=half, delta_local=delta_local)
 
 
 def account_ms_pafl(
@@ -148,7 +154,8 @@ def account_ms_pafl(
         num_clients, beta: N and β of Theorem 2 (δ' = 2 exp(−2β²N)).
         local_steps, batch_size, dataset_size, sampling: Q, b, |D_i| and ``"wor"``/``"wr"`` of Eq. (9).
         eps_local: ε_ℓ in (0, 1]; or give ``noise_multiplier`` instead.
-        noise_multiplier: z = σ/(2C) (Lemma 1's σ over the upload's sensitivity 2C).
+        noise_multiplier: z = σ/C, the noise std over the clip norm (docs/units.md); the analyses use
+            σ/(2C) = z/2, the upload's sensitivity being 2C.
         rounds: T (with ``delta_tilde``, both or neither); None means one round.
         delta_tilde: δ̃ of Theorem 4.
         delta: δ of the recommended, first-use and amplified ε. Default: the paper's δ at the same
@@ -171,7 +178,7 @@ def account_ms_pafl(
     q = sampling_rate(
         batch_size=batch_size, dataset_size=dataset_size, local_steps=local_steps, scheme=sampling
     )
-    z, el = _noise(eps_local, noise_multiplier, dl)
+    z_event, el = _noise(eps_local, noise_multiplier, dl)  # σ/(2C), the analyses' unit
     t = 1 if rounds is None else check_int("rounds", rounds)
     delta_c = theorem2_round_delta(
         participation=p, sampling_rate=q, delta_local=dl, num_clients=num_clients, beta=beta
@@ -186,12 +193,12 @@ def account_ms_pafl(
     dlt = check_delta("delta", delta)
 
     eps_rec = public_participation_epsilon(
-        participation=p, noise_multiplier=z, rounds=t, delta=dlt, accountant=accountant
+        participation=p, noise_multiplier=z_event, rounds=t, delta=dlt, accountant=accountant
     )
     analyses = {
         ANALYSIS_FIRST_USE: MSPAFLAnalysis(
             epsilon=first_use_epsilon(
-                noise_multiplier=z, participation=p, sampling_rate=q, rounds=t, delta=dlt
+                noise_multiplier=z_event, participation=p, sampling_rate=q, rounds=t, delta=dlt
             ),
             delta=dlt,
             sound=True,
@@ -201,7 +208,7 @@ def account_ms_pafl(
             epsilon=amplified_epsilon(
                 participation=p,
                 sampling_rate=q,
-                noise_multiplier=z,
+                noise_multiplier=z_event,
                 rounds=t,
                 delta=dlt,
                 accountant=accountant,
@@ -216,8 +223,8 @@ def account_ms_pafl(
         delta=dlt,
         analysis=ANALYSIS_PUBLIC_PARTICIPATION,
         accountant=accountant,
-        noise_multiplier=z,
-        sigma=2.0 * c * z,
+        noise_multiplier=2.0 * z_event,  # σ/C
+        noise_std=2.0 * c * z_event,  # σ = 2C · σ/(2C)
         clip=c,
         eps_local=el,
         sampling_rate=q,
