@@ -13,8 +13,11 @@ Record level, against the server (it sees each noisy upload and who sent it). Mo
 * :mod:`~ampfl.accounting.ms_pafl.printed` — Eq. (9), Lemma 1, Theorems 1–4 / Corollary 1 as printed.
 * :mod:`~ampfl.accounting.ms_pafl.account` — :func:`account_ms_pafl`, all of the above in one call.
 
-Units: ``noise_multiplier`` = σ/(2C) with Lemma 1's σ; the 2C is the L2 sensitivity of the clipped upload
-(‖ŵ_{i,p}‖ ≤ C, Eq. 11) to any change of the local dataset. ε in nats. Findings: ``docs/ms_pafl.md``.
+Units: the analyses' ``noise_multiplier`` (as :class:`~ampfl.accounting.events.MSPAFLRoundEvent`'s) is
+σ/(2C) with Lemma 1's σ; the 2C is the L2 sensitivity of the clipped upload (‖ŵ_{i,p}‖ ≤ C, Eq. 11) to any
+change of the local dataset. :func:`account_ms_pafl`, ``ampfl account ms-pafl`` and the simulator's
+``[algorithm] noise_multiplier`` take and report z = σ/C (std / clip norm, docs/units.md) and convert
+(issue 28, item 5). ε in nats. Findings: ``docs/ms_pafl.md``.
 """
 
 from __future__ import annotations
