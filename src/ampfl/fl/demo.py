@@ -95,7 +95,7 @@ ALGORITHM_PARAMS: dict[str, dict[str, Any]] = {
         "private_fraction": 0.5,
         "learning_rate": 0.5,
         "clip": 1.0,
-        "noise_multiplier": 5.0,
+        "noise_multiplier": 10.0,  # sigma / C; replaced by the calibrated value
     },
     "dp_dsgd_rp": {
         "participation": 0.5,
