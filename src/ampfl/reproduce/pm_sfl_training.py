@@ -353,7 +353,8 @@ def _compare(
                 "global_accuracy": lines[-1].get("global_accuracy"),
                 "epsilon": summary["epsilon"],
                 "delta": summary["delta"],
-                "noise_multiplier": 0.0,
+                # SplitFed-DP's DP-SGD z (its smashed-data z is the same setting); 0 for the noiseless methods
+                "noise_multiplier": float(summary["params"].get("noise_multiplier") or 0.0),
                 "wall_seconds": summary.get("wall_seconds"),
                 "published": PUBLISHED.get(label) if stem == "pm_sfl_table1" else None,
                 "published_source": PUBLISHED_SOURCE,
