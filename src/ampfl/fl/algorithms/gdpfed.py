@@ -126,9 +126,7 @@ class GDPFed(GroupFederatedAlgorithm):
         privacy: PrivacyConfig | None = None,
         privacy_key: int | None = None,
     ) -> None:
-        super().__init__(
-            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
-        )
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         self.p: GDPFedParams = params  # type: ignore[assignment]
         if self.p.kappa is not None and (self.variant != "sparse" or len(self.p.kappa) != self.budgets.size):
             raise ValueError(f"kappa: only for gdpfed_plus, one value per group ({self.budgets.size}).")

@@ -100,9 +100,7 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
         privacy: PrivacyConfig | None = None,
         privacy_key: int | None = None,
     ) -> None:
-        super().__init__(
-            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
-        )
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         self.p: GroupParams = params  # type: ignore[assignment]
         self.labels, self.budgets = self._groups()
         g = self.budgets.size
@@ -159,7 +157,7 @@ class GroupFederatedAlgorithm(FederatedAlgorithm):
         raise ValueError(
             "algorithm.expected_group_sizes: required: the plan and the server step use the group sizes, so "
             "a private run must declare them as public constants (from this data they would be "
-            f"{self.sizes.tolist()}); or set [privacy] neighbouring = \"replace-one\" to declare them public"
+            f'{self.sizes.tolist()}); or set [privacy] neighbouring = "replace-one" to declare them public'
         )
 
     def group_budgets(self) -> dict[int, float]:

@@ -50,9 +50,7 @@ class LocalOnly(FederatedAlgorithm):
         privacy: PrivacyConfig | None = None,
         privacy_key: int | None = None,
     ) -> None:
-        super().__init__(
-            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
-        )
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         self.p: LocalOnlyParams = params  # type: ignore[assignment]
         self.sampler = RandomCheckInSampler(task.num_clients, self.p.participation)
         self.store = ClientStore(task.num_clients, self.global_params)

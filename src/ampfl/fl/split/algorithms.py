@@ -68,9 +68,7 @@ class SplitFed(SplitAlgorithm):
         privacy: PrivacyConfig | None = None,
         privacy_key: int | None = None,
     ) -> None:
-        super().__init__(
-            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
-        )
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         self.bottom = self.initial_bottom.clone()
 
     def _stacked(self, leaves: list[torch.Tensor], step: int) -> list[torch.Tensor]:
@@ -112,9 +110,7 @@ class Standalone(SplitFed):
         privacy: PrivacyConfig | None = None,
         privacy_key: int | None = None,
     ) -> None:
-        super().__init__(
-            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
-        )
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         self.store = self.initial_bottom.expand(task.num_clients, -1).clone()
 
     def run_round(self, round_index: int) -> dict[str, float]:
@@ -175,9 +171,7 @@ class PMSFL(SplitAlgorithm):
         privacy: PrivacyConfig | None = None,
         privacy_key: int | None = None,
     ) -> None:
-        super().__init__(
-            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
-        )
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         self.p: PMSFLParams = params  # type: ignore[assignment]
         d = self.initial_bottom.numel()
         self.weights = self.initial_bottom  # frozen (003 Sec. 4.1)

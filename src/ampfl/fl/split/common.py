@@ -140,9 +140,7 @@ class SplitAlgorithm(Algorithm):
         privacy: PrivacyConfig | None = None,
         privacy_key: int | None = None,
     ) -> None:
-        super().__init__(
-            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
-        )
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         self.sp: SplitParams = params  # type: ignore[assignment]
         if task.model != SPLIT_MODEL:
             raise ValueError(

@@ -162,9 +162,7 @@ class DepthFL(SplitAlgorithm):
         privacy: PrivacyConfig | None = None,
         privacy_key: int | None = None,
     ) -> None:
-        super().__init__(
-            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
-        )
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         self.dp_: DepthFLParams = params  # type: ignore[assignment]
         self.splits = client_depths(
             self.dp_.client_splits, num_blocks=len(self.shapes), num_clients=task.num_clients

@@ -52,9 +52,7 @@ class LGFedAvg(Standalone):
         privacy: PrivacyConfig | None = None,
         privacy_key: int | None = None,
     ) -> None:
-        super().__init__(
-            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
-        )
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         self.lg: LGFedAvgParams = params  # type: ignore[assignment]
         self.local_part = layer_indicator(self.shapes, self.lg.personal_layers)  # [d] bool
         self.privacy_unit = None  # smashed data and global blocks in the clear: ε = ∞

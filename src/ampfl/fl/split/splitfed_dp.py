@@ -83,9 +83,7 @@ class SplitFedDP(SplitFed):
         privacy: PrivacyConfig | None = None,
         privacy_key: int | None = None,
     ) -> None:
-        super().__init__(
-            params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key
-        )
+        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
         self.dp: SplitFedDPParams = params  # type: ignore[assignment]
         n_min = min(len(ix) for ix in self.client_indices)
         self.appearances = math.ceil(self.sp.num_local_steps * self.sp.batch_size / max(n_min, 1))
