@@ -121,9 +121,20 @@ def _is_paper(module: str) -> bool:
     return rest.split(".")[0] in PAPERS
 
 
+#: What the accountants may import: each other, the registry and the foundation below it.
+BELOW_ACCOUNTANTS = {
+    f"{PREFIX}.{name}"
+    for name in ("_checks", "_numerics", "events", "mechanisms", "orders", "pld_grid", "relations")
+}
+
+
 def test_no_accountant_imports_a_paper_module() -> None:
+    """The accountants reach every bound through the registry: they import nothing but each other, the
+    registry and the foundation (no paper, no kernel such as ``rdp`` or ``subsampling``)."""
     bad = {
-        name: sorted(t for t in targets if _is_paper(t))
+        name: sorted(
+            t for t in targets if not t.startswith(f"{PREFIX}.accountants") and t not in BELOW_ACCOUNTANTS
+        )
         for name, targets in GRAPH.items()
         if name.startswith(f"{PREFIX}.accountants")
         or name in (f"{PREFIX}.unamplified", f"{PREFIX}.mechanisms")

@@ -67,7 +67,7 @@ def gaussian_rdp(event: GaussianEvent, alphas: np.ndarray, relation: Neighboring
 
 def _gaussian_pld(z: float, rate: float, h: float) -> Any:
     from ampfl.accounting.accountants import pld_fast
-    from ampfl.accounting.subsampling import check_pld_size, dp_accounting_guard
+    from ampfl.accounting.pld_grid import check_pld_size, dp_accounting_guard
 
     if rate == 0.0 or math.isinf(z):
         return _identity(h)
@@ -89,7 +89,7 @@ def _dense(z: float, rate: float, h: float) -> Any:
     """:func:`pld_dense.gaussian_pld`: :func:`_gaussian_pld`'s PMFs without importing dp-accounting (``None``
     where that one returns the identity)."""
     from ampfl.accounting.accountants import pld_dense
-    from ampfl.accounting.subsampling import check_pld_size, dp_accounting_guard
+    from ampfl.accounting.pld_grid import check_pld_size, dp_accounting_guard
 
     if rate == 0.0 or not math.isfinite(z):
         return None
@@ -112,7 +112,7 @@ def laplace_pld(event: LaplaceEvent | PoissonSampledEvent, h: float, recurse: Re
     """The Laplace mechanism's PLD, Poisson-subsampled when ``event`` is (dp-accounting)."""
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-    from ampfl.accounting.subsampling import dp_accounting_guard
+    from ampfl.accounting.pld_grid import dp_accounting_guard
 
     rate, base = (
         (event.sampling_rate, event.event) if isinstance(event, PoissonSampledEvent) else (1.0, event)
@@ -259,7 +259,7 @@ def public_participation_support(
 
 
 def public_participation_pld(event: PublicParticipationEvent, h: float, recurse: Recurse) -> Any:
-    from ampfl.accounting.subsampling import dp_accounting_guard
+    from ampfl.accounting.pld_grid import dp_accounting_guard
 
     p = event.participation
     if p == 0.0:
@@ -287,7 +287,7 @@ def self_composed_support(
 
 def self_composed_pld(event: SelfComposedEvent, h: float, recurse: Recurse) -> Any:
     from ampfl.accounting.accountants import pld_fast
-    from ampfl.accounting.subsampling import dp_accounting_guard
+    from ampfl.accounting.pld_grid import dp_accounting_guard
 
     if event.count == 0:
         return _identity(h)
@@ -310,7 +310,7 @@ def composed_support(event: ComposedEvent, relation: NeighboringRelation, recurs
 
 def composed_pld(event: ComposedEvent, h: float, recurse: Recurse) -> Any:
     from ampfl.accounting.accountants import pld_fast
-    from ampfl.accounting.subsampling import dp_accounting_guard
+    from ampfl.accounting.pld_grid import dp_accounting_guard
 
     out = _identity(h)
     for e in event.events:

@@ -22,16 +22,29 @@ Imports numpy alone (dp-accounting's PMF type is imported when one is built), so
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ampfl.accounting._checks import NumericalError
+
 if TYPE_CHECKING:
     from dp_accounting.pld import pld_pmf
 
-__all__ = ["GUARD", "cell_masses", "grid_index", "mixture", "round_down", "round_up", "tail_cut"]
+__all__ = [
+    "GUARD",
+    "cell_masses",
+    "check_pld_size",
+    "dp_accounting_guard",
+    "grid_index",
+    "mixture",
+    "round_down",
+    "round_up",
+    "tail_cut",
+]
 
 #: Float guard in grid units for losses computed in floating point (rounding up stays up despite round-off).
 GUARD = 1e-9
@@ -164,3 +177,32 @@ def mixture(parts: Sequence[tuple[float, Any]], *, complete: bool = False) -> An
     if all(p._symmetric for _, p in used):
         return pld_lib.PrivacyLossDistribution(remove)
     return pld_lib.PrivacyLossDistribution(remove, one([(w, p._pmf_add) for w, p in used]))
+
+
+# --------------------------------------------------- guards on building a PLD (dp-accounting or not)
+#: Largest PLD grid (≈ privacy-loss range / discretisation) built before refusing with NumericalError.
+_MAX_PLD_POINTS = 1e8
+
+
+@contextlib.contextmanager
+def dp_accounting_guard(what: str) -> Iterator[None]:
+    """Turn dp-accounting's overflow/allocation failures on extreme inputs into :class:`NumericalError`."""
+    try:
+        yield
+    except (OverflowError, ZeroDivisionError, MemoryError, FloatingPointError) as exc:
+        raise NumericalError(f"{what}: dp-accounting failed on these extreme parameters ({exc}).") from exc
+
+
+def check_pld_size(noise_multiplier: float, value_discretization_interval: float) -> None:
+    """Refuse (NumericalError) a Gaussian PLD whose grid would be too large to build.
+
+    The privacy loss of N(1, z²) vs N(0, z²) spans about 1/z² + 20/z; divided by the discretisation this is
+    the number of PMF points dp-accounting allocates.
+    """
+    z = noise_multiplier
+    width = (1.0 / (z * z) + 20.0 / z) if z * z > 0.0 else math.inf
+    if not width / value_discretization_interval <= _MAX_PLD_POINTS:
+        raise NumericalError(
+            f"noise_multiplier {z:g} is too small for a PLD with discretisation "
+            f"{value_discretization_interval:g} (about {width / value_discretization_interval:.3g} points)."
+        )

@@ -1,4 +1,6 @@
-"""RDP of the Gaussian and the Poisson-subsampled Gaussian at integer orders, and RDP → (ε, δ) conversion.
+"""RDP of the Gaussian and the Poisson-subsampled Gaussian at integer orders. The RDP → (ε, δ) conversion
+(Prop. 2.3 below) is the RDP accountant's, in :mod:`ampfl.accounting.accountants.rdp_conversion`, and is
+re-exported here.
 
 References:
     - Paper 002 (Dong, Chen, Özgür), Theorem 3.11 (Zhu & Wang 2019): RDP of Poisson subsampling. The exact
@@ -28,23 +30,38 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
 
 import numpy as np
 from scipy import special
 
 from ampfl.accounting._checks import (
     NumericalError,
-    check_delta,
     check_int,
-    check_nonnegative,
     check_orders,
     check_positive,
     check_probability,
 )
 from ampfl.accounting._numerics import EPS as _EPS
 from ampfl.accounting._numerics import log_comb_row, log_expm1
+from ampfl.accounting.accountants.rdp_conversion import (
+    DeltaAtOrder,
+    EpsilonAtOrder,
+    delta_from_rdp,
+    epsilon_from_rdp,
+)
 from ampfl.accounting.orders import CHEAP_ORDERS
+
+__all__ = [
+    "DEFAULT_ORDERS",
+    "MAX_ORDER",
+    "DeltaAtOrder",
+    "EpsilonAtOrder",
+    "delta_from_rdp",
+    "epsilon_from_rdp",
+    "rdp_gaussian",
+    "rdp_poisson_gaussian",
+    "rdp_poisson_subsampled_general",
+]
 
 #: Orders ≤ 256 of the one grid (:mod:`ampfl.accounting.orders`), the default of the α²-cost kernels.
 DEFAULT_ORDERS: tuple[int, ...] = CHEAP_ORDERS
@@ -58,20 +75,6 @@ def _check_sum_orders(orders: Iterable[object]) -> np.ndarray:
     if int(alphas.max()) > MAX_ORDER:
         raise ValueError(f"orders must be integers in [2, {MAX_ORDER}]. Found {int(alphas.max())}.")
     return alphas
-
-
-class EpsilonAtOrder(NamedTuple):
-    """An ε guarantee and the Rényi order that gives it."""
-
-    epsilon: float
-    order: int
-
-
-class DeltaAtOrder(NamedTuple):
-    """A δ guarantee and the Rényi order that gives it."""
-
-    delta: float
-    order: int
 
 
 def rdp_gaussian(*, orders: Iterable[object], noise_multiplier: float, steps: int = 1) -> np.ndarray:
@@ -197,74 +200,3 @@ def rdp_poisson_subsampled_general(
 
 # ---------------------------------------------------------------------------------------------------------
 # conversion
-# ---------------------------------------------------------------------------------------------------------
-
-
-def _check_curve(orders: Iterable[object], rdp: Iterable[object]) -> tuple[np.ndarray, np.ndarray]:
-    try:
-        raw_orders, raw_values = list(orders), list(rdp)
-    except TypeError:
-        raise ValueError(
-            f"orders and rdp must be lists of numbers. Found {type(orders).__name__}, {type(rdp).__name__}."
-        ) from None
-    given = np.asarray(raw_orders) if raw_orders else np.zeros(0)
-    if given.ndim == 1 and given.dtype.kind in "iu" and given.size and int(given.min()) >= 2:
-        alphas = given.astype(np.float64)  # integers >= 2 already (the accountants' order grids)
-    else:  # anything else, order by order (the same one-line errors)
-        alphas = np.asarray([check_int("orders", o, minimum=2) for o in raw_orders], dtype=np.float64)
-    try:
-        values = np.asarray(raw_values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError("rdp must be a list of non-negative numbers (inf allowed).") from None
-    if alphas.size == 0:
-        raise ValueError("orders must be a non-empty list of integers >= 2. Found [].")
-    if values.shape != alphas.shape:
-        raise ValueError(f"rdp must have one value per order ({alphas.size}). Found {values.size} values.")
-    if np.any(np.isnan(values)) or np.any(values < 0.0):
-        raise ValueError("rdp must be non-negative numbers (inf allowed). Found a negative value or nan.")
-    return alphas, values
-
-
-def epsilon_from_rdp(*, orders: Iterable[object], rdp: Iterable[object], delta: float) -> EpsilonAtOrder:
-    """Smallest ε over the orders by 002 Prop. 2.3 (improved conversion): ``r + log1p(−1/α) − log(δα)/(α−1)``.
-
-    Args:
-        orders: integer orders α ≥ 2.
-        rdp: RDP value at each order (same length; ``inf`` allowed).
-        delta: target δ in (0, 1).
-
-    Returns:
-        ``(epsilon, order)``; ε is clamped at 0 (a negative value still certifies (0, δ)-DP).
-    """
-    alphas, values = _check_curve(orders, rdp)
-    dlt = check_delta("delta", delta)
-    eps = values + np.log1p(-1.0 / alphas) - (math.log(dlt) + np.log(alphas)) / (alphas - 1.0)
-    # total-variation case (as in dp-accounting): δ ≥ sqrt(1 − e^{−r}) ≥ TV gives ε = 0
-    eps = np.where(dlt * dlt + np.expm1(-values) > 0.0, 0.0, eps)
-    best = int(np.argmin(eps))
-    value = float(eps[best])
-    if math.isfinite(value) and value > 0.0:
-        value += 4.0 * _EPS * (abs(value) + float(values[best]) + abs(math.log(dlt)) + 1.0)
-    return EpsilonAtOrder(max(0.0, value), int(alphas[best]))
-
-
-def delta_from_rdp(*, orders: Iterable[object], rdp: Iterable[object], epsilon: float) -> DeltaAtOrder:
-    """Smallest δ over the orders by inverting 002 Prop. 2.3: ``log δ = (α−1)(r − ε + log1p(−1/α)) − log α``.
-
-    Returns:
-        ``(delta, order)`` with δ clamped to at most 1.
-    """
-    alphas, values = _check_curve(orders, rdp)
-    eps = check_nonnegative("epsilon", epsilon)
-    with np.errstate(invalid="ignore"):
-        log_delta = (alphas - 1.0) * (values - eps + np.log1p(-1.0 / alphas)) - np.log(alphas)
-    log_delta = np.where(np.isnan(log_delta), np.inf, log_delta)
-    # total-variation bound (as in dp-accounting): δ ≤ TV ≤ sqrt(1 − e^{−KL}) ≤ sqrt(1 − e^{−r}) for any ε ≥ 0
-    with np.errstate(divide="ignore"):
-        log_tv = 0.5 * np.log(-np.expm1(-values))
-    log_delta = np.minimum(log_delta, log_tv)
-    best = int(np.argmin(log_delta))
-    value = float(log_delta[best])
-    if math.isfinite(value):
-        value += 4.0 * _EPS * float(alphas[best]) * (abs(float(values[best])) + eps + 2.0)
-    return DeltaAtOrder(min(1.0, math.exp(min(value, 0.0))), int(alphas[best]))

@@ -17,14 +17,11 @@ analyses that only give a per-step (ε, δ) pair.
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 
 import numpy as np
 
 from ampfl.accounting._checks import (
-    NumericalError,
     check_int,
     check_nonnegative,
     check_positive,
@@ -32,32 +29,6 @@ from ampfl.accounting._checks import (
 )
 
 _ULP = float(np.finfo(np.float64).eps)
-#: Largest PLD grid (≈ privacy-loss range / discretisation) built before refusing with NumericalError.
-_MAX_PLD_POINTS = 1e8
-
-
-@contextlib.contextmanager
-def dp_accounting_guard(what: str) -> Iterator[None]:
-    """Turn dp-accounting's overflow/allocation failures on extreme inputs into :class:`NumericalError`."""
-    try:
-        yield
-    except (OverflowError, ZeroDivisionError, MemoryError, FloatingPointError) as exc:
-        raise NumericalError(f"{what}: dp-accounting failed on these extreme parameters ({exc}).") from exc
-
-
-def check_pld_size(noise_multiplier: float, value_discretization_interval: float) -> None:
-    """Refuse (NumericalError) a Gaussian PLD whose grid would be too large to build.
-
-    The privacy loss of N(1, z²) vs N(0, z²) spans about 1/z² + 20/z; divided by the discretisation this is
-    the number of PMF points dp-accounting allocates.
-    """
-    z = noise_multiplier
-    width = (1.0 / (z * z) + 20.0 / z) if z * z > 0.0 else math.inf
-    if not width / value_discretization_interval <= _MAX_PLD_POINTS:
-        raise NumericalError(
-            f"noise_multiplier {z:g} is too small for a PLD with discretisation "
-            f"{value_discretization_interval:g} (about {width / value_discretization_interval:.3g} points)."
-        )
 
 
 def amplified_epsilon(epsilon: float, *, sampling_rate: float) -> float:

@@ -37,6 +37,7 @@ from ampfl.accounting.accountants.base import Accountant, NeighboringRelation, U
 from ampfl.accounting.accountants.pld_cache import Bounds, Calls, GridState
 from ampfl.accounting.events import PrivacyEvent
 from ampfl.accounting.mechanisms import Alternative, lookup
+from ampfl.accounting.pld_grid import dp_accounting_guard
 
 if TYPE_CHECKING:
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
@@ -187,8 +188,6 @@ class PLDAccountant(Accountant):
 
     def _answer(self, pair: int, kind: str, arg: float, value: Callable[[GridState], float]) -> float | None:
         """``value`` of the history on the reporting grid (cached per history); ``None`` when it is empty."""
-        from ampfl.accounting.subsampling import dp_accounting_guard
-
         grid = self._at(pair, self._interval)
         if grid is None:
             raise NumericalError("this composition could not be built on the reporting grid.")
@@ -203,8 +202,6 @@ class PLDAccountant(Accountant):
         """``out`` = ``value`` on the reporting grid, refined while ``small`` < PLD_REFINE_BELOW ×
         compositions × grid (4× finer grids until two agree to PLD_REFINE_RTOL; the smaller of two upper
         bounds is kept)."""
-        from ampfl.accounting.subsampling import dp_accounting_guard
-
         h = self._interval
         steps = self._steps
         while self._refine and 0.0 < small < PLD_REFINE_BELOW * steps * h and h / 4.0 >= PLD_MIN_INTERVAL:
@@ -279,8 +276,6 @@ class PLDAccountant(Accountant):
         event = self._single
         if self._steps == 0 or anchor == previous + 1 or event is None:
             return self.get_epsilon(dlt), True
-        from ampfl.accounting.subsampling import dp_accounting_guard
-
         if self._bounds is None or self._bounds.event != event:
             self._bounds = Bounds(event, self._one(event))
         with dp_accounting_guard("PLD composition"):

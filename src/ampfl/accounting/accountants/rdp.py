@@ -7,8 +7,8 @@ Gaussian and its Poisson / without-replacement subsampling, Laplace, public part
 random check-in (004), MS-PAFL rounds (000) and GDPFed group rounds (001) through their dominating pairs.
 Each curve bounds both directions of the relations its entry is registered under.
 
-Conversion to (ε, δ): :func:`ampfl.accounting.rdp.epsilon_from_rdp` (002 Prop. 2.3 / Canonne, Kamath &
-Steinke 2020 Prop. 12 with the total-variation bound, as dp-accounting; rounded up).
+Conversion to (ε, δ): :func:`~ampfl.accounting.accountants.rdp_conversion.epsilon_from_rdp` (002 Prop. 2.3 /
+Canonne, Kamath & Steinke 2020 Prop. 12 with the total-variation bound, as dp-accounting; rounded up).
 """
 
 from __future__ import annotations
@@ -118,21 +118,21 @@ class RDPAccountant(Accountant):
             self._rdp = self._rdp + count * self.curve(event)
 
     def get_epsilon(self, target_delta: float) -> float:
-        from ampfl.accounting.rdp import epsilon_from_rdp
+        from ampfl.accounting.accountants.rdp_conversion import epsilon_from_rdp
 
         return epsilon_from_rdp(
             orders=self._orders, rdp=self._rdp, delta=check_delta("delta", target_delta)
         ).epsilon
 
     def get_delta(self, target_epsilon: float) -> float:
-        from ampfl.accounting.rdp import delta_from_rdp
+        from ampfl.accounting.accountants.rdp_conversion import delta_from_rdp
 
         eps = check_nonnegative("epsilon", target_epsilon)
         return delta_from_rdp(orders=self._orders, rdp=self._rdp, epsilon=eps).delta
 
     def would_exceed(self, event: Any, epsilon: float, delta: float, count: int = 1) -> bool:
         from ampfl.accounting.accountants.base import as_ampfl_event
-        from ampfl.accounting.rdp import epsilon_from_rdp
+        from ampfl.accounting.accountants.rdp_conversion import epsilon_from_rdp
 
         eps = check_nonnegative("epsilon", epsilon)
         dlt = check_delta("delta", delta)

@@ -268,7 +268,7 @@ def orthogonal_mixture_pld(
             pessimistic_estimate=True,
             value_discretization_interval=h,
         )
-    from ampfl.accounting.subsampling import check_pld_size
+    from ampfl.accounting.pld_grid import check_pld_size
 
     check_pld_size(1.0 / a, h)  # the loss spans about what the Gaussian's does
     g = log_grid_spacing(d, a) if log_grid is None else check_positive("log_grid", log_grid, upper=1.0)
@@ -298,7 +298,7 @@ def model_split_pld_any(
     mixture above with a = 1/z; a non-split part (002 §3.2.2) composes as an independent Gaussian.
     """
     from ampfl.accounting.partition.pld import PLD_MAX_SUBMODELS, model_split_pld
-    from ampfl.accounting.subsampling import check_pld_size, dp_accounting_guard
+    from ampfl.accounting.pld_grid import check_pld_size, dp_accounting_guard
 
     d = check_int("num_submodels", num_submodels, minimum=1)
     z = check_positive("noise_multiplier", noise_multiplier)
@@ -338,7 +338,7 @@ def allocation_pld(
     k = 1 is the model-split pair with D = T; k > 1 composes r = T mod k pairs with D = ⌊T/k⌋ + 1 and k − r
     with D = ⌊T/k⌋ (module docstring). One event per epoch; epochs compose.
     """
-    from ampfl.accounting.subsampling import dp_accounting_guard
+    from ampfl.accounting.pld_grid import dp_accounting_guard
 
     t = check_int("iterations", iterations, minimum=1)
     k = check_int("participations", participations, minimum=1, maximum=t)

@@ -125,7 +125,7 @@ def symmetric_mixture_pld(
 
 
 def _gaussian(sensitivity: float, sigma: float, h: float) -> pld_lib.PrivacyLossDistribution:
-    from ampfl.accounting.subsampling import check_pld_size
+    from ampfl.accounting.pld_grid import check_pld_size
 
     check_pld_size(sigma / sensitivity, h)
     return pld_lib.from_gaussian_mechanism(
@@ -157,7 +157,7 @@ def model_split_pld(
     d = check_int("num_submodels", num_submodels, minimum=1, maximum=PLD_MAX_SUBMODELS)
     z = check_positive("noise_multiplier", noise_multiplier)
     h = check_positive("value_discretization_interval", value_discretization_interval)
-    from ampfl.accounting.subsampling import dp_accounting_guard
+    from ampfl.accounting.pld_grid import dp_accounting_guard
 
     with dp_accounting_guard("model-split PLD"):
         if d == 1:

@@ -196,7 +196,7 @@ def subsampled_split_pld(
     Raises:
         ValueError: d outside [1, 2] (use the RDP accountant for more sub-models).
     """
-    from ampfl.accounting.subsampling import dp_accounting_guard
+    from ampfl.accounting.pld_grid import dp_accounting_guard
 
     d = check_int("num_submodels", num_submodels, minimum=1, maximum=PLD_MAX_SUBMODELS)
     z = _noise("noise_multiplier", noise_multiplier)
@@ -211,7 +211,7 @@ def subsampled_split_pld(
         return pld_lib.identity(h)
     with dp_accounting_guard("subsampled model-split PLD"):
         if a_w == 0.0:  # d = 1 (or no split part): the Poisson-subsampled Gaussian at sensitivity c
-            from ampfl.accounting.subsampling import check_pld_size
+            from ampfl.accounting.pld_grid import check_pld_size
 
             check_pld_size(1.0 / c, h)
             return pld_lib.from_gaussian_mechanism(

@@ -213,8 +213,8 @@ def random_checkin_pld(event: RandomCheckInEvent, h: float) -> pld_lib.PrivacyLo
     p·PLD_q + (1 − p)·identity is the q-subsampled Gaussian's PLD
     (:func:`~ampfl.accounting.accountants.pld_fast.gaussian_pld`, as the PLD accountant builds it) mixed with
     the identity (:func:`~ampfl.accounting.pld_grid.mixture`)."""
+    from ampfl.accounting.pld_grid import check_pld_size, dp_accounting_guard
     from ampfl.accounting.random_checkin.count_split import mixture_pld
-    from ampfl.accounting.subsampling import check_pld_size, dp_accounting_guard
 
     z, p, q = event.noise_multiplier, event.participation, event.sampling_rate
     if math.isinf(z):
@@ -267,8 +267,8 @@ def count_split_alternative(event: RandomCheckInEvent) -> tuple[tuple[float, flo
 
 def count_split_random_checkin_pld(event: RandomCheckInEvent, h: float) -> pld_lib.PrivacyLossDistribution:
     """The PLD of :func:`count_split_alternative`'s pair on a grid of ``h`` (it must exist)."""
+    from ampfl.accounting.pld_grid import check_pld_size, dp_accounting_guard
     from ampfl.accounting.random_checkin.count_split import mixture_pld
-    from ampfl.accounting.subsampling import check_pld_size, dp_accounting_guard
 
     comps = count_split_alternative(event)
     if comps is None:
