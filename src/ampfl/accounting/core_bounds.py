@@ -39,11 +39,10 @@ from ampfl.accounting.events import (
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
 )
-from ampfl.accounting.mechanisms import lookup
+from ampfl.accounting.mechanisms import ADD_REMOVE, lookup, outside_relations
 from ampfl.accounting.orders import on_cheap_orders
 from ampfl.accounting.relations import NeighboringRelation, dp_accounting_relation
 
-_ADD_REMOVE = NeighboringRelation.ADD_OR_REMOVE_ONE
 Recurse = Callable[..., Any]
 
 
@@ -51,12 +50,6 @@ def _identity(h: float) -> Any:
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
     return pld_lib.identity(h)
-
-
-def _add_remove_only(event: PrivacyEvent, relation: NeighboringRelation) -> str | None:
-    if relation == _ADD_REMOVE:
-        return None
-    return f"{type(event).__name__} is accounted under add/remove-one only; found {relation.name}."
 
 
 # ------------------------------------------------------------------------------------- Gaussian, Laplace
@@ -168,7 +161,7 @@ def poisson_gaussian_rdp(
 def poisson_rdp_support(
     event: PoissonSampledEvent, relation: NeighboringRelation, recurse: Recurse
 ) -> str | None:
-    reason = _add_remove_only(event, relation)
+    reason = outside_relations(event, ADD_REMOVE, relation)
     if reason is not None or isinstance(event.event, GaussianEvent):
         return reason
     return recurse(event.event, relation)  # type: ignore[no-any-return]
@@ -178,7 +171,7 @@ def poisson_rdp(
     event: PoissonSampledEvent, alphas: np.ndarray, relation: NeighboringRelation, recurse: Recurse
 ) -> np.ndarray:
     """The inner entry's ``poisson_rdp``, else Zhu & Wang's general bound on the inner curve."""
-    reason = _add_remove_only(event, relation)
+    reason = outside_relations(event, ADD_REMOVE, relation)
     if reason is not None:
         raise UnsupportedEventError(reason)
     inner = lookup(event.event)

@@ -41,7 +41,7 @@ from typing import Any
 
 from ampfl.accounting import events as ev
 
-__all__ = ["REGISTRY", "Alternative", "Bound", "Mechanism", "lookup", "resolve"]
+__all__ = ["REGISTRY", "Alternative", "Bound", "Mechanism", "lookup", "outside_relations", "resolve"]
 
 #: The neighbouring relations, by the names of :class:`~ampfl.accounting.accountants.NeighboringRelation`.
 ADD_REMOVE = frozenset({"ADD_OR_REMOVE_ONE"})
@@ -211,6 +211,13 @@ REGISTRY: Mapping[type[ev.PrivacyEvent], Mechanism] = MappingProxyType(
 )
 
 _EMPTY = Mechanism()
+
+
+def outside_relations(event: ev.PrivacyEvent, relations: frozenset[str], relation: Any) -> str | None:
+    """Why ``event``'s bound does not hold under ``relation`` (``None``: it is one of ``relations``)."""
+    if relation.name in relations:
+        return None
+    return f"{type(event).__name__} is accounted under add/remove-one only; found {relation.name}."
 
 
 def lookup(event: ev.PrivacyEvent | type[ev.PrivacyEvent]) -> Mechanism:

@@ -21,7 +21,7 @@ import numpy as np
 from ampfl.accounting._checks import check_delta, check_nonnegative, check_orders
 from ampfl.accounting.accountants.base import Accountant, NeighboringRelation, UnsupportedEventError
 from ampfl.accounting.events import PrivacyEvent
-from ampfl.accounting.mechanisms import lookup
+from ampfl.accounting.mechanisms import lookup, outside_relations
 from ampfl.accounting.orders import DEFAULT_ORDERS
 
 __all__ = ["RDPAccountant", "event_rdp", "unsupported"]
@@ -41,9 +41,7 @@ def unsupported(event: PrivacyEvent, relation: NeighboringRelation = _ADD_REMOVE
         return f"no RDP bound for {type(event).__name__}."
     if mech.rdp_support is not None:
         return mech.rdp_support(event, relation, recurse=unsupported)  # type: ignore[no-any-return]
-    if relation.name in mech.rdp_relations:
-        return None
-    return f"{type(event).__name__} is accounted under add/remove-one only; found {relation.name}."
+    return outside_relations(event, mech.rdp_relations, relation)
 
 
 def _curve(event: PrivacyEvent, alphas: np.ndarray, relation: NeighboringRelation) -> np.ndarray:
@@ -52,10 +50,9 @@ def _curve(event: PrivacyEvent, alphas: np.ndarray, relation: NeighboringRelatio
         if mech.dominating is not None:
             return _curve(mech.dominating(event), alphas, relation)
         raise UnsupportedEventError(f"no RDP bound for {type(event).__name__}.")
-    if mech.rdp_support is None and relation.name not in mech.rdp_relations:
-        raise UnsupportedEventError(
-            f"{type(event).__name__} is accounted under add/remove-one only; found {relation.name}."
-        )
+    reason = None if mech.rdp_support is not None else outside_relations(event, mech.rdp_relations, relation)
+    if reason is not None:
+        raise UnsupportedEventError(reason)
     return np.asarray(mech.rdp(event, alphas, relation, recurse=_curve), dtype=np.float64)
 
 

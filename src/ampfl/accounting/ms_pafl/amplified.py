@@ -30,7 +30,7 @@ from ampfl.accounting._checks import (
     check_positive,
     check_probability,
 )
-from ampfl.accounting.accountants import Accountant, composed, delta_after, epsilon_after
+from ampfl.accounting.accountants import Accountant, composed
 from ampfl.accounting.events import GaussianEvent, PoissonSampledEvent, PrivacyEvent, PublicParticipationEvent
 from ampfl.accounting.subsampling import subsampled_gaussian_log_delta
 
@@ -87,10 +87,15 @@ def amplified_epsilon(
     accountant: str = "pld",
 ) -> float:
     """ε at ``delta`` of the amplified analysis after ``rounds`` rounds (valid only without carried state)."""
-    event = amplified_event(
-        participation=participation, sampling_rate=sampling_rate, noise_multiplier=noise_multiplier
+    dlt = check_delta("delta", delta)
+    acc = amplified_accountant(
+        participation=participation,
+        sampling_rate=sampling_rate,
+        noise_multiplier=noise_multiplier,
+        rounds=rounds,
+        accountant=accountant,
     )
-    return epsilon_after(event, check_int("rounds", rounds), check_delta("delta", delta), accountant)
+    return float(acc.get_epsilon(dlt))
 
 
 def amplified_delta(
@@ -103,10 +108,15 @@ def amplified_delta(
     accountant: str = "pld",
 ) -> float:
     """δ at ``epsilon`` amplified, after ``rounds`` rounds (valid only without carried state)."""
-    event = amplified_event(
-        participation=participation, sampling_rate=sampling_rate, noise_multiplier=noise_multiplier
+    eps = check_nonnegative("epsilon", epsilon)
+    acc = amplified_accountant(
+        participation=participation,
+        sampling_rate=sampling_rate,
+        noise_multiplier=noise_multiplier,
+        rounds=rounds,
+        accountant=accountant,
     )
-    return delta_after(event, check_int("rounds", rounds), check_nonnegative("epsilon", epsilon), accountant)
+    return float(acc.get_delta(eps))
 
 
 def amplified_round_log_delta(

@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ampfl.accounting._checks import check_delta, check_int, check_positive, check_probability
+from ampfl.accounting.accountants import RDPAccountant, epsilon_after
+from ampfl.accounting.accountants.rdp_conversion import epsilon_from_rdp
 from ampfl.accounting.report import analysis_entry, privacy_report
 
 #: ``analysis`` of the PLD report with a sampling rate (the exact pair, Poisson-subsampled).
@@ -57,8 +59,6 @@ def positive_or_none(value: float | None, name: str) -> float | None:
 
 def rdp_report(orders: tuple[int, ...], rdp: Any, delta: float) -> tuple[float, dict[str, Any]]:
     """ε of an RDP curve (the one conversion) and the ``order``/``orders``/``rdp`` keys."""
-    from ampfl.accounting.rdp import epsilon_from_rdp
-
     values = [float(r) for r in rdp]
     eps, order = epsilon_from_rdp(orders=orders, rdp=values, delta=delta)
     return eps, {"order": order, "orders": list(orders), "rdp": values}
@@ -66,19 +66,11 @@ def rdp_report(orders: tuple[int, ...], rdp: Any, delta: float) -> tuple[float, 
 
 def rdp_curve(event: Any, count: int, orders: tuple[int, ...]) -> Any:
     """Per-order RDP of ``count`` × ``event`` in a fresh RDP accountant."""
-    from ampfl.accounting.accountants import RDPAccountant
-
     return RDPAccountant(orders=orders).compose(event, count).rdp
 
 
 def rdp_epsilon(event: Any, count: int, delta: float, orders: tuple[int, ...]) -> float:
     return rdp_report(orders, rdp_curve(event, count, orders), delta)[0]
-
-
-def composed_epsilon(accountant: str, event: Any, steps: int, delta: float) -> float:
-    from ampfl.accounting.accountants import epsilon_after
-
-    return epsilon_after(event, steps, delta, accountant)
 
 
 def entry(name: str, eps: float, delta: float, z: Any = None) -> dict[str, Any]:
@@ -139,14 +131,14 @@ def _pld_analyses(
     rdp_event: Any, plain: Any, steps: int, delta: float, z_rdp: Any = None, z_plain: Any = None
 ) -> dict[str, Any]:
     """``analyses`` of a PLD split report: the RDP bound (Thm 3.1) and the no-split baseline."""
-    rdp = entry("rdp", composed_epsilon("rdp", rdp_event, steps, delta), delta, z_rdp)
+    rdp = entry("rdp", epsilon_after(rdp_event, steps, delta, "rdp"), delta, z_rdp)
     sampled = "Zhu-Wang subsampling of " if hasattr(rdp_event, "sampling_rate") else ""
     rdp["note"] = f"{sampled}002 Thm 3.1 RDP bound of the same mechanism (sound, looser)" + (
         "" if z_rdp is None or isinstance(z_rdp, float) else "; target unreachable"
     )
     return {
         "rdp": rdp,
-        "no-split": entry("no-split", composed_epsilon("pld", plain, steps, delta), delta, z_plain),
+        "no-split": entry("no-split", epsilon_after(plain, steps, delta, "pld"), delta, z_plain),
     }
 
 
@@ -189,7 +181,7 @@ def account_split(
         plain = gaussian(partition.unsplit_noise_multiplier(z, z_ns))
         split, plain = _sampled(split, q), _sampled(plain, q)
         return privacy_report(
-            epsilon=composed_epsilon("pld", split, steps, delta),
+            epsilon=epsilon_after(split, steps, delta, "pld"),
             delta=delta,
             analysis=theorem if q is None else SUBSAMPLED_PLD,
             accountant="pld",
@@ -292,7 +284,7 @@ def calibrate_split(
         rdp_event = split_at(z_rdp if isinstance(z_rdp, float) else z)
         plain = plain_at(z_plain if isinstance(z_plain, float) else z)
         return privacy_report(
-            epsilon=composed_epsilon("pld", split_at(z), steps, delta),
+            epsilon=epsilon_after(split_at(z), steps, delta, "pld"),
             delta=delta,
             analysis="theorem-3.4" if q is None else SUBSAMPLED_PLD,
             accountant="pld",

@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ampfl.accounting._checks import check_delta, check_int, check_positive, check_probability
+from ampfl.accounting.accountants import composed, epsilon_after
 from ampfl.accounting.partition.reports import (
     calibrated,
-    composed_epsilon,
     entry,
     gaussian,
     orders_or,
@@ -61,7 +61,7 @@ def _bis_pld_report(
     entries = {}
     for name, (acc, make, per_epoch) in _bis_events(t, k).items():
         z_name = zs[name] if zs is not None and isinstance(zs[name], float) else z
-        eps = composed_epsilon(acc, make(z_name), per_epoch * epochs, delta)
+        eps = epsilon_after(make(z_name), per_epoch * epochs, delta, acc)
         entries[name] = entry(name, eps, delta, None if zs is None else zs[name])
         entries[name]["note"] = _BIS_NOTES.get(name, "") + entries[name]["note"]
     return privacy_report(
@@ -197,7 +197,6 @@ def account_poisson(
     orders: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """ε of ``steps`` Poisson-subsampled Gaussian steps (the DP-SGD baseline of 002's comparisons)."""
-    from ampfl.accounting.accountants import epsilon_after
     from ampfl.accounting.orders import DEFAULT_ORDERS
 
     delta, rate, steps = _poisson_inputs(delta, sampling_rate, steps)
@@ -232,7 +231,6 @@ def calibrate_poisson(
     orders: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """The smallest noise multiplier of ``steps`` Poisson-subsampled Gaussian steps at the target."""
-    from ampfl.accounting.accountants import composed
     from ampfl.accounting.orders import DEFAULT_ORDERS
 
     target = check_positive("target_epsilon", target_epsilon)

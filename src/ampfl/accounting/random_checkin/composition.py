@@ -22,7 +22,7 @@ import numpy as np
 from scipy import optimize
 
 from ampfl.accounting._checks import NumericalError, check_delta, check_int, check_nonnegative, check_positive
-from ampfl.accounting.accountants import Accountant, composed, delta_after, epsilon_after
+from ampfl.accounting.accountants import Accountant, composed
 from ampfl.accounting.random_checkin.analyses import analysis_event, check_analysis, check_mechanism
 from ampfl.accounting.random_checkin.per_iteration import smallest_epsilon
 from ampfl.accounting.random_checkin.theorem41 import paper_log_delta
@@ -70,15 +70,16 @@ def epsilon_composed(
     name = check_analysis(analysis)
     dlt = check_delta("delta", delta)
     if name != "paper":
-        event = analysis_event(
-            name,
+        acc = composed_accountant(
+            analysis=name,
             participation=participation,
             sampling_rate=sampling_rate,
             noise_multiplier=noise_multiplier,
+            iterations=iterations,
             local_dataset_size=local_dataset_size,
+            accountant=accountant,
         )
-        count = check_int("iterations", iterations, minimum=1)
-        return epsilon_after(event, count, dlt, accountant)
+        return float(acc.get_epsilon(dlt))
     p, q, d = check_mechanism(participation, sampling_rate, local_dataset_size)
     z = check_positive("noise_multiplier", noise_multiplier)
     t = check_int("iterations", iterations, minimum=1)
@@ -100,15 +101,16 @@ def delta_composed(
     name = check_analysis(analysis)
     eps = check_nonnegative("epsilon", epsilon)
     if name != "paper":
-        event = analysis_event(
-            name,
+        acc = composed_accountant(
+            analysis=name,
             participation=participation,
             sampling_rate=sampling_rate,
             noise_multiplier=noise_multiplier,
+            iterations=iterations,
             local_dataset_size=local_dataset_size,
+            accountant=accountant,
         )
-        count = check_int("iterations", iterations, minimum=1)
-        return delta_after(event, count, eps, accountant)
+        return float(acc.get_delta(eps))
     p, q, d = check_mechanism(participation, sampling_rate, local_dataset_size)
     z = check_positive("noise_multiplier", noise_multiplier)
     t = check_int("iterations", iterations, minimum=1)
