@@ -174,16 +174,18 @@ def test_dropout_is_accounted_at_the_realised_noise(monkeypatch: pytest.MonkeyPa
 
     import ampfl.flower.secagg as secagg
     from ampfl.flower.noise_shares import min_completed, worst_case_events
-    from ampfl.flower.server_app import _release_secure, _secure_round
+    from ampfl.flower.transport import collect_round, release_round
 
     config = _config("dp_dsgd_rp")
     algorithm = build_algorithm(config, build_task(config))  # type: ignore[arg-type]
     planned = algorithm.round_events(0)
     z = algorithm.noise_multiplier  # type: ignore[attr-defined]
     noised = torch.ones_like(algorithm.global_params)  # type: ignore[attr-defined]
+    nodes = {1: 1, 2: 2, 3: 3}
     for completed, expected in ((3, planned), (2, [(algorithm.event_at(z * math.sqrt(2 / 3)), 1)])):  # type: ignore[attr-defined]
         monkeypatch.setattr(secagg, "secure_sum", lambda *args, c=completed: secagg.SecureSum(noised, 3, c))
-        result, events, metrics = _secure_round(None, None, algorithm, [1, 2, 3], 0, 1.0, planned)  # type: ignore[arg-type]
+        collected = collect_round(None, None, algorithm, nodes, [1, 2, 3], 0, 1.0, planned, secure=True)  # type: ignore[arg-type]
+        events, metrics = collected.events, collected.metrics
         assert events == expected and metrics["completed"] == completed
         assert metrics["noise_multiplier_realised"] == pytest.approx(z * math.sqrt(completed / 3))
         assert "participants" not in metrics
@@ -196,9 +198,9 @@ def test_dropout_is_accounted_at_the_realised_noise(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(secagg, "secure_sum", lambda *args: secagg.SecureSum(None, 3, 1))
     before = algorithm.global_params.clone()  # type: ignore[attr-defined]
-    result, events, _ = _secure_round(None, None, algorithm, [1, 2, 3], 0, 1.0, planned)  # type: ignore[arg-type]
-    _release_secure(algorithm, result)
-    assert events == planned and torch.equal(algorithm.global_params, before)  # type: ignore[attr-defined]
+    collected = collect_round(None, None, algorithm, nodes, [1, 2, 3], 0, 1.0, planned, secure=True)  # type: ignore[arg-type]
+    release_round(algorithm, collected)
+    assert collected.events == planned and torch.equal(algorithm.global_params, before)  # type: ignore[attr-defined]
 
 
 def test_a_sum_the_clients_did_not_noise_is_never_released(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -207,18 +209,18 @@ def test_a_sum_the_clients_did_not_noise_is_never_released(monkeypatch: pytest.M
     import torch
 
     from ampfl.flower.secagg import SecureSum
-    from ampfl.flower.server_app import _release_secure
+    from ampfl.flower.transport import CollectedRound, release_round
 
     config = _config("dp_dsgd_rp")
     algorithm = build_algorithm(config, build_task(config))  # type: ignore[arg-type]
     before = algorithm.round_protocol().broadcast().clone()
-    decoded = SecureSum(torch.ones_like(before), 3, 3)
+    decoded = CollectedRound([], asked=3, secure=SecureSum(torch.ones_like(before), 3, 3))
     monkeypatch.setattr(algorithm, "gaussian_shares", lambda: None)
     with pytest.raises(ValueError, match="un-noised"):
-        _release_secure(algorithm, decoded)
+        release_round(algorithm, decoded)
     assert torch.equal(algorithm.round_protocol().broadcast(), before)
     monkeypatch.setattr(algorithm, "noised_on_client", True)  # MS-PAFL's case: noised by each client
-    _release_secure(algorithm, decoded)
+    release_round(algorithm, decoded)
     assert not torch.equal(algorithm.round_protocol().broadcast(), before)
 
 

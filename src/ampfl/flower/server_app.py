@@ -38,13 +38,12 @@ and the plots (from the released lines).
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.app import Context, Message, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
 from ampfl.fl.folder_lock import owns
@@ -58,17 +57,12 @@ from ampfl.flower.common import (
     TOKEN_KEY,
     algorithm_from_run_config,
 )
-from ampfl.flower.ledger import LEDGER, Events, PrivacyLedger
-from ampfl.flower.noise_shares import realised_events, realised_multiplier, worst_case_events
+from ampfl.flower.ledger import LEDGER, PrivacyLedger
+from ampfl.flower.transport import budgeted_events, collect_round, release_round, uses_noise_shares
 from ampfl.io import dumps_json
 
 if TYPE_CHECKING:
-    import torch
-
-    from ampfl.accounting.events import PrivacyEvent
-    from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.algorithms.round_protocol import RoundProtocol
-    from ampfl.flower.secagg import SecureSum
 
 app = ServerApp()
 
@@ -106,94 +100,6 @@ def _discover(grid: Grid, count: int, timeout: float) -> dict[int, int]:
     if missing:
         raise RuntimeError(f"no SuperNode holds partition-id {missing[0]} (of {count} clients)")
     return clients
-
-
-def _train_round(
-    grid: Grid,
-    protocol: RoundProtocol,
-    nodes: Mapping[int, int],
-    cohort: list[int],
-    round_index: int,
-    timeout: float,
-) -> tuple[torch.Tensor, int, dict[str, float]]:
-    """Send round ``round_index`` to the cohort; returns the sum of the replies' message vectors, their
-    number and the round's diagnostics (:meth:`RoundProtocol.reduce_metrics` of the replies' metrics)."""
-    import torch
-
-    broadcast = protocol.broadcast()  # MS-PAFL: the public submodel w̄_p only (Eq. 14)
-    params = ArrayRecord({"params": Array(broadcast.numpy())})
-    settings = ConfigRecord({"round": round_index, "cohort": list(cohort)})
-    messages = [
-        Message(
-            RecordDict({"arrays": params, "config": settings}),
-            dst_node_id=nodes[c],
-            message_type="train",
-            group_id=str(round_index),
-        )
-        for c in cohort
-    ]
-    client_of = {node: c for c, node in nodes.items()}
-    replies: list[tuple[int, torch.Tensor, dict[str, float]]] = []
-    for reply in grid.send_and_receive(messages, timeout=timeout) if messages else []:
-        if reply.has_error() or "arrays" not in reply.content.array_records:
-            continue  # failed or declined
-        vector = torch.from_numpy(reply.content.array_records["arrays"]["update"].numpy().copy())
-        metrics = reply.content.metric_records["metrics"]
-        values = {key: float(value) for key, value in metrics.items()}  # type: ignore[arg-type]
-        replies.append((client_of[reply.metadata.src_node_id], vector, values))
-    replies.sort(key=lambda reply: reply[0])
-    total = torch.stack([v for _, v, _ in replies]).sum(0) if replies else torch.zeros_like(broadcast)
-    out = {"participants": float(len(replies)), "asked": float(len(cohort))}
-    out.update(protocol.reduce_metrics([m for _, _, m in replies]))
-    return total, len(replies), out
-
-
-def _release(protocol: RoundProtocol, total: torch.Tensor, count: int, asked: int) -> None:
-    """The server step on the individual replies (no secure aggregation): the protocol's ``aggregate`` with
-    the Gaussian noise from a generator seeded by the operating system."""
-    import torch
-
-    noise = torch.Generator().manual_seed(secrets.randbits(63))
-    protocol.aggregate(total, count=count, asked=asked, generator=noise)
-
-
-def _secure_round(
-    grid: Grid,
-    context: Context,
-    algorithm: Algorithm,
-    asked: list[int],
-    round_index: int,
-    timeout: float,
-    planned: Events,
-) -> tuple[SecureSum, list[tuple[PrivacyEvent, int]], dict[str, float]]:
-    """One SecAgg+ round over the ``asked`` nodes: what the server holds, the round's events as it saw
-    them (at the realised noise multiplier when noise shares dropped out: :mod:`ampfl.flower.noise_shares`)
-    and the round's diagnostics."""
-    from ampfl.flower.secagg import secure_sum
-
-    result = secure_sum(grid, context, algorithm, asked, round_index, timeout)
-    metrics = {"asked": float(result.asked), "completed": float(result.completed)}
-    events = list(planned)
-    shares = algorithm.round_protocol().gaussian_shares() is not None
-    if shares and result.total is not None and planned:
-        events = realised_events(algorithm, planned, result.asked, result.completed)
-        metrics["noise_multiplier_realised"] = realised_multiplier(algorithm, result.asked, result.completed)
-    if result.joined is not None:
-        metrics["participants"] = float(result.joined)
-    return result, events, metrics
-
-
-def _release_secure(algorithm: Algorithm, result: SecureSum) -> None:
-    """The server step on what SecAgg+ decoded, noised already (the clients' noise shares, or MS-PAFL's
-    client-side noise): the protocol's ``aggregate`` adds nothing. A halted protocol (nothing decoded) keeps
-    the model."""
-    if result.total is None:
-        return
-    from ampfl.fl.algorithms.round_protocol import check_noised
-
-    protocol = algorithm.round_protocol()
-    check_noised(protocol, private=algorithm.privacy_unit is not None)
-    protocol.aggregate(result.total, count=result.joined, asked=result.asked, generator=None)
 
 
 def _line(
@@ -241,7 +147,7 @@ def main(grid: Grid, context: Context) -> None:
     secure = str(context.run_config.get(SECAGG_KEY, "none")) == "secaggplus"
     protocol = algorithm.round_protocol()
     # clients add the noise as shares under SecAgg+ (ampfl.flower.noise_shares)
-    shares = secure and protocol.gaussian_shares() is not None
+    shares = uses_noise_shares(algorithm, secure)
     n = config.partition.num_clients
     nodes = _discover(grid, n, timeout)
     bring_up = time.perf_counter() - started
@@ -294,29 +200,20 @@ def main(grid: Grid, context: Context) -> None:
             guard()
             round_started = time.perf_counter()
             events = algorithm.round_events(round_index)
-            # Under noise shares a round can be noised less than planned (dropouts): budget the worst case.
-            budgeted = worst_case_events(algorithm, events, n) if shares else events
+            budgeted = budgeted_events(algorithm, events, n, secure)
             if run_accountant.would_exceed(budgeted):
                 stopped = "budget"
                 break
             eligible = sorted(ledger.eligible(budgeted))
             # the sampler's cohort, or every eligible client when each flips its own coin
             cohort = protocol.plan_round(round_index, eligible, noise_shares=shares)
-            if secure:  # SecAgg+: a sum of the cohort's contributions only (ampfl.flower.secagg)
-                asked = [nodes[c] for c in cohort]
-                result, events, round_metrics = _secure_round(
-                    grid, context, algorithm, asked, round_index, timeout, events
-                )
-            else:
-                total, count, round_metrics = _train_round(
-                    grid, protocol, nodes, cohort, round_index, timeout
-                )
-            ledger.record(round_index, eligible, events)  # committed before the release below
-            run_accountant.compose(events)
-            if secure:
-                _release_secure(algorithm, result)
-            else:
-                _release(protocol, total, count, len(cohort))
+            collected = collect_round(
+                grid, context, algorithm, nodes, cohort, round_index, timeout, events, secure=secure
+            )
+            ledger.record(round_index, eligible, collected.events)  # committed before the release below
+            run_accountant.compose(collected.events)
+            release_round(algorithm, collected)
+            round_metrics = collected.metrics
             done = round_index + 1
             round_seconds.append(time.perf_counter() - round_started)
             evaluated = done % config.eval_every == 0 or done == config.rounds
