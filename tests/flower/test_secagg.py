@@ -183,7 +183,7 @@ def test_dropout_is_accounted_at_the_realised_noise(monkeypatch: pytest.MonkeyPa
     noised = torch.ones_like(algorithm.global_params)  # type: ignore[attr-defined]
     nodes = {1: 1, 2: 2, 3: 3}
     for completed, expected in ((3, planned), (2, [(algorithm.event_at(z * math.sqrt(2 / 3)), 1)])):  # type: ignore[attr-defined]
-        monkeypatch.setattr(secagg, "secure_sum", lambda *args, c=completed: secagg.SecureSum(noised, 3, c))
+        monkeypatch.setattr(secagg, "secure_sum", lambda *args, c=completed, **kw: secagg.SecureSum(noised, 3, c))
         collected = collect_round(None, None, algorithm, nodes, [1, 2, 3], 0, 1.0, planned, secure=True)  # type: ignore[arg-type]
         events, metrics = collected.events, collected.metrics
         assert events == expected and metrics["completed"] == completed
@@ -196,7 +196,7 @@ def test_dropout_is_accounted_at_the_realised_noise(monkeypatch: pytest.MonkeyPa
     assert later.epsilon() > full.epsilon()  # less noise, more ε: never the calibrated ε
     assert min_completed(3) == 2 and worst_case_events(algorithm, planned, 3) == expected
 
-    monkeypatch.setattr(secagg, "secure_sum", lambda *args: secagg.SecureSum(None, 3, 1))
+    monkeypatch.setattr(secagg, "secure_sum", lambda *args, **kw: secagg.SecureSum(None, 3, 1))
     before = algorithm.global_params.clone()  # type: ignore[attr-defined]
     collected = collect_round(None, None, algorithm, nodes, [1, 2, 3], 0, 1.0, planned, secure=True)  # type: ignore[arg-type]
     release_round(algorithm, collected)
@@ -208,13 +208,13 @@ def test_a_sum_the_clients_did_not_noise_is_never_released(monkeypatch: pytest.M
     shares nor noise their own messages is refused there (and on the node), not released un-noised."""
     import torch
 
-    from ampfl.flower.secagg import SecureSum
+    from ampfl.fl.algorithms.round_protocol import RoundSum
     from ampfl.flower.transport import CollectedRound, release_round
 
     config = _config("dp_dsgd_rp")
     algorithm = build_algorithm(config, build_task(config))  # type: ignore[arg-type]
     before = algorithm.round_protocol().broadcast().clone()
-    decoded = CollectedRound([], asked=3, secure=SecureSum(torch.ones_like(before), 3, 3))
+    decoded = CollectedRound([], asked=3, sums=[RoundSum(torch.ones_like(before), None, 3)], secure=True)
     monkeypatch.setattr(algorithm, "gaussian_shares", lambda: None)
     with pytest.raises(ValueError, match="un-noised"):
         release_round(algorithm, decoded)
@@ -245,8 +245,11 @@ def test_which_algorithms_deploy_is_said_by_their_classes() -> None:
     from ampfl.flower.common import check_deployable, deployable
     from ampfl.flower.secagg import secure_algorithms
 
-    assert set(deployable()) == {"fedavg", "dp_fedavg", "dp_dsgd_rp", "ms_pafl"}
-    assert set(secure_algorithms()) == {"dp_fedavg", "dp_dsgd_rp", "ms_pafl"}
+    groups = {"gdpfed", "gdpfed_minus", "gdpfed_plus", "idp_fedavg", "pfa"}  # paper 001: one sum per group
+    # (other algorithms join these lists as they deploy: only these are checked here)
+    assert {"fedavg", "dp_fedavg", "dp_dsgd_rp", "ms_pafl", "p_fedavg", *groups} <= set(deployable())
+    assert {"dp_fedavg", "dp_dsgd_rp", "ms_pafl", *groups} <= set(secure_algorithms())
+    assert not {"fedavg", "p_fedavg", "local_only"} & set(secure_algorithms())  # nothing to noise
     text = CONFIG.format(name="dp_fedavg", extra="cohort_size = 3")
     fixed = parse_config(tomllib.loads(text))
     check_deployable(fixed)  # fixed-size cohort, central noise: fine without SecAgg+

@@ -3,7 +3,8 @@
 ``ledger.sqlite`` in the run folder holds
 
 - ``privacy_events(client TEXT, round INTEGER, event TEXT, protects_against TEXT)``: for each client the
-  round's events cover, one row per event (an ``(event, count)`` pair gives ``count`` rows), the event as
+  round's events cover (for an algorithm with privacy groups, paper 001, the events of the client's group
+  only), one row per event (an ``(event, count)`` pair gives ``count`` rows), the event as
   :meth:`ampfl.accounting.events.PrivacyEvent.to_dict` JSON with sorted keys (under SecAgg+ noise shares,
   the event at the noise multiplier the server actually saw: :mod:`ampfl.flower.noise_shares`), and the
   parties the event's ε protects against (JSON list, e.g. ``["model consumers", "server"]``;
@@ -76,22 +77,34 @@ class PrivacyLedger:
         self.connection.executescript(_SCHEMA)
         fresh = RunAccountant(privacy, algorithm)  # built once (e.g. its PLD of the round), then copied
         self.accountants = {int(c): copy.deepcopy(fresh) for c in clients}
+        self.algorithm = algorithm
+
+    def client_events(self, client: int, events: Events) -> list[tuple[PrivacyEvent, int]]:
+        """The events of a round that concern ``client``: all of them, or for an algorithm that sums by
+        privacy group its group's (the round protocol's ``client_events``: each client's ε is its group's)."""
+        from ampfl.fl.algorithms.round_protocol import grouped
+
+        return grouped(self.algorithm.round_protocol()).client_events(int(client), events)
 
     def eligible(self, events: Events) -> list[int]:
         """The clients whose ε stays within ``max_epsilon`` after ``events`` (all without a budget)."""
-        return [c for c, acc in self.accountants.items() if not acc.would_exceed(events)]
+        return [
+            c for c, acc in self.accountants.items() if not acc.would_exceed(self.client_events(c, events))
+        ]
 
     def record(self, round_index: int, clients: Sequence[int], events: Events) -> None:
-        """Commit round ``round_index``'s events for ``clients`` and their new ε (one transaction)."""
+        """Commit round ``round_index``'s events for ``clients`` (each client's own: :meth:`client_events`)
+        and their new ε (one transaction)."""
         rows: list[tuple[str, int, str, str]] = []
         threats = self.protects_against
-        for event, count in events:
-            text = json.dumps(event.to_dict(), sort_keys=True)
-            rows.extend((str(c), int(round_index), text, threats) for c in clients for _ in range(int(count)))
         spent = []
         for c in clients:
+            own = self.client_events(int(c), events)
+            for event, count in own:
+                text = json.dumps(event.to_dict(), sort_keys=True)
+                rows.extend((str(c), int(round_index), text, threats) for _ in range(int(count)))
             accountant = self.accountants[int(c)]
-            accountant.compose(events)
+            accountant.compose(own)
             spent.append((str(c), accountant.epsilon(), accountant.delta))
         with self.connection:  # BEGIN ... COMMIT
             self.connection.execute("BEGIN")

@@ -48,6 +48,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    import torch
+
     from ampfl.accounting.events import PrivacyEvent
     from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.algorithms.round_protocol import GaussianShares
@@ -62,9 +64,15 @@ CLIP_PROBABILITY = math.erfc(TAIL / math.sqrt(2.0))
 RECONSTRUCTION_THRESHOLD = 2.0 / 3.0
 
 
-def _shares(algorithm: Algorithm) -> GaussianShares:
-    """The algorithm's Gaussian noise as client shares (its round protocol's ``gaussian_shares``)."""
-    shares = algorithm.round_protocol().gaussian_shares()
+def _shares(algorithm: Algorithm, part: int = 0, broadcast: torch.Tensor | None = None) -> GaussianShares:
+    """The Gaussian noise of sum ``part`` as client shares (the round protocol's ``sum_shares`` at the model
+    ``broadcast``, default the server's; one sum: its ``gaussian_shares``)."""
+    from ampfl.fl.algorithms.round_protocol import grouped
+
+    protocol = algorithm.round_protocol()
+    model = protocol.broadcast() if broadcast is None else broadcast
+    parts = grouped(protocol).sum_shares(model)
+    shares = parts[part] if 0 <= part < len(parts) else None
     if shares is None:
         raise ValueError(f"algorithm.name: the noise of {algorithm.name} cannot be split into client shares.")
     return shares
@@ -75,21 +83,36 @@ def contribution_bound(algorithm: Algorithm) -> float:
     return algorithm.round_protocol().message_bound()
 
 
-def share_std(algorithm: Algorithm, asked: int) -> float:
-    """σ/√n: the std of one node's noise share."""
+def share_std(algorithm: Algorithm, asked: int, *, part: int = 0) -> float:
+    """σ/√n: the std of one node's noise share in sum ``part`` of n asked nodes."""
     if asked < 1:
         raise ValueError(f"asked must be >= 1. Found {asked}.")
-    return _shares(algorithm).std / math.sqrt(asked)
+    return _shares(algorithm, part).std / math.sqrt(asked)
 
 
-def encoding_range(algorithm: Algorithm, asked: int) -> float:
-    """R = B + TAIL · σ/√n (module docstring)."""
-    return contribution_bound(algorithm) + TAIL * share_std(algorithm, asked)
+def encoding_range(algorithm: Algorithm, asked: int, *, part: int = 0) -> float:
+    """R = B + TAIL · σ/√n (module docstring) of sum ``part``."""
+    return contribution_bound(algorithm) + TAIL * share_std(algorithm, asked, part=part)
 
 
-def noise_share(algorithm: Algorithm, asked: int, size: int, rng: np.random.Generator) -> np.ndarray:
-    """ξ_i ~ N(0, σ²/n · I_size) from the node's own generator (OS entropy, never the run seed)."""
-    return rng.standard_normal(size) * share_std(algorithm, asked)
+def noise_share(
+    algorithm: Algorithm,
+    asked: int,
+    size: int,
+    rng: np.random.Generator,
+    *,
+    part: int = 0,
+    broadcast: torch.Tensor | None = None,
+) -> np.ndarray:
+    """ξ_i ~ N(0, σ²/n · I_size) of sum ``part`` from the node's own generator (OS entropy, never the run
+    seed), zero outside the sum's public mask at the model ``broadcast`` (GDPFed+ ``mask = "public"``)."""
+    if asked < 1:
+        raise ValueError(f"asked must be >= 1. Found {asked}.")
+    shares = _shares(algorithm, part, broadcast)
+    share: np.ndarray = rng.standard_normal(size) * (shares.std / math.sqrt(asked))
+    if shares.mask is not None:
+        share = share * shares.mask.numpy().astype(share.dtype)
+    return share
 
 
 def min_completed(asked: int) -> int:
@@ -97,24 +120,71 @@ def min_completed(asked: int) -> int:
     return max(round(RECONSTRUCTION_THRESHOLD * asked), 2)
 
 
-def realised_multiplier(algorithm: Algorithm, asked: int, completed: int) -> float:
-    """z·√(c/n): the noise multiplier of a sum to which c of the n noise shares contributed."""
+def realised_multiplier(algorithm: Algorithm, asked: int, completed: int, *, part: int = 0) -> float:
+    """z·√(c/n): the noise multiplier of sum ``part`` to which c of the n noise shares contributed."""
     if not 0 <= completed <= asked:
         raise ValueError(f"completed must be in [0, {asked}]. Found {completed}.")
-    return _shares(algorithm).noise_multiplier * math.sqrt(completed / asked)
+    return _shares(algorithm, part).noise_multiplier * math.sqrt(completed / asked)
 
 
 def realised_events(
     algorithm: Algorithm, planned: Events, asked: int, completed: int
 ) -> list[tuple[PrivacyEvent, int]]:
-    """The round's events as the server saw them: ``planned`` (the algorithm's ``round_events``) when every
-    asked node completed, else the one event at :func:`realised_multiplier` (module docstring)."""
-    if completed >= asked or not planned:
+    """The round's events as the server saw them, for an algorithm with one sum: ``planned`` (the
+    algorithm's ``round_events``) when every asked node completed, else the one event at
+    :func:`realised_multiplier` (module docstring; several sums: :func:`realised_sum_events`)."""
+    return realised_sum_events(algorithm, planned, [(asked, completed)])
+
+
+def realised_sum_events(
+    algorithm: Algorithm, planned: Events, outcomes: Sequence[tuple[int, int] | None]
+) -> list[tuple[PrivacyEvent, int]]:
+    """The round's events as the server saw them, sum by sum (``outcomes[s]``: (asked n_s, completed c_s)
+    of sum s, None when it did not run or decoded nothing): ``planned`` when no sum lost a share, else each
+    sum's events (:meth:`~ampfl.fl.algorithms.round_protocol.GaussianShares.events`) at its realised
+    multiplier z_s·√(c_s/n_s), or at z_s when it lost none or did not run (its planned events: conservative).
+    A dropout in one group's sum lowers that group's noise only (paper 001: one secure sum per group)."""
+    from ampfl.fl.algorithms.round_protocol import grouped
+
+    lost = [o is not None and o[1] < o[0] for o in outcomes]
+    if not any(lost) or not planned:
         return list(planned)
-    z = realised_multiplier(algorithm, asked, completed)
-    return [(_shares(algorithm).event_at(z), 1)]
+    protocol = algorithm.round_protocol()
+    parts = grouped(protocol).sum_shares(protocol.broadcast())
+    if len(parts) != len(outcomes):
+        raise ValueError(f"outcomes must list one entry per sum ({len(parts)}). Found {len(outcomes)}.")
+    events: list[tuple[PrivacyEvent, int]] = []
+    for s, (shares, outcome) in enumerate(zip(parts, outcomes, strict=True)):
+        if shares is None:
+            continue  # no noise shares in this sum this round (a retired group): no event
+        z = shares.noise_multiplier
+        if outcome is not None and lost[s]:
+            z = realised_multiplier(algorithm, outcome[0], outcome[1], part=s)
+        events.extend(shares.events(z))
+    return events
+
+
+def worst_ratio(size: int) -> float:
+    """min over n ≤ ``size`` asked nodes of t(n)/n (:func:`min_completed`): the smallest share of a sum's
+    noise a decoded SecAgg+ sum of at most ``size`` nodes can carry (0.6 at n = 5)."""
+    return min(min(min_completed(n), n) / n for n in range(1, max(int(size), 1) + 1))
 
 
 def worst_case_events(algorithm: Algorithm, planned: Events, asked: int) -> list[tuple[PrivacyEvent, int]]:
-    """The events of a round in which only :func:`min_completed` nodes complete (for budget checks)."""
-    return realised_events(algorithm, planned, asked, min(min_completed(asked), asked))
+    """The events of a round in which only :func:`min_completed` nodes complete each sum (for budget
+    checks). One sum of ``asked`` nodes: the event at z·√(t/n); several sums (``asked``: the population):
+    each at z_s·√(min over n ≤ N_s of t(n)/n), N_s the sum's clients (fewer of them may be asked)."""
+    from ampfl.fl.algorithms.round_protocol import GroupedSums
+
+    protocol = algorithm.round_protocol()
+    if not isinstance(protocol, GroupedSums):
+        return realised_events(algorithm, planned, asked, min(min_completed(asked), asked))
+    if not planned:
+        return []
+    parts = protocol.sum_shares(protocol.broadcast())
+    sizes = [len(members) for members in protocol.sum_groups(range(asked))]
+    events: list[tuple[PrivacyEvent, int]] = []
+    for shares, size in zip(parts, sizes, strict=True):
+        if shares is not None:
+            events.extend(shares.events(shares.noise_multiplier * math.sqrt(worst_ratio(size))))
+    return events

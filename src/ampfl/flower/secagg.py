@@ -119,11 +119,20 @@ def _spy(name: str, record: dict[str, Any]) -> None:
 
 
 # -- client ----------------------------------------------------------------------------------------------
-def encode(algorithm: Algorithm, unnoised: np.ndarray, asked: int, rng: np.random.Generator) -> np.ndarray:
+def encode(
+    algorithm: Algorithm,
+    unnoised: np.ndarray,
+    asked: int,
+    rng: np.random.Generator,
+    *,
+    part: int = 0,
+    broadcast: torch.Tensor | None = None,
+) -> np.ndarray:
     """v_i = (u_i + ξ_i) / R (module docstring): ``unnoised`` u_i (zeros for a node whose coin said no) plus
-    its noise share from ``rng``, on SecAgg+'s [-1, 1]."""
-    share = noise_share(algorithm, asked, unnoised.size, rng)
-    vector: np.ndarray = (unnoised.astype(np.float64) + share) / encoding_range(algorithm, asked)
+    its noise share of sum ``part`` (at the model ``broadcast``: a public mask may depend on it) from
+    ``rng``, on SecAgg+'s [-1, 1]."""
+    share = noise_share(algorithm, asked, unnoised.size, rng, part=part, broadcast=broadcast)
+    vector: np.ndarray = (unnoised.astype(np.float64) + share) / encoding_range(algorithm, asked, part=part)
     return vector
 
 
@@ -134,13 +143,26 @@ def _asked(fitins: FitIns, num_clients: int) -> int:
     return asked
 
 
-def _range(algorithm: Algorithm, asked: int) -> float:
-    """R of the encoding: B + TAIL·σ/√n with noise shares (:func:`encoding_range`), else the message bound
-    (a message noised on the client, MS-PAFL)."""
+def _part(fitins: FitIns) -> int:
+    """The sum this SecAgg+ round is (one per group for an algorithm that sums by group; else 0)."""
+    return int(fitins.config.get("part", 0))
+
+
+def _has_shares(algorithm: Algorithm, part: int, broadcast: torch.Tensor | None = None) -> bool:
+    from ampfl.fl.algorithms.round_protocol import grouped
+
     protocol = algorithm.round_protocol()
-    if protocol.gaussian_shares() is not None:
-        return encoding_range(algorithm, asked)
-    return protocol.message_bound()
+    model = protocol.broadcast() if broadcast is None else broadcast
+    parts = grouped(protocol).sum_shares(model)
+    return 0 <= part < len(parts) and parts[part] is not None
+
+
+def _range(algorithm: Algorithm, asked: int, part: int = 0) -> float:
+    """R of the encoding of sum ``part``: B + TAIL·σ/√n with noise shares (:func:`encoding_range`), else the
+    message bound (a message noised on the client, MS-PAFL)."""
+    if _has_shares(algorithm, part):
+        return encoding_range(algorithm, asked, part=part)
+    return algorithm.round_protocol().message_bound()
 
 
 @app.train()
@@ -148,7 +170,7 @@ def train(msg: Message, context: Context) -> Message:
     """One client's SecAgg+ contribution (module docstring), in the legacy fit layout."""
     import torch
 
-    from ampfl.fl.algorithms.round_protocol import ClientInstructions, check_noised
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions, check_noised, grouped
 
     fitins = compat.recorddict_to_fitins(msg.content, keep_input=True)
     raw = decode_raw(str(context.run_config[CONFIG_KEY]))
@@ -165,20 +187,24 @@ def train(msg: Message, context: Context) -> Message:
     coin = protocol.own_coin(pid, noise_shares=True)
     if coin is None:
         raise ValueError(f"algorithm.name: {algorithm.name} has no client coin for --secure-aggregation.")
-    joined = bool(own.random() < coin)  # check-in B ~ Bern(p_i) (004, 000), or DP-FedAvg's Bern(q)
+    part = _part(fitins)
+    if grouped(protocol).sum_of(pid) != part:  # its share would noise another group's sum
+        raise ValueError(f"part: client {pid} belongs to sum {grouped(protocol).sum_of(pid)}. Found {part}.")
+    joined = bool(own.random() < coin)  # check-in B ~ Bern(p_i) (004, 000), DP-FedAvg's Bern(q), GDPFed's q_g
     round_index = int(fitins.config["round"])
-    record: dict[str, Any] = {"round": round_index, "joined": joined}
+    record: dict[str, Any] = {"round": round_index, "joined": joined, "part": part}
+    start = torch.from_numpy(parameters_to_ndarrays(fitins.parameters)[0].copy())
     message = np.zeros(int(protocol.broadcast().numel()))
     if joined:
-        start = torch.from_numpy(parameters_to_ndarrays(fitins.parameters)[0].copy())
         instructions = ClientInstructions(round_index, np.array([pid]), pid, own_coin=True)
         vector = client_message(context, algorithm, start, instructions, own).vector
         message = np.asarray(vector.double().numpy())
-    if protocol.gaussian_shares() is not None:
+    if _has_shares(algorithm, part, start):
         record["unnoised"] = message.tolist()
-        sent = encode(algorithm, message, asked, own)  # the noise share goes out whatever the coin said
+        # the noise share goes out whatever the coin said
+        sent = encode(algorithm, message, asked, own, part=part, broadcast=start)
     else:
-        sent = message / _range(algorithm, asked)
+        sent = message / _range(algorithm, asked, part)
     if protocol.sum_reveals_count:
         sent = np.concatenate([sent, [1.0 if joined else 0.0]])
     record["vector"] = sent.tolist()
@@ -191,8 +217,10 @@ def train(msg: Message, context: Context) -> Message:
 class SumStrategy(Strategy):
     """Asks the given nodes; keeps the unmasked aggregate the SecAgg+ workflow hands to ``aggregate_fit``."""
 
-    def __init__(self, proxies: list[ClientProxy], params: np.ndarray, round_index: int) -> None:
-        self.proxies, self.params, self.round_index = proxies, params, round_index
+    def __init__(
+        self, proxies: list[ClientProxy], params: np.ndarray, round_index: int, part: int = 0
+    ) -> None:
+        self.proxies, self.params, self.round_index, self.part = proxies, params, round_index, part
         self.total: np.ndarray | None = None
         self.completed = 0
 
@@ -202,7 +230,7 @@ class SumStrategy(Strategy):
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
-        config: dict[str, Scalar] = {"round": self.round_index, "asked": len(self.proxies)}
+        config: dict[str, Scalar] = {"round": self.round_index, "asked": len(self.proxies), "part": self.part}
         fitins = FitIns(ndarrays_to_parameters([self.params]), config)
         return [(proxy, fitins) for proxy in self.proxies]
 
@@ -217,6 +245,7 @@ class SumStrategy(Strategy):
             "server.jsonl",
             {
                 "round": self.round_index,
+                "part": self.part,
                 "results": [
                     {
                         "node": proxy.node_id,
@@ -257,8 +286,9 @@ class SecureSum:
     """What the server-side code holds after one SecAgg+ round.
 
     Attributes:
-        total: DP-DSGD-RP and DP-FedAvg: the noised sum Σ_i u_i + Σ_i ξ_i; MS-PAFL: Σ_i w̃_{i,p} (noised by
-            each client); None when the protocol halted (nothing decoded).
+        total: DP-DSGD-RP, DP-FedAvg and the group methods (one sum per group): the noised sum
+            Σ_i u_i + Σ_i ξ_i; MS-PAFL: Σ_i w̃_{i,p} (noised by each client); None when the protocol halted
+            (nothing decoded).
         asked: n, the nodes asked.
         completed: c, the nodes whose vectors are in the sum (their noise shares included).
         joined: K, the number of clients that checked in, for an algorithm whose sum reveals it (MS-PAFL:
@@ -270,22 +300,26 @@ class SecureSum:
     asked: int
     completed: int
     joined: int | None = None
+    part: int = 0
 
 
-def decode(algorithm: Algorithm, aggregate: np.ndarray | None, asked: int, completed: int) -> SecureSum:
-    """The :class:`SecureSum` of the workflow's unmasked aggregate (Σ_i v_i, or None if it halted)."""
+def decode(
+    algorithm: Algorithm, aggregate: np.ndarray | None, asked: int, completed: int, part: int = 0
+) -> SecureSum:
+    """The :class:`SecureSum` of the workflow's unmasked aggregate of sum ``part`` (Σ_i v_i, or None if it
+    halted)."""
     import torch
 
     protocol = algorithm.round_protocol()
     dtype = protocol.broadcast().dtype
     if aggregate is None:
-        return SecureSum(None, asked, completed)
+        return SecureSum(None, asked, completed, part=part)
     joined = None
     if protocol.sum_reveals_count:
         joined = round(float(aggregate[-1]))
         aggregate = aggregate[:-1]
-    total = torch.from_numpy(aggregate * _range(algorithm, asked))
-    return SecureSum(total.to(dtype), asked, completed, joined)
+    total = torch.from_numpy(aggregate * _range(algorithm, asked, part))
+    return SecureSum(total.to(dtype), asked, completed, joined, part)
 
 
 def secure_sum(
@@ -295,8 +329,10 @@ def secure_sum(
     node_ids: list[int],
     round_index: int,
     timeout: float,
+    *,
+    part: int = 0,
 ) -> SecureSum:
-    """One SecAgg+ round over ``node_ids`` (module docstring)."""
+    """One SecAgg+ round over ``node_ids``, the asked nodes of sum ``part`` (module docstring)."""
     from flwr.common import ConfigRecord
     from flwr.server import LegacyContext
     from flwr.server.compat.grid_client_proxy import GridClientProxy
@@ -305,7 +341,7 @@ def secure_sum(
 
     params = algorithm.round_protocol().broadcast().numpy()
     proxies: list[ClientProxy] = [GridClientProxy(n, grid, context.run_id) for n in node_ids]
-    strategy = SumStrategy(proxies, params, round_index)
+    strategy = SumStrategy(proxies, params, round_index, part)
     legacy = LegacyContext(context, strategy=strategy)
     legacy.state.config_records[MAIN_CONFIGS_RECORD] = ConfigRecord({Key.CURRENT_ROUND: round_index + 1})
     legacy.state.array_records[MAIN_PARAMS_RECORD] = compat.parameters_to_arrayrecord(
@@ -319,4 +355,4 @@ def secure_sum(
         timeout=timeout,
     )
     workflow(grid, legacy)
-    return decode(algorithm, strategy.total, len(node_ids), strategy.completed)
+    return decode(algorithm, strategy.total, len(node_ids), strategy.completed, part)

@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.serverapp import Grid
 
-from ampfl.flower.noise_shares import realised_events, realised_multiplier, worst_case_events
+from ampfl.flower.noise_shares import realised_multiplier, realised_sum_events, worst_case_events
 
 if TYPE_CHECKING:
     import torch
 
     from ampfl.accounting.events import PrivacyEvent
     from ampfl.fl.algorithms.base import Algorithm
-    from ampfl.fl.algorithms.round_protocol import RoundProtocol
+    from ampfl.fl.algorithms.round_protocol import RoundProtocol, RoundSum
     from ampfl.flower.secagg import SecureSum
 
 Events = Sequence[tuple["PrivacyEvent", int]]
@@ -45,34 +45,38 @@ class CollectedRound:
     """One round's replies as the server holds them before the release.
 
     Attributes:
-        events: the round's privacy events as the server saw it (at the realised noise multiplier when noise
-            shares dropped out); the loop commits them before :func:`release_round`.
+        events: the round's privacy events as the server saw it (at the realised noise multiplier of every
+            sum whose noise shares dropped out); the loop commits them before :func:`release_round`.
         metrics: the round's diagnostics (participants, asked, completed nodes, the protocol's reduced client
-            metrics, the realised noise multiplier): never released.
+            metrics, the realised noise multipliers): never released.
         asked: the number of clients asked.
-        total: without secure aggregation, the sum of the replies' message vectors.
-        count: without secure aggregation, the number of replies.
-        secure: with secure aggregation, what SecAgg+ decoded.
+        sums: one :class:`~ampfl.fl.algorithms.round_protocol.RoundSum` per sum of the protocol (one, unless
+            it sums by group: :class:`~ampfl.fl.algorithms.round_protocol.GroupedSums`): without secure
+            aggregation the sum of the replies' message vectors, with it what SecAgg+ decoded (noised).
+        secure: whether the sums came from secure aggregation (the server adds no noise to them).
+        decoded: with secure aggregation, each sum's SecAgg+ outcome (None: nobody asked in that sum).
     """
 
     events: list[tuple[PrivacyEvent, int]]
     metrics: dict[str, float] = field(default_factory=dict)
     asked: int = 0
-    total: torch.Tensor | None = None
-    count: int = 0
-    secure: SecureSum | None = None
+    sums: list[RoundSum] = field(default_factory=list)
+    secure: bool = False
+    decoded: list[SecureSum | None] = field(default_factory=list)
 
 
 def uses_noise_shares(algorithm: Algorithm, secure: bool) -> bool:
     """Whether the clients add the Gaussian noise as shares (under SecAgg+, for an algorithm that may)."""
-    return secure and algorithm.round_protocol().gaussian_shares() is not None
+    from ampfl.fl.algorithms.round_protocol import noised_by_clients
+
+    return secure and noised_by_clients(algorithm.round_protocol())
 
 
 def budgeted_events(
     algorithm: Algorithm, events: Events, num_clients: int, secure: bool
 ) -> list[tuple[PrivacyEvent, int]]:
     """The events the budget check uses: under noise shares a round can be noised less than planned
-    (dropouts), so the worst case; else ``events``."""
+    (dropouts), so the worst case of every sum; else ``events``."""
     if uses_noise_shares(algorithm, secure):
         return worst_case_events(algorithm, events, num_clients)
     return list(events)
@@ -90,33 +94,30 @@ def collect_round(
     *,
     secure: bool,
 ) -> CollectedRound:
-    """Run round ``round_index`` on the ``cohort`` (client ids; ``nodes``: client id → node id)."""
+    """Run round ``round_index`` on the ``cohort`` (client ids; ``nodes``: client id → node id): one sum per
+    sum of the round protocol (:func:`~ampfl.fl.algorithms.round_protocol.grouped`)."""
     if secure:
-        return _secure_round(
-            grid, context, algorithm, [nodes[c] for c in cohort], round_index, timeout, planned
-        )
+        return _secure_round(grid, context, algorithm, nodes, list(cohort), round_index, timeout, planned)
     protocol = algorithm.round_protocol()
-    total, count, metrics = _train_round(grid, protocol, nodes, list(cohort), round_index, timeout)
-    return CollectedRound(list(planned), metrics, asked=len(cohort), total=total, count=count)
+    sums, metrics = _train_round(grid, protocol, nodes, list(cohort), round_index, timeout)
+    return CollectedRound(list(planned), metrics, asked=len(cohort), sums=sums)
 
 
 def release_round(algorithm: Algorithm, collected: CollectedRound) -> None:
     """The server step on a committed round (module docstring)."""
     import torch
 
-    protocol = algorithm.round_protocol()
-    if collected.secure is None:
-        assert collected.total is not None
-        noise = torch.Generator().manual_seed(secrets.randbits(63))
-        protocol.aggregate(collected.total, count=collected.count, asked=collected.asked, generator=noise)
-        return
-    result = collected.secure
-    if result.total is None:  # a halted protocol (nothing decoded) keeps the model
-        return
-    from ampfl.fl.algorithms.round_protocol import check_noised
+    from ampfl.fl.algorithms.round_protocol import check_noised, grouped
 
+    protocol = algorithm.round_protocol()
+    if not collected.secure:
+        noise = torch.Generator().manual_seed(secrets.randbits(63))
+        grouped(protocol).aggregate_sums(collected.sums, generator=noise)
+        return
+    if all(s.total is None for s in collected.sums):  # a halted protocol (nothing decoded) keeps the model
+        return
     check_noised(protocol, private=algorithm.privacy_unit is not None)
-    protocol.aggregate(result.total, count=result.joined, asked=result.asked, generator=None)
+    grouped(protocol).aggregate_sums(collected.sums, generator=None)
 
 
 def _train_round(
@@ -126,10 +127,13 @@ def _train_round(
     cohort: list[int],
     round_index: int,
     timeout: float,
-) -> tuple[torch.Tensor, int, dict[str, float]]:
-    """Send round ``round_index`` to the cohort; returns the sum of the replies' message vectors, their
-    number and the round's diagnostics (:meth:`RoundProtocol.reduce_metrics` of the replies' metrics)."""
+) -> tuple[list[RoundSum], dict[str, float]]:
+    """Send round ``round_index`` to the cohort; returns, per sum of the protocol, the sum of its replies'
+    message vectors and their number, and the round's diagnostics (:meth:`RoundProtocol.reduce_metrics` of
+    the replies' metrics; with several sums the replies per sum, ``participants_g<s>``)."""
     import torch
+
+    from ampfl.fl.algorithms.round_protocol import RoundSum, grouped
 
     broadcast = protocol.broadcast()  # MS-PAFL: the public submodel w̄_p only (Eq. 14)
     params = ArrayRecord({"params": Array(broadcast.numpy())})
@@ -153,32 +157,62 @@ def _train_round(
         values = {key: float(value) for key, value in metrics.items()}  # type: ignore[arg-type]
         replies.append((client_of[reply.metadata.src_node_id], vector, values))
     replies.sort(key=lambda reply: reply[0])
-    total = torch.stack([v for _, v, _ in replies]).sum(0) if replies else torch.zeros_like(broadcast)
+    parts = grouped(protocol)
+    groups = parts.sum_groups(cohort)
+    sums = []
     out = {"participants": float(len(replies)), "asked": float(len(cohort))}
+    for s, members in enumerate(groups):
+        vectors = [v for c, v, _ in replies if parts.sum_of(c) == s]
+        total = torch.stack(vectors).sum(0) if vectors else torch.zeros_like(broadcast)
+        sums.append(RoundSum(total, len(vectors), len(members)))
+        if len(groups) > 1:
+            out[f"participants_g{s}"] = float(len(vectors))
     out.update(protocol.reduce_metrics([m for _, _, m in replies]))
-    return total, len(replies), out
+    return sums, out
 
 
 def _secure_round(
     grid: Grid,
     context: Context,
     algorithm: Algorithm,
-    asked: list[int],
+    nodes: Mapping[int, int],
+    cohort: list[int],
     round_index: int,
     timeout: float,
     planned: Events,
 ) -> CollectedRound:
-    """One SecAgg+ round over the ``asked`` nodes: what the server holds, the round's events as it saw
-    them (at the realised noise multiplier when noise shares dropped out: :mod:`ampfl.flower.noise_shares`)
-    and the round's diagnostics."""
+    """One SecAgg+ round per sum of the protocol over its asked nodes: what the server holds (each sum's
+    decoded total, and nothing per node), the round's events as it saw them (each sum that lost noise shares
+    at its realised multiplier: :mod:`ampfl.flower.noise_shares`) and the round's diagnostics."""
+    from ampfl.fl.algorithms.round_protocol import RoundSum, grouped
     from ampfl.flower.secagg import secure_sum
 
-    result = secure_sum(grid, context, algorithm, asked, round_index, timeout)
-    metrics = {"asked": float(result.asked), "completed": float(result.completed)}
+    groups = grouped(algorithm.round_protocol()).sum_groups(cohort)
+    several = len(groups) > 1
+    decoded: list[SecureSum | None] = []
+    for s, members in enumerate(groups):
+        if not members:
+            decoded.append(None)
+            continue
+        decoded.append(
+            secure_sum(grid, context, algorithm, [nodes[c] for c in members], round_index, timeout, part=s)
+        )
+    ran = [r for r in decoded if r is not None]
+    metrics = {"asked": float(sum(r.asked for r in ran)), "completed": float(sum(r.completed for r in ran))}
     events = list(planned)
-    if uses_noise_shares(algorithm, True) and result.total is not None and planned:
-        events = realised_events(algorithm, planned, result.asked, result.completed)
-        metrics["noise_multiplier_realised"] = realised_multiplier(algorithm, result.asked, result.completed)
-    if result.joined is not None:
-        metrics["participants"] = float(result.joined)
-    return CollectedRound(events, metrics, asked=len(asked), secure=result)
+    outcomes = [None if r is None or r.total is None else (r.asked, r.completed) for r in decoded]
+    if uses_noise_shares(algorithm, True) and planned and any(o is not None for o in outcomes):
+        events = realised_sum_events(algorithm, planned, outcomes)
+        for s, outcome in enumerate(outcomes):
+            if outcome is not None:
+                key = f"noise_multiplier_realised_g{s}" if several else "noise_multiplier_realised"
+                metrics[key] = realised_multiplier(algorithm, outcome[0], outcome[1], part=s)
+    if several:
+        for s, r in enumerate(decoded):
+            if r is not None:
+                metrics[f"completed_g{s}"] = float(r.completed)
+    joined = [r.joined for r in ran if r.joined is not None]
+    if joined:
+        metrics["participants"] = float(sum(joined))
+    sums = [RoundSum(None, None, 0) if r is None else RoundSum(r.total, r.joined, r.asked) for r in decoded]
+    return CollectedRound(events, metrics, asked=len(cohort), sums=sums, secure=True, decoded=decoded)

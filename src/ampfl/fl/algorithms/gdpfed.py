@@ -244,12 +244,12 @@ class GDPFedPlus(GDPFed):
     def sparsify_after_noise(self) -> bool:
         return self.p.mask == "after_noise"
 
-    def masks(self, round_index: int) -> list[torch.Tensor | None]:
+    def masks_at(self, params: torch.Tensor) -> list[torch.Tensor | None]:
         if self.p.mask == "after_noise":
             return [None] * self.budgets.size
-        d = self.global_params.numel()
+        d = params.numel()
         # magnitude of the current global model w^t: public (a post-processing of earlier DP releases)
-        order = torch.argsort(self.global_params.abs(), descending=True, stable=True)
+        order = torch.argsort(params.abs(), descending=True, stable=True)
         out: list[torch.Tensor | None] = []
         for k in self.kappa:
             mask = torch.zeros(d, dtype=torch.bool)

@@ -82,4 +82,4 @@ class IDPFedAvg(GDPFed):
         self.rates = np.array(q, dtype=float)
         self.noise_multipliers = np.full(self.budgets.size, z)
         self.kappa = np.ones(self.budgets.size)
-        self.aggregate = np.zeros(self.budgets.size, dtype=np.int64)  # one secure sum for the whole cohort
+        self.sum_index = np.zeros(self.budgets.size, dtype=np.int64)  # one secure sum for the whole cohort

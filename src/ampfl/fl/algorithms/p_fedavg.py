@@ -27,3 +27,5 @@ class PFedAvg(GroupFederatedAlgorithm):
     name: ClassVar[str] = "p_fedavg"
     Params: ClassVar[type[BaseModel]] = PFedAvgParams
     private: ClassVar[bool] = False
+    #: No noise, so no shares: ``ampfl deploy`` runs it with a trusted server only (no SecAgg+).
+    noise_shares: ClassVar[bool] = False

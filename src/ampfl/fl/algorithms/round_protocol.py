@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -65,17 +65,50 @@ class ClientMessage:
 
 @dataclass(frozen=True)
 class GaussianShares:
-    """The Gaussian noise of an algorithm whose clients may add it as shares before a secure sum.
+    """The Gaussian noise of one sum of an algorithm whose clients may add it as shares before a secure sum.
 
     Attributes:
         noise_multiplier: z, the noise std over the sensitivity of the summed messages.
         std: σ, the noise std of the whole sum (each of n asked clients adds N(0, σ²/n)).
-        event_at: the round's privacy event at a noise multiplier (the realised one when shares are missing).
+        event_at: the round's privacy event at a noise multiplier (the realised one when shares are missing),
+            for a sum whose round is one event; None when ``events_at`` says it.
+        mask: boolean ``[d]``: the noise (and each share) is zero outside it (GDPFed+'s public mask); None:
+            every coordinate.
+        events_at: the privacy events (``(event, count)`` pairs) of the round of this sum at a noise
+            multiplier, for a sum whose round is several events (IDP-FedAvg: one per privacy group).
     """
 
     noise_multiplier: float
     std: float
-    event_at: Callable[[float], PrivacyEvent]
+    event_at: Callable[[float], PrivacyEvent] | None = None
+    mask: torch.Tensor | None = None
+    events_at: Callable[[float], list[tuple[PrivacyEvent, int]]] | None = None
+
+    def events(self, noise_multiplier: float) -> list[tuple[PrivacyEvent, int]]:
+        """The events of this sum's round at ``noise_multiplier`` (``events_at``, else ``event_at`` once)."""
+        if self.events_at is not None:
+            return self.events_at(noise_multiplier)
+        if self.event_at is None:
+            raise ValueError("GaussianShares: give event_at or events_at.")
+        return [(self.event_at(noise_multiplier), 1)]
+
+
+@dataclass(frozen=True)
+class RoundSum:
+    """One sum of a round as the server holds it before the server step.
+
+    Attributes:
+        total: the sum of the messages of this sum's clients: un-noised from a trusted server's transport,
+            noised by the clients' shares (or client-side noise) after a secure sum; None when nothing was
+            decoded (a halted secure sum) or nobody was asked: the sum is then absent from the step.
+        count: the number of messages in ``total`` when the server knows it (trusted server; a secure sum
+            whose analysis makes participation public), else None.
+        asked: the number of clients asked for this sum.
+    """
+
+    total: torch.Tensor | None
+    count: int | None
+    asked: int
 
 
 class RoundProtocol(Protocol):
@@ -141,10 +174,89 @@ class RoundProtocol(Protocol):
         ...
 
 
+@runtime_checkable
+class GroupedSums(Protocol):
+    """The extension of a :class:`RoundProtocol` whose server sums the messages in several separate sums.
+
+    Paper 001 (GDPFed, arXiv:2505.13655v3, Algorithm 1 lines 13–17): the clients of each privacy group form
+    their own secure sum, each group's noise N(0, z_g² C² I) is added by the group's clients as shares (or by
+    a trusted server), and the server step sees only the per-group noised sums. A transport sums (or runs
+    one SecAgg+ round) per sum, accounts a sum that lost noise shares at its own realised multiplier, and
+    hands every sum to :meth:`aggregate_sums`. A protocol without these methods has one sum
+    (:func:`grouped` wraps it).
+    """
+
+    def sum_groups(self, cohort: Sequence[int]) -> list[list[int]]:
+        """The asked ``cohort`` split by sum: one list per sum of the algorithm (index = the sum), in the
+        order of ``cohort``; an empty list for a sum nobody is asked in."""
+        ...
+
+    def sum_of(self, client: int) -> int:
+        """The sum ``client``'s message enters."""
+        ...
+
+    def sum_shares(self, broadcast: torch.Tensor) -> list[GaussianShares | None]:
+        """Per sum, the noise its clients may add as shares when the model is ``broadcast`` (a mask may depend
+        on it); None for a sum without noise shares this round (no privacy, or a retired group)."""
+        ...
+
+    def aggregate_sums(self, sums: Sequence[RoundSum], *, generator: torch.Generator | None) -> None:
+        """The server step on one :class:`RoundSum` per sum: adds each sum's Gaussian noise from
+        ``generator`` (the trusted server), or (None) the sums are noised already; divides only by public
+        constants."""
+        ...
+
+    def client_events(
+        self, client: int, events: Sequence[tuple[PrivacyEvent, int]]
+    ) -> list[tuple[PrivacyEvent, int]]:
+        """The events of a round (``events``: all of them) that concern ``client`` (its group's)."""
+        ...
+
+
+class _OneSum:
+    """:class:`GroupedSums` of a protocol whose server sums every message in one sum (bit-identical calls
+    to its ``gaussian_shares`` and ``aggregate``)."""
+
+    def __init__(self, protocol: RoundProtocol) -> None:
+        self.protocol = protocol
+
+    def sum_groups(self, cohort: Sequence[int]) -> list[list[int]]:
+        return [[int(c) for c in cohort]]
+
+    def sum_of(self, client: int) -> int:
+        return 0
+
+    def sum_shares(self, broadcast: torch.Tensor) -> list[GaussianShares | None]:
+        return [self.protocol.gaussian_shares()]
+
+    def aggregate_sums(self, sums: Sequence[RoundSum], *, generator: torch.Generator | None) -> None:
+        (one,) = sums
+        if one.total is None:  # nothing decoded: the model is kept
+            return
+        self.protocol.aggregate(one.total, count=one.count, asked=one.asked, generator=generator)
+
+    def client_events(
+        self, client: int, events: Sequence[tuple[PrivacyEvent, int]]
+    ) -> list[tuple[PrivacyEvent, int]]:
+        return list(events)
+
+
+def grouped(protocol: RoundProtocol) -> GroupedSums:
+    """``protocol``'s sums: itself when it implements :class:`GroupedSums`, else one sum of every message."""
+    if isinstance(protocol, GroupedSums):
+        return protocol
+    return _OneSum(protocol)
+
+
+def noised_by_clients(protocol: RoundProtocol) -> bool:
+    """Whether the clients may add the protocol's Gaussian noise as shares (some sum has them)."""
+    return any(s is not None for s in grouped(protocol).sum_shares(protocol.broadcast()))
+
+
 def check_noised(protocol: RoundProtocol, *, private: bool) -> None:
     """Refuse (ValueError) a server step without server noise for a private algorithm whose sum the clients
     did not noise (neither noise shares nor client-side noise): that sum would be released un-noised."""
-    if private and protocol.gaussian_shares() is None and not protocol.noised_on_client:
+    if private and not noised_by_clients(protocol) and not protocol.noised_on_client:
         raise ValueError(
             "secure aggregation: this algorithm's noise is added by the server; a sum without it would be "
             "released un-noised."
