@@ -61,18 +61,25 @@ def deployable() -> tuple[str, ...]:
 
 
 def check_deployable(config: RunConfig, secure_aggregation: str = "none") -> None:
-    """ValueError (one line naming the key) for a configuration ``ampfl deploy`` cannot run (the algorithm's
-    own :meth:`~ampfl.fl.algorithms.base.Algorithm.deploy_problem` included)."""
+    """ValueError (one line naming the key) for a configuration ``ampfl deploy`` cannot run: the algorithm's
+    own :meth:`~ampfl.fl.algorithms.base.Algorithm.deploy_problem`, which for an algorithm that does not
+    deploy says why (e.g. split learning's round trip per local step), else the list of those that do."""
     from ampfl.fl.algorithms import ALGORITHMS
 
     name = config.algorithm.name
     cls = ALGORITHMS.get(name)
+    secure = secure_aggregation != "none"
     if cls is None or not cls.deploys:
-        raise ValueError(
-            f"algorithm.name: ampfl deploy runs {', '.join(deployable())} (the simulator runs the others). "
-            f"Found {name!r}."
+        # An algorithm that does not deploy may say why in one line (local_only, split learning).
+        reason = (
+            None if cls is None else cls.deploy_problem(config.algorithm.params, secure_aggregation=secure)
         )
-    problem = cls.deploy_problem(config.algorithm.params, secure_aggregation=secure_aggregation != "none")
+        runs = ", ".join(deployable())
+        raise ValueError(
+            reason
+            or f"algorithm.name: ampfl deploy runs {runs} (the simulator runs the others). Found {name!r}."
+        )
+    problem = cls.deploy_problem(config.algorithm.params, secure_aggregation=secure)
     if problem is not None:
         raise ValueError(problem)
 

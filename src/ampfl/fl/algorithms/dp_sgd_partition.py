@@ -53,6 +53,7 @@ very event the run composes.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
@@ -68,9 +69,11 @@ from ampfl.accounting.events import (
 )
 from ampfl.fl.algorithms._common import FederatedAlgorithm, LocalTrainingParams, clip_rows
 from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_NOISE, ROLE_SAMPLING
-from ampfl.fl.sampling import BalancedIterationSampler, PoissonSampler
+from ampfl.fl.algorithms.round_protocol import ClientMessage, GaussianShares
+from ampfl.fl.sampling import BalancedIterationSampler, PoissonSampler, local_batches
 
 if TYPE_CHECKING:
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions, RoundProtocol
     from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
@@ -223,8 +226,26 @@ class DPSGDPartition(FederatedAlgorithm):
             keep = self.block_of_group[None, :] == blocks[:, None]
         else:
             keep = torch.from_numpy(rng.random((k, self.num_groups)) < 0.5)
-        index = self.group_of.clamp(min=0).expand(k, -1)
+        return self._coordinates(keep)
+
+    def _coordinates(self, keep: torch.Tensor) -> torch.Tensor:
+        """``[K, dim]`` masks from ``[K, groups]`` kept groups: a split coordinate follows its group, the
+        shared part is always trained."""
+        index = self.group_of.clamp(min=0).expand(keep.shape[0], -1)
         return torch.where(self.split_coords[None, :], torch.gather(keep, 1, index), True)
+
+    def client_mask(self, rng: np.random.Generator) -> torch.Tensor:
+        """``[dim]`` booleans: the sub-model one client trains in a deployed round (:meth:`client_update`),
+        drawn from ``rng``, the client's own randomness (never the privacy key, which the server may hold):
+        ``"blocks"`` one block b_i uniform in {1..d} (Alg. 1), ``"dropout"`` each group kept with
+        probability 1/2 (Alg. 2). The same law as :meth:`masks`' rows."""
+        if self.num_groups == 0:
+            return torch.ones(self.model.dim, dtype=torch.bool)
+        if self.p.partition == "blocks":
+            keep = self.block_of_group[None, :] == int(rng.integers(0, self.p.num_submodels))
+        else:
+            keep = torch.from_numpy(rng.random((1, self.num_groups)) < 0.5)
+        return self._coordinates(keep)[0]
 
     # -- sampling ----------------------------------------------------------------------------------------
     def participants_of(self, round_index: int) -> np.ndarray:
@@ -421,12 +442,163 @@ class DPSGDPartition(FederatedAlgorithm):
             total, clipped = clip_parts(delta, split, p.clip, p.nonsplit_clip)
             metrics["train_loss"] = float(result.loss.mean())
             metrics["clipped_fraction"] = clipped
-        noise = torch.randn(self.global_params.shape, generator=self.torch_generator(round_index, ROLE_NOISE))
-        scale = torch.where(split, p.clip, p.nonsplit_clip).to(noise.dtype) * self.noise_multiplier
-        self.global_params = (
-            self.global_params + p.server_learning_rate * (total + noise * scale) / self.expected
-        )
+        self.global_params = self.server_update(total, self.torch_generator(round_index, ROLE_NOISE))
         return metrics
+
+    def server_update(self, total: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Server side (step 4): w + η_s (Σ_i Δ_i + ξ)/m̄, ``total`` = Σ_i Δ_i, ξ from ``generator``:
+        N(0, z²C_s²) on every split coordinate, N(0, z²C_ns²) on the shared ones."""
+        p = self.p
+        noise = torch.randn(self.global_params.shape, generator=generator)
+        scale = (
+            torch.where(self.split_coords, p.clip, p.nonsplit_clip).to(noise.dtype) * self.noise_multiplier
+        )
+        return self.apply_noised_sum(total + noise * scale)
+
+    def apply_noised_sum(self, noised: torch.Tensor) -> torch.Tensor:
+        """The new global model w + η_s · noised / m̄ from Σ_i Δ_i + ξ, however it was noised (by
+        :meth:`server_update`, or by the clients' noise shares under secure aggregation)."""
+        return self.global_params + self.p.server_learning_rate * noised / self.expected
+
+    # -- the round protocol (ampfl.fl.algorithms.round_protocol): ``ampfl deploy`` ---------------------
+    deploys: ClassVar[bool] = True
+    sum_reveals_count: ClassVar[bool] = False
+    noise_shares: ClassVar[bool] = True
+
+    def round_protocol(self) -> RoundProtocol:
+        return self
+
+    @classmethod
+    def deploy_problem(cls, params: BaseModel, *, secure_aggregation: bool) -> str | None:
+        """Central noise deploys every sampling; under SecAgg+ each node flips its own coin (``"poisson"`` or
+        ``"full"``, not a BIS schedule) and adds a noise share of one std (no shared part, or C_ns = C_s)."""
+        if not secure_aggregation:
+            return None
+        sampling = getattr(params, "sampling", None)
+        if sampling not in ("poisson", "full"):
+            return (
+                "algorithm.sampling: --secure-aggregation secaggplus runs dp_sgd_split with 'poisson' or "
+                "'full' sampling only (each node flips its own coin, hidden from the server; a BIS schedule "
+                f"couples the clients, so no node can draw its own part of it). Found {sampling!r}."
+            )
+        clip, nonsplit_clip = getattr(params, "clip", None), getattr(params, "nonsplit_clip", None)
+        if getattr(params, "shared", None) and clip != nonsplit_clip:
+            return (
+                "algorithm.nonsplit_clip: --secure-aggregation secaggplus adds the noise as client shares of "
+                "one std, so with a shared part it needs nonsplit_clip = clip (C_ns = C_s). "
+                f"Found clip={clip!r}, nonsplit_clip={nonsplit_clip!r}."
+            )
+        return None
+
+    def own_coin(self, client: int, *, noise_shares: bool) -> float | None:
+        """Under noise shares each client joins by its own coin, Bern(q) (``"poisson"``) or always
+        (``"full"``), hidden from the server; otherwise None: the server samples the cohort."""
+        if not noise_shares or self.p.sampling == "bis":
+            return None
+        return 1.0 if self.p.sampling == "full" else self.p.sampling_rate
+
+    def plan_round(self, round_index: int, eligible: Sequence[int], *, noise_shares: bool) -> list[int]:
+        """The simulator's participants (:meth:`participants_of`: Poisson, BIS or all) that are ``eligible``;
+        every eligible client when each flips its own coin."""
+        if self.own_coin(0, noise_shares=noise_shares) is not None:
+            return sorted(int(c) for c in eligible)
+        allowed = set(int(c) for c in eligible)
+        return [int(c) for c in self.participants_of(round_index) if int(c) in allowed]
+
+    def client_batches(
+        self, instructions: ClientInstructions, rng: np.random.Generator | None
+    ) -> torch.Tensor:
+        """``[1, Q, b]``: the mini-batches of the client: those the simulator draws for it in the round's
+        cohort (``rng`` None: the server sampled it), else from ``rng`` (its own coin)."""
+        p = self.p
+        if rng is not None:
+            client = np.array([instructions.client])
+            return local_batches(
+                self.client_indices,
+                client,
+                num_steps=p.num_local_steps,
+                batch_size=p.batch_size,
+                scheme=p.local_sampling,
+                rng=rng,
+            )
+        cohort = np.asarray(instructions.cohort, dtype=np.int64)
+        row = int(np.searchsorted(cohort, instructions.client))
+        if row >= len(cohort) or int(cohort[row]) != instructions.client:
+            raise ValueError(f"client {instructions.client} is not in the round's cohort.")
+        return self.batches(cohort, instructions.round_index, p)[row : row + 1]
+
+    def client_update(
+        self,
+        broadcast: torch.Tensor,
+        instructions: ClientInstructions,
+        client_state: torch.Tensor | None,
+        rng: np.random.Generator,
+    ) -> tuple[ClientMessage, torch.Tensor | None]:
+        """Steps 2-3 on the client: its secret mask from ``rng`` (:meth:`client_mask`, the client's own
+        randomness: the server never receives it), Q local steps from ``broadcast`` with the gradients
+        outside the mask zeroed, Δ_i = w_i − w with the split and shared parts clipped separately
+        (:func:`clip_parts`). The message is Δ_i (the server sums the messages: :meth:`aggregate`)."""
+        p = self.p
+        mask = self.client_mask(rng).to(broadcast.dtype)
+        batches = self.client_batches(instructions, rng if instructions.own_coin else None)
+
+        def hook(step: int, ids: np.ndarray, grads: torch.Tensor) -> torch.Tensor:
+            return grads * mask
+
+        result = self.engine.local_sgd(
+            self.model,
+            broadcast,
+            self.x_train,
+            self.y_train,
+            batches,
+            learning_rate=p.learning_rate,
+            client_ids=np.array([instructions.client]),
+            grad_hook=hook,
+        )
+        update, clipped = clip_parts(
+            (result.params - broadcast) * mask, self.split_coords, p.clip, p.nonsplit_clip
+        )
+        metrics = {
+            "train_loss": float(result.loss.mean()),
+            "clipped": clipped,
+            "num-examples": float(len(self.client_indices[instructions.client])),
+        }
+        return ClientMessage(update, metrics), None
+
+    def aggregate(
+        self, total: torch.Tensor, *, count: int | None, asked: int, generator: torch.Generator | None
+    ) -> None:
+        """Step 4 on ``total`` = Σ_i Δ_i: ξ from ``generator`` (:meth:`server_update`), or already in
+        ``total`` (the clients' noise shares); divided by the public m̄ whatever ``count`` and ``asked``
+        are."""
+        if generator is None:
+            self.global_params = self.apply_noised_sum(total)
+        else:
+            self.global_params = self.server_update(total, generator)
+
+    def _part_clips(self) -> list[float]:
+        """The clip norms of the parts the model has (split C_s, shared C_ns)."""
+        clips = []
+        if self.num_groups > 0:
+            clips.append(float(self.p.clip))
+        if not bool(self.split_coords.all()):
+            clips.append(float(self.p.nonsplit_clip))
+        return clips
+
+    def message_bound(self) -> float:
+        """‖Δ_i^s‖ ≤ C_s and ‖Δ_i^ns‖ ≤ C_ns, so every entry is within the larger of the two."""
+        return max(self._part_clips())
+
+    def gaussian_shares(self) -> GaussianShares | None:
+        """ξ as client shares when one std covers every coordinate (one part, or C_ns = C_s); else None."""
+        clips = set(self._part_clips())
+        if len(clips) != 1:
+            return None
+        return GaussianShares(
+            noise_multiplier=self.noise_multiplier,
+            std=self.noise_multiplier * clips.pop(),
+            event_at=self.event_at,
+        )
 
 
 def clip_parts(

@@ -40,6 +40,14 @@ class LocalOnly(FederatedAlgorithm):
     name: ClassVar[str] = "local_only"
     Params: ClassVar[type[BaseModel]] = LocalOnlyParams
 
+    @classmethod
+    def deploy_problem(cls, params: BaseModel, *, secure_aggregation: bool) -> str | None:
+        """Nothing is communicated, so there is no round to deploy (:attr:`deploys` stays False)."""
+        return (
+            "algorithm.name: local_only communicates nothing (each client trains alone, no server), so there "
+            "is nothing to deploy: use ampfl run."
+        )
+
     def __init__(
         self,
         params: BaseModel,

@@ -130,6 +130,16 @@ class SplitAlgorithm(Algorithm):
 
     full_depth: ClassVar[bool] = False
 
+    @classmethod
+    def deploy_problem(cls, params: BaseModel, *, secure_aggregation: bool) -> str | None:
+        """Split learning needs a server round trip per local step (module docstring, steps 1-3): ``ampfl
+        deploy`` sends one message per client per round (:attr:`deploys` stays False)."""
+        return (
+            f"algorithm.name: {cls.name} is split learning: every local step needs a server round trip "
+            "(smashed data up, cut-layer gradients down), which ampfl deploy's one message per client per "
+            "round cannot carry: use ampfl run."
+        )
+
     def __init__(
         self,
         params: BaseModel,

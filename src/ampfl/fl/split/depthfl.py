@@ -152,6 +152,16 @@ class DepthFL(SplitAlgorithm):
     Params: ClassVar[type[BaseModel]] = DepthFLParams
     full_depth: ClassVar[bool] = True
 
+    @classmethod
+    def deploy_problem(cls, params: BaseModel, *, secure_aggregation: bool) -> str | None:
+        """Not split learning (module docstring: no smashed data), but its round (per-client depth, FedAvg
+        per coordinate over the holders) has no client/server split yet (:attr:`deploys` stays False)."""
+        return (
+            "algorithm.name: depthfl exchanges no smashed data (each client trains a prefix of the network, "
+            "averaged per coordinate over its holders), but its round has no client/server split (round "
+            "protocol) yet: use ampfl run."
+        )
+
     def __init__(
         self,
         params: BaseModel,
