@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ampfl.fl import run as run_module
+from ampfl.fl import loop as loop_module
 from ampfl.fl.algorithms import ALGORITHMS
 from ampfl.fl.config import parse_config
 from ampfl.fl.ledger_thread import LedgerThread
@@ -112,7 +112,7 @@ def test_threaded_run_equals_the_sequential_one(
     # Execute
     threaded = run_experiment(config, tmp_path / "threaded", progress=False, plots=False)
     assert composers and threading.get_ident() not in composers
-    monkeypatch.setattr(run_module, "LedgerThread", functools.partial(LedgerThread, threaded=False))
+    monkeypatch.setattr(loop_module, "LedgerThread", functools.partial(LedgerThread, threaded=False))
     sequential = run_experiment(config, tmp_path / "sequential", progress=False, plots=False)
     # Assert: the same lines (ε included, bit for bit), summary and checkpointed ledger.
     assert _lines(tmp_path / "threaded") == _lines(tmp_path / "sequential")

@@ -39,16 +39,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ampfl.fl.config import RunConfig, config_to_dict, to_toml
-from ampfl.fl.divergence import TrainingDiverged, diverged_message, numerical_failure
-from ampfl.fl.ledger_thread import LedgerThread
-from ampfl.fl.release import DIAGNOSTICS, DIAGNOSTICS_HEADER, split_line
+from ampfl.fl.loop import RoundOutcome, RunState, final_line, restore, run_rounds
+from ampfl.fl.release import DIAGNOSTICS
 from ampfl.fl.run_folder import (
     CHECKPOINT,
     CONFIG_JSON,
@@ -61,10 +59,10 @@ from ampfl.fl.run_folder import (
     open_run_folder,
     save_checkpoint,
 )
-from ampfl.fl.run_lines import evaluation_line, privacy_fields, with_privacy
+from ampfl.fl.run_lines import evaluation_line
 from ampfl.fl.run_plots import write_plots
 from ampfl.fl.run_summary import build_summary, run_threat_model, write_summary
-from ampfl.io import AppendLog, dumps_json, write_text_if_changed
+from ampfl.io import dumps_json, write_text_if_changed
 
 __all__ = [  # the run folder's names and checkpoint functions are re-exported from ampfl.fl.run_folder
     "CHECKPOINT",
@@ -86,9 +84,12 @@ __all__ = [  # the run folder's names and checkpoint functions are re-exported f
 ]
 
 if TYPE_CHECKING:
+    from ampfl.accounting.events import PrivacyEvent
     from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
+
+Events = Sequence[tuple["PrivacyEvent", int]]
 
 
 def build_task(config: RunConfig) -> Task:
@@ -217,153 +218,34 @@ def _run_experiment(
     # left untouched on a resume unless rounds/eval_every/checkpoint_every changed (a full disk cannot hit it)
     write_text_if_changed(out / CONFIG_JSON, dumps_json(resolved, indent=2) + "\n")
     write_text_if_changed(out / CONFIG_TOML, to_toml(resolved))
-    metrics: list[dict[str, Any]] = []
-    diagnostics: list[dict[str, Any]] = []
-    released = tuple(algorithm.released_metrics)
-    rounds_done = 0
-    wall_before = 0.0
-    if checkpoint is not None:
-        import torch
-
-        algorithm.load_state_dict(checkpoint["algorithm"])
-        ledger.load_state_dict(checkpoint["privacy"])
-        torch.set_rng_state(checkpoint["torch_rng_state"])
-        rounds_done = int(checkpoint["rounds_done"])
-        metrics = list(checkpoint["metrics"])
-        diagnostics = list(checkpoint.get("diagnostics", []))
-        wall_before = float(checkpoint["wall_seconds"])
-    # Lines written after the last checkpoint by an interrupted run are dropped here.
-    write_text_if_changed(out / METRICS, "".join(dumps_json(line) + "\n" for line in metrics))
-    write_text_if_changed(
-        out / DIAGNOSTICS, "".join(dumps_json(line) + "\n" for line in [DIAGNOSTICS_HEADER, *diagnostics])
-    )
-
-    last = config.rounds if stop_after is None else min(config.rounds, max(stop_after, rounds_done))
-
-    def wall() -> float:
-        return wall_before + time.perf_counter() - started
-
-    # Every operation on the ledger runs on its own thread, in order (ampfl.fl.ledger_thread): an evaluation
-    # line waits in ``pending`` for its ε and is written, in round order, once the reading is done.
-    books = LedgerThread(threaded=ledger.private)
-    pending: list[tuple[dict[str, Any], float, Future[dict[str, Any]]]] = []
-
-    def evaluate(done: int, round_metrics: Mapping[str, Any], exact: bool = False) -> None:
-        line = evaluation_line(algorithm, done, round_metrics)
-        exact = exact or done == config.rounds  # the last line's ε is exact; others may be a labelled bound
-        fields = books.submit(privacy_fields, ledger, algorithm.group_budgets(), exact)
-        pending.append((line, wall(), fields))
-
-    latest: list[dict[str, Any] | None] = [None]  # the last line written (full, for the progress bar)
-
-    def write_done(*, wait: bool, quiet: bool = False) -> dict[str, Any] | None:
-        """Write the evaluation lines whose ε is known (all of them when ``wait``); the last one written.
-        ``quiet``: stop, without raising, at a line whose reading failed (the run is failing already)."""
-        last = None
-        while pending and (wait or pending[0][2].done()):
-            line, seconds, fields = pending[0]
-            if quiet and fields.exception() is not None:
-                break
-            pending.pop(0)
-            last = with_privacy(line, seconds, fields.result())
-            latest[0] = last
-            release, diagnostic = split_line(last, released)
-            metrics.append(release)
-            diagnostics.append(diagnostic)
-            handle.append(dumps_json(release) + "\n")
-            diagnostics_handle.append(dumps_json(diagnostic) + "\n")
-        return last
-
-    def checkpoint_now(done: int) -> None:
-        books.drain()
-        save_checkpoint(
-            out,
-            algorithm,
-            rounds_done=done,
-            metrics=metrics,
-            diagnostics=diagnostics,
-            config=resolved,
-            wall=wall(),
-            privacy=ledger,
+    state = RunState() if checkpoint is None else restore(checkpoint, algorithm, ledger)
+    last = config.rounds if stop_after is None else min(config.rounds, max(stop_after, state.rounds_done))
+    backend = SimulatorBackend(algorithm)
+    state.wall_before += time.perf_counter() - started  # set-up (data, calibration) counts in the wall
+    with _progress_bar(progress, config.rounds, state.rounds_done, label or config.algorithm.name) as advance:
+        state = run_rounds(
+            config, algorithm, ledger, backend, out, state, resolved=resolved, last=last, progress=advance
         )
-        handle.mark()  # a failed write from here on rolls the lines back to this checkpoint
-        diagnostics_handle.mark()
-
-    saved_at = rounds_done if checkpoint is not None else -1
-    round_seconds: list[float] = []  # the rounds this process ran (the summary's round_seconds_mean)
-    done, stopped = rounds_done, "rounds"
-    with _progress_bar(progress, config.rounds, rounds_done, label or config.algorithm.name) as advance:
-        with (
-            AppendLog(out / METRICS) as handle,
-            AppendLog(out / DIAGNOSTICS) as diagnostics_handle,
-            _rolled_back_on_write_failure(handle, diagnostics_handle),
-            _ledger_thread(books, lambda: write_done(wait=True, quiet=True)),
-        ):
-            for round_index in range(rounds_done, last):
-                round_started = time.perf_counter()
-                events = algorithm.round_events(round_index)
-                budgets = algorithm.group_budgets()
-                if budgets or config.privacy.max_epsilon is not None:  # without a budget both are no-ops
-                    over = books.call(ledger.groups_over_budget, events, budgets)
-                    if over:  # per-group budgets (paper 001): those groups stop being sampled
-                        algorithm.retire_groups(over)
-                        events = algorithm.round_events(round_index)
-                        if not events:
-                            stopped = "budget"
-                            break
-                    if books.call(ledger.would_exceed, events):
-                        stopped = "budget"
-                        break
-                try:
-                    round_metrics = algorithm.run_round(round_index)
-                except (RuntimeError, ArithmeticError) as exc:
-                    if not numerical_failure(exc):
-                        raise
-                    raise TrainingDiverged(
-                        diverged_message(config, round_index + 1, saved_at, out, exc)
-                    ) from None
-                if not algorithm.parameters_finite():
-                    raise TrainingDiverged(diverged_message(config, round_index + 1, saved_at, out, None))
-                books.submit(ledger.compose, events)  # once per round, never the history again
-                round_seconds.append(time.perf_counter() - round_started)
-                done = round_index + 1
-                if done % config.eval_every == 0 or done == config.rounds:
-                    evaluate(done, round_metrics)
-                if config.checkpoint_every and done % config.checkpoint_every == 0:
-                    write_done(wait=True)
-                    checkpoint_now(done)
-                    saved_at = done
-                shown = write_done(wait=done == last) or (latest[0] if done == last else None)
-                # the last round shows its own line, even when a checkpoint just wrote it
-                advance(f"acc {shown['accuracy']:.3f}  ε {shown['epsilon']:.3g}" if shown else "")
-            write_done(wait=True)
-            if stopped == "budget" and (not metrics or metrics[-1]["round"] != done):
-                evaluate(done, {}, exact=True)  # the last line states the ε the run stopped at
-                write_done(wait=True)
-                saved_at = -1
-            if saved_at != done:
-                checkpoint_now(done)
+    done, stopped = state.rounds_done, state.stopped
     if stopped == "rounds" and done < config.rounds:
         return {"completed": False, "rounds_done": done, "rounds": config.rounds, "out_dir": str(out)}
 
-    final = metrics[-1] if metrics else None
-    if final is None:  # no evaluation ran (a run stopped before its first round)
-        fields = privacy_fields(ledger, algorithm.group_budgets())
-        final = split_line(with_privacy(evaluation_line(algorithm, done, {}), wall(), fields), released)[0]
+    final = final_line(algorithm, ledger, backend, state)
+    released = tuple(algorithm.released_metrics)
     headline = released[0] if released else "accuracy"
     title = f"{config.algorithm.name} on {config.dataset.name}"
-    files = write_plots(out, metrics, title=title, metric=headline) if plots else []
+    files = write_plots(out, state.metrics, title=title, metric=headline) if plots else []
     summary = build_summary(
         engine="simulator",
         config=config,
         algorithm=algorithm,
         ledger=ledger,
-        metrics=metrics,
+        metrics=state.metrics,
         final=final,
         rounds_completed=done,
         stopped=stopped,
-        wall_seconds=wall(),
-        round_seconds=round_seconds,
+        wall_seconds=state.wall_before,
+        round_seconds=state.round_seconds,
         threats=run_threat_model(algorithm, private=ledger.private),
         num_clients=task.num_clients,
         out=out,
@@ -371,6 +253,36 @@ def _run_experiment(
     )
     write_summary(out, summary)
     return summary
+
+
+class SimulatorBackend:
+    """The simulator's round (:class:`ampfl.fl.loop.RoundBackend`): ``Algorithm.run_round`` in this process,
+    vectorised over the cohort. Every draw comes from the run's key, so a round re-run from a checkpoint
+    is bit-identical (``replayable``); the release is the round's own update (nothing is shown before the
+    loop writes a line)."""
+
+    replayable = True
+
+    def __init__(self, algorithm: Algorithm) -> None:
+        self.algorithm = algorithm
+
+    def budgeted(self, events: Events) -> list[tuple[PrivacyEvent, int]]:
+        return list(events)
+
+    def collect(self, round_index: int, events: Events) -> RoundOutcome:
+        return RoundOutcome(list(events), dict(self.algorithm.run_round(round_index)))
+
+    def commit(self, round_index: int, outcome: RoundOutcome) -> None:
+        pass
+
+    def release(self, outcome: RoundOutcome) -> None:
+        pass
+
+    def evaluation_line(self, done: int, round_metrics: Mapping[str, Any]) -> dict[str, Any]:
+        return evaluation_line(self.algorithm, done, round_metrics)
+
+    def guard(self) -> None:
+        pass
 
 
 def run_experiment(config: RunConfig, out_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
@@ -413,33 +325,6 @@ def run_or_reuse(
             pass  # another configuration (e.g. a quick run): start again
     clear_run_folder(folder)
     return run_experiment(config, folder, task=task, plots=False, label=label)
-
-
-@contextmanager
-def _rolled_back_on_write_failure(*logs: AppendLog) -> Iterator[None]:
-    """On a failed write (OSError: a full disk), truncate ``logs`` back to the last checkpoint's lines, so the
-    folder never holds a line past its checkpoint that a resume would contradict."""
-    try:
-        yield
-    except OSError:
-        for log in logs:
-            log.rollback()
-        raise
-
-
-@contextmanager
-def _ledger_thread(books: LedgerThread, write_read_lines: Callable[[], Any]) -> Iterator[LedgerThread]:
-    """Wait for every ledger operation at the end of the rounds. If the run fails (an error, an interrupt),
-    the evaluation lines whose ε was read are still written, as the sequential loop wrote them; then the
-    worker stops."""
-    try:
-        yield books
-        books.drain()
-    except BaseException:
-        write_read_lines()
-        raise
-    finally:
-        books.close()
 
 
 @contextmanager
