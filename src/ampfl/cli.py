@@ -7,12 +7,15 @@ numerical trouble that cannot be resolved exits with code 1, also with one line 
 
 Start-up stays light: building the parser imports only the stdlib and the command modules' ``register``
 functions; numpy, scipy, dp-accounting, matplotlib, torch and :mod:`ampfl.fl` are imported by the handler
-that needs them (``tests/cli/test_startup.py``, ``bench/startup.py``).
+that needs them (``tests/cli/test_startup.py``, ``bench/startup.py``). A command line that names a command
+(``ampfl account poisson ...``) builds that command's parser alone (:data:`ampfl.commands.COMMANDS`): the
+same parser, without importing the other command modules or building their parsers (issue 32).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import warnings
@@ -20,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 from ampfl import __version__
-from ampfl.commands import GROUP_VERBS, CommandFailed, Registry, command_modules
+from ampfl.commands import COMMANDS, GROUP_VERBS, CommandFailed, Registry, command_modules, command_of
 from ampfl.io import dumps_json
 from ampfl.numeric_ranges import guard_numeric_flags
 
@@ -48,20 +51,31 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full ``ampfl`` parser, with every command module registered."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The full ``ampfl`` parser, with every command module registered.
+
+    With ``command`` (a key of :data:`~ampfl.commands.COMMANDS`, e.g. ``"account poisson"``): the parser with
+    that command alone, which parses that command's command lines exactly as the full one (the same
+    subparser, help and errors); only its module is imported.
+    """
     parser = _Parser(prog="ampfl", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=f"ampfl {__version__}")
     top = parser.add_subparsers(dest="verb", metavar="COMMAND", parser_class=_Parser)
     top.required = True
     groups = {}
     for verb, help_text in GROUP_VERBS.items():
+        if command is not None and not command.startswith(f"{verb} "):
+            continue
         sub = top.add_parser(verb, help=help_text, description=help_text)
         actions = sub.add_subparsers(dest="target", metavar="MECHANISM", parser_class=_Parser)
         actions.required = True
         groups[verb] = actions
-    registry = Registry(top=top, groups=groups)
-    for module in command_modules():
+    registry = Registry(top=top, groups=groups, only=command)
+    if command is None:
+        modules = command_modules()
+    else:
+        modules = [importlib.import_module(f"ampfl.commands.{COMMANDS[command]}")]
+    for module in modules:
         module.register(registry)
     guard_numeric_flags(parser)
     return parser
@@ -129,8 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(command_of(argv)).parse_args(argv)
         result = args.handler(args)
     except CommandFailed as exc:
         if getattr(args, "json", False) and exc.result is not None:

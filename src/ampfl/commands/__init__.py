@@ -7,6 +7,10 @@ level or in ``register``, so ``ampfl --version`` and ``ampfl account ... --help`
 second and work without the ``train`` extra (``tests/cli/test_startup.py`` checks it, ``bench/startup.py``
 times it).
 
+:data:`COMMANDS` names the module of every command, so that the CLI imports and builds only the parser of the
+command it runs (:func:`ampfl.cli.build_parser`; ``--help`` of a group and the error for an unknown command
+build them all). A module that adds a command adds it there too (``tests/test_startup_imports.py`` checks it).
+
 A handler takes the parsed ``argparse.Namespace`` and returns a ``dict`` (the JSON object printed with
 ``--json``). It raises ``ValueError`` for bad input (one line, exit 2) and never prints tracebacks.
 """
@@ -15,12 +19,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]
 
@@ -48,18 +51,78 @@ GROUP_VERBS: dict[str, str] = {
 }
 
 
+#: Every command (``"verb name"``, or ``"name"`` for a top-level one) -> the module of this package that
+#: registers it.
+COMMANDS: dict[str, str] = {
+    "account ms-pafl": "ms_pafl",
+    "account model-split": "partition",
+    "account bis": "partition",
+    "account poisson": "partition",
+    "account dropout": "partition",
+    "account pm-sfl-smashed": "pm_sfl",
+    "account random-checkin": "random_checkin",
+    "calibrate model-split": "partition",
+    "calibrate bis": "partition",
+    "calibrate poisson": "partition",
+    "calibrate random-checkin": "random_checkin",
+    "audit random-checkin": "audit",
+    "audit run": "audit",
+    "plan groups": "groups",
+    "attack": "attack",
+    "data": "data",
+    "deploy": "deploy",
+    "reproduce": "reproduce",
+    "run": "run",
+    "demo": "run",
+}
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The key of :data:`COMMANDS` that a command line runs (``["account", "poisson", ...]`` → ``"account
+    poisson"``), or ``None`` (no command, ``--version``, a group's ``--help``, an unknown name)."""
+    if len(argv) >= 2 and f"{argv[0]} {argv[1]}" in COMMANDS:
+        return f"{argv[0]} {argv[1]}"
+    if argv and argv[0] in COMMANDS:
+        return argv[0]
+    return None
+
+
+_Action = TypeVar("_Action", bound=argparse.Action)
+
+
+class _Unbuilt(argparse.ArgumentParser):
+    """Takes the place of the parser of a command that is not built (:attr:`Registry.only`): the arguments a
+    module adds to it are dropped, so building one command of a module costs that command alone."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> Any:
+        return None
+
+    def _add_action(self, action: _Action) -> _Action:  # what a mutually exclusive group adds
+        return action
+
+
 @dataclass
 class Registry:
-    """Where command modules attach their subcommands."""
+    """Where command modules attach their subcommands.
+
+    With ``only`` (a key of :data:`COMMANDS`), only that command is built; :meth:`command` hands every other
+    one a parser that drops its arguments, and ``groups`` needs only that command's verb.
+    """
 
     top: Any  # argparse._SubParsersAction of the root parser
     groups: dict[str, Any]  # verb -> argparse._SubParsersAction
+    only: str | None = None
+    _unbuilt: argparse.ArgumentParser | None = field(default=None, init=False, repr=False)
 
     def command(self, verb: str | None, name: str, handler: Handler, *, help: str) -> argparse.ArgumentParser:
         """Add ``ampfl [verb] name`` with a ``--json`` flag and return its parser for more arguments.
 
         ``verb=None`` adds a top-level command (``ampfl run``, ``ampfl demo``).
         """
+        if self.only is not None and self.only != (name if verb is None else f"{verb} {name}"):
+            if self._unbuilt is None:
+                self._unbuilt = _Unbuilt(add_help=False)
+            return self._unbuilt
         actions = self.top if verb is None else self.groups[verb]
         parser: argparse.ArgumentParser = actions.add_parser(name, help=help, description=help)
         parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -69,6 +132,8 @@ class Registry:
 
 def command_modules() -> list[Any]:
     """Import every command module of this package, in name order."""
+    import pkgutil
+
     modules = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if not info.name.startswith("_"):

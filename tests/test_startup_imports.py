@@ -1,0 +1,158 @@
+"""What ``ampfl account poisson ... --json`` imports (issue 32 item 2: commands start fast).
+
+The default (PLD) path needs numpy and the accountants, nothing else heavy: no torch, scipy, dp-accounting,
+matplotlib or rich, no other command module, and none of the stdlib modules that only the writers of
+:mod:`ampfl.io` use. The CLI builds only the parser of the command it runs
+(:data:`ampfl.commands.COMMANDS`); the tests below check that this parser is the full parser's.
+
+Each import check runs in a fresh interpreter and counts only the modules imported after start-up (a
+``.pth`` file of the environment may import some at start). Timings are not asserted here;
+``bench/startup.py`` measures them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ampfl.cli import UsageError, build_parser
+from ampfl.commands import COMMANDS, GROUP_VERBS, command_of
+
+POISSON = ["account", "poisson", "--noise-multiplier", "1", "--rate", "0.01", "--steps", "1000"]
+POISSON += ["--delta", "1e-5", "--json"]
+
+#: Packages (and their submodules) the default ``account poisson`` never imports.
+NEVER = (
+    "torch",
+    "scipy",
+    "dp_accounting",
+    "matplotlib",
+    "rich",
+    "ampfl.fl",
+    "ampfl.flower",
+    "ampfl.reproduce",
+)
+#: Modules it never imports: what only the writers of ampfl.io and the full parser need.
+NEVER_MODULES = ("pathlib", "tempfile", "csv", "pkgutil")
+
+_PROBE = """
+import contextlib, io, json, sys
+start = set(sys.modules)
+from ampfl.cli import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    code = main(json.loads(sys.argv[1]))
+print(json.dumps({"code": code, "output": out.getvalue(), "new": sorted(set(sys.modules) - start)}))
+"""
+
+
+def _new_modules(argv: list[str]) -> tuple[dict[str, object], list[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, json.dumps(argv)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    new = result["new"]
+    assert isinstance(new, list)
+    return result, new
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Every command's parser, keyed as :data:`COMMANDS`."""
+    found = {}
+    for verb, sub in _subparsers(parser).items():
+        if verb in GROUP_VERBS:
+            found.update({f"{verb} {name}": leaf for name, leaf in _subparsers(sub).items()})
+        else:
+            found[verb] = sub
+    return found
+
+
+def _signature(parser: argparse.ArgumentParser) -> list[tuple[object, ...]]:
+    rows = []
+    for a in parser._actions:
+        choices = sorted(a.choices) if isinstance(a, argparse._SubParsersAction) else a.choices
+        kind = getattr(a.type, "__name__", None) if a.type is not None else None
+        rows.append((type(a).__name__, tuple(a.option_strings), a.dest, repr(a.default), a.required, choices))
+        rows.append((a.nargs, kind, a.help, a.metavar, a.const))
+    return rows
+
+
+def test_default_account_poisson_imports_nothing_it_does_not_use():
+    result, new = _new_modules(POISSON)
+    assert result["code"] == 0
+    assert json.loads(str(result["output"]))["accountant"] == "pld"
+    heavy = [m for m in new if any(m == name or m.startswith(f"{name}.") for name in NEVER)]
+    assert heavy == []
+    assert [m for m in NEVER_MODULES if m in new] == []
+    # the command's own module, no other command module
+    assert [m for m in new if m.startswith("ampfl.commands.")] == ["ampfl.commands.partition"]
+
+
+def test_commands_table_lists_every_command_and_its_module():
+    found = _commands(build_parser())
+    assert sorted(found) == sorted(COMMANDS)
+    for key, parser in found.items():
+        handler = parser.get_default("handler")
+        assert handler.__module__ == f"ampfl.commands.{COMMANDS[key]}", key
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_one_command_parser_is_the_full_parsers(command):
+    full = _commands(build_parser())[command]
+    alone = build_parser(command)
+    only = _commands(alone)
+    assert list(only) == [command]
+    assert only[command].format_help() == full.format_help()
+    assert only[command].prog == full.prog
+    assert _signature(only[command]) == _signature(full)
+    assert list(_subparsers(alone)) == [command.split()[0]]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "account",
+            "poisson",
+            "--noise-multiplier",
+            "1e-9",
+            "--rate",
+            "0.1",
+            "--steps",
+            "3",
+            "--delta",
+            "0.1",
+        ],
+        ["account", "poisson", "--rate", "0.1"],
+        ["account", "poisson", "--noise-multiplier", "1", "--bogus"],
+        ["calibrate", "poisson", "--epsilon", "nan", "--rate", "0.1", "--steps", "3", "--delta", "1e-5"],
+        ["run"],
+        ["data", "fetch"],
+        ["demo", "--nope"],
+    ],
+    ids=" ".join,
+)
+def test_one_command_parser_gives_the_full_parsers_errors(argv):
+    command = command_of(argv)
+    assert command is not None
+    errors = []
+    for parser in (build_parser(), build_parser(command)):
+        try:
+            parser.parse_args(argv)
+        except UsageError as exc:
+            errors.append(str(exc))
+        else:
+            errors.append("parsed")
+    assert errors[0] == errors[1]
