@@ -1,9 +1,11 @@
-"""What ``ampfl account poisson ... --json`` imports (issue 32 item 2: commands start fast).
+"""What the CLI adds to ``ampfl account poisson ... --json`` (issue 32 item 2: commands start fast).
 
-The default (PLD) path needs numpy and the accountants, nothing else heavy: no torch, scipy, dp-accounting,
-matplotlib or rich, no other command module, and none of the stdlib modules that only the writers of
-:mod:`ampfl.io` use. The CLI builds only the parser of the command it runs
-(:data:`ampfl.commands.COMMANDS`); the tests below check that this parser is the full parser's.
+``tests/accounting/test_startup_imports.py`` checks that the poisson commands' accountants import neither
+SciPy nor dp-accounting; this file checks the CLI around them. The default (PLD) path needs numpy and the
+accountants and nothing else heavy: no torch, scipy, dp-accounting, matplotlib or rich, no other command
+module, none of the stdlib modules that only the writers of :mod:`ampfl.io` use. The CLI builds only the
+parser of the command it runs (:data:`ampfl.commands.COMMANDS`); the tests below check that this parser is
+the full parser's (help, arguments, errors). The one-shot commands let OpenBLAS's idle threads sleep.
 
 Each import check runs in a fresh interpreter and counts only the modules imported after start-up (a
 ``.pth`` file of the environment may import some at start). Timings are not asserted here;
@@ -156,3 +158,29 @@ def test_one_command_parser_gives_the_full_parsers_errors(argv):
         else:
             errors.append("parsed")
     assert errors[0] == errors[1]
+
+
+@pytest.mark.parametrize(
+    ("argv", "before", "after"),
+    [
+        (["account", "poisson"], None, "4"),
+        (["calibrate", "poisson"], None, "4"),
+        (["plan", "groups"], None, "4"),
+        (["account", "poisson"], "30", "30"),  # the user's setting wins
+        (["run", "config.toml"], None, None),
+        (["--version"], None, None),
+        ([], None, None),
+    ],
+)
+def test_idle_blas_threads_sleep_for_one_shot_commands_only(monkeypatch, argv, before, after):
+    import os
+
+    from ampfl.cli import _idle_blas_threads_sleep
+
+    if before is None:
+        monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", before)
+    _idle_blas_threads_sleep(argv)
+    assert os.environ.get("OPENBLAS_THREAD_TIMEOUT") == after
+    monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
