@@ -34,6 +34,12 @@ nothing is decoded, the model is kept, and the round's planned event is still co
 z·√(t/n) (:func:`worst_case_events`), so dropouts cannot take ε past the budget (the run may stop a round
 earlier than the simulator would).
 
+Several sums (paper 001, one SecAgg+ round per privacy group: :class:`~ampfl.fl.algorithms.round_protocol.
+GroupedSums`): each sum s has its own σ_s = z_s·C, n_s asked nodes and shares N(0, σ_s²/n_s) (zero outside a
+public mask); a sum that lost shares is accounted at z_s·√(c_s/n_s) for its own groups only
+(:func:`realised_sum_events`), and the budget check takes every sum at z_s·√(min over n ≤ N_s of t(n)/n)
+(:func:`worst_case_events`, N_s the sum's clients: fewer of them may be asked).
+
 Trust: the server is honest but curious. It tells each node n (``asked`` of the round's config); a node
 refuses an n outside [1, N]. A server lying about n (or a coalition of nodes that subtract their own shares)
 lowers the noise the server sees; SecAgg+ does not prevent that.

@@ -23,6 +23,13 @@ side, its round protocol's ``client_update``: w_{i,α} stays on the node) and R 
 ``message_bound``); the server decodes Σ_i w̃_{i,p} and K for Eq. (13) (``sum_reveals_count``: MS-PAFL's
 analysis holds with participation public to the server).
 
+The group methods of paper 001 (GDPFed, GDPFed−, GDPFed+, PFA: one secure sum per privacy group; IDP-FedAvg:
+one for the whole cohort): one SecAgg+ round per sum (``part`` in the round's config; the rounds of one
+Flower round run side by side), over that sum's nodes only; each node checks that ``part`` is its own
+group's, draws its own coin Bern(q_g) and adds its share of its group's noise N(0, z_g² C²/n_g) (zero
+outside GDPFed+'s public mask at the broadcast model); the server decodes each group's noised sum and
+nothing else.
+
 What is summed, its bound and whether a count is appended are the algorithm's round protocol's
 (:mod:`ampfl.fl.algorithms.round_protocol`: ``client_update``, ``message_bound``, ``gaussian_shares``,
 ``sum_reveals_count``); this module only encodes, masks and decodes.

@@ -5,13 +5,16 @@
 1. :func:`budgeted_events`: the events the budget check uses (under SecAgg+ noise shares the worst case of
    dropouts, :func:`ampfl.flower.noise_shares.worst_case_events`);
 2. :func:`collect_round`: one ``train`` message to each node of the cohort (replies that are empty, failed or
-   late are dropped), or with ``secure`` one SecAgg+ round (:func:`ampfl.flower.secagg.secure_sum`), whose
-   noise shares may have dropped out: the returned :class:`CollectedRound` holds the round's events **as the
-   server saw them** (at the realised noise multiplier) and its diagnostics;
+   late are dropped), summed per sum of the round protocol (one, or one per privacy group:
+   :class:`~ampfl.fl.algorithms.round_protocol.GroupedSums`), or with ``secure`` one SecAgg+ round per sum
+   (:func:`ampfl.flower.secagg.secure_sum`, side by side), whose noise shares may have dropped out: the
+   returned :class:`CollectedRound` holds the round's events **as the server saw them** (each sum's at its
+   realised noise multiplier) and its diagnostics;
 3. the loop commits those events (ledger, run accountant), **then** :func:`release_round`: the round
-   protocol's ``aggregate`` with the server's Gaussian noise from a generator seeded by the operating system
-   (the run seed is in the config every client holds, so noise drawn from it could be subtracted), or on the
-   decoded sum the clients noised already (noise shares, client-side noise), which adds nothing.
+   protocol's ``aggregate_sums`` (one sum: its ``aggregate``) with the server's Gaussian noise from a
+   generator seeded by the operating system (the run seed is in the config every client holds, so noise
+   drawn from it could be subtracted), or on the decoded sums the clients noised already (noise shares,
+   client-side noise), to which it adds nothing.
 
 Nothing here names an algorithm: the round protocol (:mod:`ampfl.fl.algorithms.round_protocol`) says what
 is summed, its bound and who adds the noise.

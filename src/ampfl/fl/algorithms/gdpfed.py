@@ -36,6 +36,18 @@ the run keeps one accountant per group (``ampfl.fl.privacy``), reports ``epsilon
 :meth:`GDPFed.group_budgets`, and retires a group (:meth:`GDPFed.retire_groups`) before a round that would
 take it over its budget; run ε = max over groups (Corollary 1, disjoint client datasets).
 
+Deployment (``ampfl deploy``, :class:`~ampfl.fl.algorithms.round_protocol.GroupedSums`; every variant, and
+IDP-FedAvg, PFA and P-FedAvg): one sum per secure-aggregation aggregate. With a trusted server the server
+samples each group as the simulator does, the asked clients send their clipped (masked) updates, and the
+server sums them per group and adds each group's N(0, z_g² C² I) itself from an OS-seeded generator. Under
+``--secure-aggregation secaggplus`` every client of an active group flips its own coin Bern(q_g) (Poisson
+participation hidden from the server) and every asked client of group g adds its share N(0, z_g² C² / n_g)
+(on the public mask: GDPFed+ ``mask = "public"``) before its group's own SecAgg+ round; the server decodes
+only the per-group noised sums (no count), then applies top-κ to them for ``mask = "after_noise"``. A group
+whose SecAgg+ round lost noise shares is accounted at its realised multiplier z_g √(c_g/n_g), the budget
+on the worst case; each group's SecAgg+ sum needs at least 3 clients (:meth:`deploy_problem`). The
+client-to-group assignment comes from the public seed (the server and the clients must agree on it).
+
 Public normalisation (issue 26, docs/threat_model.md): the plan (q_g, z_g) and the server step's
 1 / Σ_g q_g N̂_g use the declared group sizes ``expected_group_sizes`` N̂_g, public constants, one per group
 (their number must match the groups, else a one-line refusal); group sizes counted from the data would

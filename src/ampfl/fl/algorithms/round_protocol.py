@@ -19,6 +19,15 @@ algorithm that deploys (``ampfl deploy``: each client on its own Flower SuperNod
 A transport (``ampfl.flower``) calls these and nothing algorithm-specific: the vectors it sums, the bound
 of their entries (:meth:`RoundProtocol.message_bound`, for SecAgg+'s encoding) and whether the server may
 learn how many clients contributed (:attr:`RoundProtocol.sum_reveals_count`) are the algorithm's to say.
+
+Several sums (paper 001's privacy groups): a protocol that also implements :class:`GroupedSums` says which
+sum each client's message enters (:meth:`GroupedSums.sum_groups`, :meth:`GroupedSums.sum_of`), the noise of
+each sum (:meth:`GroupedSums.sum_shares`: its own z, std, public mask and events), the server step on one
+:class:`RoundSum` per sum (:meth:`GroupedSums.aggregate_sums`) and which of a round's events concern a client
+(:meth:`GroupedSums.client_events`, for the per-client ledger). The transport sums (trusted server) or runs
+one SecAgg+ round (noise shares) per sum, and accounts a sum that lost noise shares at its own realised
+multiplier. Every other protocol is one sum: :func:`grouped` wraps it so that the transport has one path
+and calls its ``gaussian_shares`` and ``aggregate`` exactly as before.
 """
 
 from __future__ import annotations
