@@ -330,6 +330,19 @@ def test_the_ledger_gives_each_client_its_groups_events(task: Any, tmp_path: Pat
         assert {json.loads(e)["group"] for client, e in rows if client == str(c)} == {g}
     assert by_group[0] != by_group[1]
 
+    # max_epsilon between the two groups' ε after a third round: only the group below it stays eligible.
+    after = RunAccountant(alg.privacy, alg)
+    for r in range(3):
+        after.compose(alg.round_events(r))
+    low, high = sorted(after.epsilon_by_group().values())
+    budget = alg.privacy.model_copy(update={"max_epsilon": 0.5 * (low + high)})
+    capped = PrivacyLedger(tmp_path / "capped.sqlite", budget, alg, range(NUM_CLIENTS))
+    for r in range(2):
+        capped.record(r, list(range(NUM_CLIENTS)), alg.round_events(r))
+    below = int(np.argmin([after.epsilon_by_group()[g] for g in range(2)]))
+    assert capped.eligible(alg.round_events(2)) == np.flatnonzero(alg.labels == below).tolist()
+    capped.close()
+
 
 def test_deploy_problems_and_refusals(task: Any) -> None:
     """Each secure sum needs 3 clients under SecAgg+ (one line naming group_sizes); a protocol unaware of
