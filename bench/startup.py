@@ -8,9 +8,12 @@ the names, and with them numpy, scipy and dp-accounting); ``python -c pass`` is 
 
 The commands run interleaved (one of each per repeat, after one warm-up round that also fills the bytecode
 cache), so a change of the machine's load hits them alike; the table gives the median and best wall time and
-the median's ratio to ``ampfl --version``, with the 1-minute load average. Bytecode is cached in a temporary
-folder (``PYTHONPYCACHEPREFIX``), as in an installed package, whatever ``PYTHONDONTWRITEBYTECODE`` says;
-``--no-bytecode`` compiles every module at every start instead.
+the median's ratio to ``ampfl --version``, with the 1-minute load average. ``account``, ``calibrate`` and
+``plan`` let OpenBLAS's idle worker threads sleep at once (``OPENBLAS_THREAD_TIMEOUT=4``, set by the CLI
+unless already set: :func:`ampfl.cli._idle_blas_threads_sleep`); the row "import numpy, idle BLAS threads
+asleep" is numpy's import under the same setting, the floor of those commands. Bytecode is cached in a
+temporary folder (``PYTHONPYCACHEPREFIX``), as in an installed package, whatever ``PYTHONDONTWRITEBYTECODE``
+says; ``--no-bytecode`` compiles every module at every start instead.
 
 ``--baseline DIR`` adds rows for the source tree ``DIR/src`` (e.g. an older commit: ``git archive COMMIT src |
 tar -x -C DIR``), run as ``python -m ampfl.cli`` with ``PYTHONPATH=DIR/src``, interleaved with the others.
@@ -71,10 +74,15 @@ def _commands(baseline: str | None) -> list[tuple[str, list[str], str | None]]:
     return rows
 
 
+#: Environment of a row, on top of the bench's.
+_ENV = {"import numpy, idle BLAS threads asleep": {"OPENBLAS_THREAD_TIMEOUT": "4"}}
+
+
 def _ours(ampfl: list[str]) -> list[tuple[str, list[str]]]:
     return [
         ("python -c pass", [sys.executable, "-c", "pass"]),
         ("python -c 'import numpy'", [sys.executable, "-c", "import numpy"]),
+        ("import numpy, idle BLAS threads asleep", [sys.executable, "-c", "import numpy"]),
         (VERSION, [*ampfl, "--version"]),
         ("ampfl account poisson --help", [*ampfl, "account", "poisson", "--help"]),
         (
@@ -99,8 +107,9 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _run(argv: list[str], env: dict[str, str], src: str | None) -> tuple[float, float]:
+def _run(argv: list[str], env: dict[str, str], src: str | None, label: str = "") -> tuple[float, float]:
     """(wall ms, CPU ms) of one run."""
+    env = {**env, **_ENV.get(label, {})}
     if src is not None:
         env = {**env, "PYTHONPATH": src}
     cpu, start = _cpu(), time.perf_counter()
@@ -125,12 +134,12 @@ def main() -> None:
         env["PYTHONPYCACHEPREFIX"] = cache.name
     commands = _commands(baseline)
     times: dict[str, list[tuple[float, float]]] = {label: [] for label, _, _ in commands}
-    for _, command, src in commands:  # warm-up: the file cache and the bytecode cache
-        _run(command, env, src)
+    for label, command, src in commands:  # warm-up: the file cache and the bytecode cache
+        _run(command, env, src, label)
     load = os.getloadavg()[0]
     for _ in range(repeats):
         for label, command, src in commands:
-            times[label].append(_run(command, env, src))
+            times[label].append(_run(command, env, src, label))
     cache.cleanup()
     bytecode = "compiled at every start" if "--no-bytecode" in sys.argv else "cached"
     print(
