@@ -48,7 +48,8 @@ from ampfl.fl.device import (
     resolve_device,
     use_deterministic_cuda,
 )
-from ampfl.fl.engine_sequential import autograd_step, local_sgd_sequential, one_model_counts
+from ampfl.fl.engine_sequential import autograd_step, local_sgd_sequential
+from ampfl.fl.evaluation import Evaluator
 from ampfl.fl.functional_model import FunctionalModel
 from ampfl.fl.low_rank import low_rank_local_sgd
 from ampfl.fl.models.base import FLModel
@@ -57,7 +58,7 @@ GradHook = Callable[[int, np.ndarray, torch.Tensor], torch.Tensor]
 """``(step, client_ids [k], grads [k, d]) -> grads``; must derive any randomness from the client ids so that
 the result does not depend on chunking."""
 
-__all__ = ["Engine", "EngineOptions", "FunctionalModel", "GradHook", "LocalResult"]
+__all__ = ["Engine", "EngineOptions", "Evaluator", "FunctionalModel", "GradHook", "LocalResult"]
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,8 @@ class Engine:
         cap = options.memory_cap_mb
         self.memory_cap_mb = float(cap) if cap is not None else default_memory_cap_mb(self.device)
         self.options = replace(options, device=self.device, memory_cap_mb=self.memory_cap_mb)
+        #: the evaluation of (stacked) models on the engine's device (:mod:`ampfl.fl.evaluation`)
+        self.evaluator = Evaluator(self.device, self.memory_cap_mb, options.model_fast_path)
 
     def _moves(self, home: torch.device) -> bool:
         """Whether tensors on ``home`` must move to the engine's device."""
@@ -414,7 +417,7 @@ class Engine:
             return LocalResult(start.new_zeros(0, model.dim, device=home), start.new_zeros(0, device=home))
         return LocalResult(torch.cat(grads), torch.cat(losses))
 
-    # -- evaluation -----------------------------------------------------------------------------------
+    # -- evaluation (ampfl.fl.evaluation) ------------------------------------------------------------
     def accuracy(
         self,
         model: FunctionalModel,
@@ -425,35 +428,14 @@ class Engine:
         batch_size: int = 4096,
         label_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Test accuracy of each model in ``params`` (``[d]`` → scalar tensor, ``[K, d]`` → ``[K]``).
-
-        Args:
-            label_mask: optional ``[K, num_classes]`` booleans; model i is then scored only on the test
-                examples whose label is marked in row i (e.g. the labels client i holds); a row with no such
-                example scores 0.
-        """
-        single = params.dim() == 1
-        stacked = params[None] if single else params
-        num_classes = int(label_mask.shape[1]) if label_mask is not None else int(y.max()) + 1
-        correct, counted = self._class_counts(model, stacked, x, y, num_classes, batch_size)
-        if label_mask is not None:
-            keep = label_mask.to(torch.float64)
-            hits, total = (correct * keep).sum(1), (counted[None] * keep).sum(1)
-        else:
-            hits, total = correct.sum(1), counted.sum().expand(stacked.shape[0])
-        acc = (hits / total.clamp(min=1.0)).to(torch.float32)
-        return acc[0] if single else acc
+        """Test accuracy of each model in ``params``: :meth:`ampfl.fl.evaluation.Evaluator.accuracy`."""
+        return self.evaluator.accuracy(model, params, x, y, batch_size=batch_size, label_mask=label_mask)
 
     def class_accuracy(
         self, model: FunctionalModel, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, num_classes: int
     ) -> torch.Tensor:
-        """Accuracy of each model in ``params`` (``[K, d]``) on the test examples of each label: ``[K, C]``.
-
-        A label without test examples scores 0. Weighting the columns by a client's label proportions gives
-        the model's accuracy on that client's own data distribution (``local_accuracy`` of the algorithms).
-        """
-        correct, counted = self._class_counts(model, params, x, y, num_classes, 4096)
-        return (correct / counted.clamp(min=1.0)[None]).to(torch.float32)
+        """Per-label accuracy ``[K, C]``: :meth:`ampfl.fl.evaluation.Evaluator.class_accuracy`."""
+        return self.evaluator.class_accuracy(model, params, x, y, num_classes)
 
     def _class_counts(
         self,
@@ -464,40 +446,8 @@ class Engine:
         num_classes: int,
         batch_size: int,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Correct predictions per model and label ``[K, C]`` and test examples per label ``[C]`` (on the
-        device of ``stacked``; counted on the engine's device)."""
-        home = stacked.device
-        if self._moves(home):
-            model, x, y = model_on(model, self.device), on_device(x, self.device), on_device(y, self.device)
-            stacked = stacked.to(self.device)
-        elif stacked.shape[0] == 1 and model.exact_without_vmap and y.device.type == "cpu":
-            return one_model_counts(model, stacked[0], x, y, num_classes, batch_size)
-        counted = torch.bincount(y, minlength=num_classes)[:num_classes].to(torch.float64)
-        correct = torch.zeros((stacked.shape[0], num_classes), dtype=torch.float64, device=y.device)
-        per_model = max(1, int(self.memory_cap_mb * 2**20 // (4 * 4 * model.activation_numel * batch_size)))
-        # convolutional models with a stacked forward pass (the CNN: channels-last convolutions, about 2x the
-        # NCHW ones vmap runs) are evaluated through it; the outputs equal vmap's to float rounding
-        stacked_forward = (
-            getattr(model.module, "forward_stacked", None)
-            if self.options.model_fast_path and not model.exact_without_vmap
-            else None
-        )
-        with torch.no_grad():
-            for lo in range(0, stacked.shape[0], per_model):
-                chunk = stacked[lo : lo + per_model]
-                for s in range(0, x.shape[0], batch_size):
-                    xb, yb = x[s : s + batch_size], y[s : s + batch_size]
-                    if chunk.shape[0] == 1 and model.exact_without_vmap:  # chunks of one model: no vmap
-                        out = model.outputs(chunk[0], xb)[None]
-                    elif stacked_forward is not None:
-                        out = stacked_forward(
-                            model.spec.unflatten(chunk), xb.unsqueeze(0).expand(chunk.shape[0], *xb.shape)
-                        )
-                    else:
-                        out = vmap(model.outputs, in_dims=(0, None))(chunk, xb)
-                    hit = (torch.stack([model.module.predict(o) for o in out]) == yb).to(torch.float64)
-                    correct[lo : lo + per_model].index_add_(1, yb, hit)
-        return correct.to(home), counted.to(home)
+        """:meth:`ampfl.fl.evaluation.Evaluator.class_counts`."""
+        return self.evaluator.class_counts(model, stacked, x, y, num_classes, batch_size)
 
 
 def _rows(data: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

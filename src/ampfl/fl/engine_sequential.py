@@ -2,8 +2,8 @@
 
 The sequential reference (``EngineOptions(vectorized=False)``): a Python loop over clients and steps with
 plain autograd, and a loop over examples for per-sample clipping — the vectorised path's numbers up to float
-rounding (tests/fl/test_engine.py, to 1e-5); and the evaluation of one model on the CPU without ``vmap``
-(:func:`one_model_counts`).
+rounding (tests/fl/test_engine.py, to 1e-5). (The evaluation of one model without ``vmap`` is in
+:mod:`ampfl.fl.evaluation`.)
 """
 
 from __future__ import annotations
@@ -65,25 +65,3 @@ def autograd_step(
         total += wt[j] * gj * min(1.0, clip / (float(gj.norm()) + 1e-12))
         loss_sum += wt[j] * lj.detach()
     return total.detach(), loss_sum
-
-
-def one_model_counts(
-    model: FunctionalModel,
-    flat: torch.Tensor,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    num_classes: int,
-    batch: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``Engine._class_counts`` of one model on the CPU (``[1, C]``, ``[C]``): its outputs without ``vmap``
-    and the hits counted in NumPy (integer counts, so the same float64 values; an evaluation of a small model
-    is a few tens of microseconds of arithmetic and ~15 µs per torch call on top)."""
-    labels = y.numpy()
-    hits = np.zeros(num_classes, dtype=np.int64)
-    with torch.no_grad():
-        for s in range(0, x.shape[0], batch):
-            predicted = model.module.predict(model.outputs(flat, x[s : s + batch])).numpy()
-            right = labels[s : s + batch][predicted == labels[s : s + batch]]
-            hits += np.bincount(right, minlength=num_classes)[:num_classes]
-    counted = np.bincount(labels, minlength=num_classes)[:num_classes]
-    return torch.from_numpy(hits.astype(np.float64))[None], torch.from_numpy(counted.astype(np.float64))
