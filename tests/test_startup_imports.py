@@ -184,3 +184,25 @@ def test_idle_blas_threads_sleep_for_one_shot_commands_only(monkeypatch, argv, b
     _idle_blas_threads_sleep(argv)
     assert os.environ.get("OPENBLAS_THREAD_TIMEOUT") == after
     monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
+
+
+@pytest.mark.parametrize(("argv", "frozen"), [(["account", "poisson"], True), (["run", "x.toml"], False)])
+def test_whole_process_freezes_the_gc_after_a_one_shot_command_only(monkeypatch, argv, frozen):
+    import gc
+
+    from ampfl import cli
+
+    calls = []
+    monkeypatch.setattr(cli, "main", lambda a: calls.append(("main", a)) or 3)
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append(("freeze", None)))
+    monkeypatch.setattr(cli, "_idle_blas_threads_sleep", lambda a: calls.append(("blas", a)))
+    assert cli._whole_process(argv) == 3
+    assert calls == [("blas", argv), ("main", argv), *([("freeze", None)] if frozen else [])]
+
+
+def test_python_m_ampfl_cli_runs_account_poisson():
+    done = subprocess.run(
+        [sys.executable, "-m", "ampfl.cli", *POISSON], capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads(done.stdout)["accountant"] == "pld"
