@@ -188,16 +188,19 @@ def test_trusted_server_form_same_math_and_its_noise(task: Any, name: str) -> No
         noisy.global_params = start
 
 
+@pytest.mark.parametrize("name", ["gdpfed", "gdpfed_plus_public"])
 def test_under_secaggplus_the_server_receives_only_per_group_noised_sums(
-    task: Any, monkeypatch: pytest.MonkeyPatch
+    task: Any, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     """A SecAgg+ round per group, its nodes played in process with secagg's own encoding: the server step
-    gets one noised sum per group (noise ≈ N(0, z_g² C²) around the un-noised group sum), counts it never
-    learns (0), no per-client vector, no participation count in the round's diagnostics."""
+    gets one noised sum per group (noise ≈ N(0, z_g² C²) around the un-noised group sum, on the group's
+    public mask only for GDPFed+ ``mask = "public"``), counts it never learns (0), no per-client vector, no
+    participation count in the round's diagnostics."""
     import ampfl.flower.secagg as secagg
     from ampfl.flower.transport import collect_round, release_round
 
-    _, alg = _pair(task, "gdpfed")
+    _, alg = _pair(task, name)
+    masks = alg.masks_at(alg.global_params)  # w^t, before the step
     nodes = {c: 100 + c for c in range(NUM_CLIENTS)}
     client_of = {n: c for c, n in nodes.items()}
     unnoised: dict[int, np.ndarray] = {}
@@ -242,6 +245,10 @@ def test_under_secaggplus_the_server_receives_only_per_group_noised_sums(
     for g in range(2):
         members = np.flatnonzero(alg.labels == g)
         noise = sums.sums[g].double().numpy() - sum(unnoised[int(c)] for c in members)
+        if masks[g] is not None:
+            kept = masks[g].numpy()
+            assert np.all(noise[~kept] == 0.0) and kept.sum() < kept.size  # no share outside the mask
+            noise = noise[kept]
         sigma = float(alg.noise_multipliers[g]) * float(alg.p.clip)
         assert np.std(noise) == pytest.approx(sigma, rel=0.15)  # the group's calibrated noise, not less
         assert abs(float(np.mean(noise))) < 5 * sigma / math.sqrt(noise.size)
