@@ -18,6 +18,7 @@ from ampfl.accounting.ms_pafl import ldp_sigma
 from ampfl.accounting.random_checkin import calibrate_noise_multiplier
 from ampfl.fl.algorithms import ALGORITHMS
 from ampfl.fl.algorithms.base import ROLE_NOISE
+from ampfl.fl.calibration import calibrate_algorithm
 from ampfl.fl.config import PrivacyConfig
 from ampfl.fl.data import Dataset
 from ampfl.fl.task import Task
@@ -47,7 +48,9 @@ def _make(name: str, task: Task, seed: int = 0, privacy: PrivacyConfig | None = 
         params.setdefault("local_dataset_size", int(task.client_sizes().max()))
     if name == "dp_fedavg" and params.get("client_sampling") == "poisson":
         params.setdefault("expected_clients", float(params["sampling_rate"]) * task.num_clients)  # type: ignore[arg-type]
-    return cls(cls.Params(**params), task, seed=seed, privacy=privacy)
+    algorithm = cls(cls.Params(**params), task, seed=seed, privacy=privacy)
+    calibrate_algorithm(algorithm, privacy)  # a target ε is calibrated by the run, as ampfl run does
+    return algorithm
 
 
 def _epsilon(alg, rounds: int, delta: float = 1e-5) -> float:  # type: ignore[no-untyped-def]

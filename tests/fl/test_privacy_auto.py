@@ -33,9 +33,10 @@ from ampfl.accounting.events import (
 )
 from ampfl.fl import run as run_module
 from ampfl.fl.algorithms.base import Algorithm
+from ampfl.fl.calibration import NoiseTarget
 from ampfl.fl.config import PrivacyConfig, parse_config
-from ampfl.fl.privacy import RunAccountant, algorithm_and_ledger, calibrate_noise, planned_epsilon
-from ampfl.fl.run import load_checkpoint, run_experiment
+from ampfl.fl.privacy import RunAccountant, planned_epsilon
+from ampfl.fl.run import build_calibrated, load_checkpoint, run_experiment
 from ampfl.fl.task import Task
 
 MASK = BernoulliMaskEvent(c=0.3, dim=2)  # PM-SFL's mask bits: exact RDP, no PLD (UnsupportedEventError)
@@ -73,11 +74,18 @@ class _Fake(Algorithm):
         p: Any = params
         self.p = p
         self.noise_multiplier = float(p.noise_multiplier)
-        if p.target_epsilon is not None:  # calibrated on its Poisson part alone (PLD-accountable)
-            self.noise_multiplier = calibrate_noise(
-                self.event_at, target_epsilon=p.target_epsilon, rounds=p.num_rounds, privacy=self.privacy
-            )
         self.weight = torch.zeros(1)
+        type(self).built += 1
+
+    built: ClassVar[int] = 0  # constructor calls
+
+    def noise_targets(self) -> list[NoiseTarget]:  # calibrated on its Poisson part alone (PLD-accountable)
+        if self.p.target_epsilon is None:
+            return []
+        return [NoiseTarget("z", self.event_at, self.p.target_epsilon, self.p.num_rounds)]
+
+    def set_noise(self, resolved: Any) -> None:
+        self.noise_multiplier = resolved["z"].noise_multiplier
 
     def event_at(self, z: float) -> PoissonSampledEvent:
         return _poisson(z, self.p.sampling_rate)
@@ -193,15 +201,13 @@ def test_calibration_uses_the_ledger_accountant(tmp_path: Any) -> None:
     # Calibrated by the PLD accountant that reports: within 0.5% of the smallest z meeting the target on it.
     assert summary["accountant"] == "pld" and summary["epsilon"] <= target
     assert PLDAccountant().compose(_poisson(z / 1.006, q), 4).get_epsilon(1e-5) > target
-    # The calibration event is PLD-accountable but the round is not (mask bits): built again with "rdp".
+    # The calibration event is PLD-accountable but the round is not (mask bits): calibrated again with "rdp",
+    # the algorithm built once.
     config = _config(target_epsilon=target, sampling_rate=q, events="poisson+mask")
-
-    def build(privacy: PrivacyConfig) -> Algorithm:
-        return _Fake(config.algorithm.params, _task(), seed=0, privacy=privacy)
-
-    algorithm, ledger = algorithm_and_ledger(build, config.privacy)
+    before = _Fake.built
+    algorithm, ledger = build_calibrated(config, _task(), algorithms={"fake": _Fake}, privacy_key=0)
     z_rdp = calibrate(algorithm.event_at, target_epsilon=target, target_delta=1e-5, accountant="rdp", count=4)  # type: ignore[attr-defined]
-    assert (ledger.kind, ledger.requested, algorithm.privacy.accountant) == ("rdp", "auto", "rdp")
+    assert (ledger.kind, ledger.requested, _Fake.built - before) == ("rdp", "auto", 1)
     assert algorithm.noise_multiplier == z_rdp > z  # type: ignore[attr-defined]
 
 

@@ -316,7 +316,7 @@ def test_resume_may_extend_the_number_of_rounds(tmp_path):
 def test_run_or_reuse_reuses_resumes_or_restarts(tmp_path, monkeypatch):
     # Prepare
     monkeypatch.setattr(run_module, "build_task", lambda config: _tiny_task())
-    monkeypatch.setattr(run_module, "build_algorithm", _registry_algorithm)
+    monkeypatch.setattr(run_module, "construct_algorithm", _registry_algorithm)
     folder = tmp_path / "run"
     first = run_module.run_or_reuse(_config(), folder)
     # Execute / Assert: the same config is reused (not rerun: the summary is read back unchanged) ...

@@ -367,13 +367,15 @@ def calibrate_noise(
     relation: NeighboringRelation = NeighboringRelation.ADD_OR_REMOVE_ONE,
     who: str = "the algorithm",
     target_delta: float | None = None,
+    accountant: str | None = None,
 ) -> float:
     """Smallest noise multiplier z (within 0.5%) with ε(``rounds`` × ``make_event(z)``) ≤ ``target_epsilon``.
 
     The event is accounted as the run would (``privacy.accounting``: as reported or without amplification).
-    Uses :func:`ampfl.accounting.calibrate.calibrate` with the run's accountant and ``relation``, at δ =
-    ``target_delta`` (default: the run's ``privacy.delta``); ``"auto"`` resolves on the probe event
-    ``make_event(PROBE_NOISE_MULTIPLIER)``.
+    Uses :func:`ampfl.accounting.calibrate.calibrate` with ``accountant`` (default: the run's,
+    ``privacy.accountant``, where ``"auto"`` resolves on the probe event ``make_event(PROBE_NOISE_MULTIPLIER)``)
+    and ``relation``, at δ = ``target_delta`` (default: the run's ``privacy.delta``). A run calibrates its
+    algorithm's targets through :func:`ampfl.fl.calibration.calibrate_algorithm`, which names the accountant.
 
     Raises:
         ValueError: one line naming ``privacy.accountant`` when it cannot account the event.
@@ -389,7 +391,10 @@ def calibrate_noise(
     relation = run_relation(privacy, event_relation)
 
     probe_event = accounted_event(PROBE_NOISE_MULTIPLIER)
-    probe = _resolved(privacy, [probe_event], relation)
+    if accountant is None:
+        probe = _resolved(privacy, [probe_event], relation)
+    else:
+        probe = accountant_for(accountant, [probe_event], neighboring_relation=relation)
     kind = probe.name
     _check_supported(probe, kind, who, [(probe_event, 1)], relation != event_relation)
     return calibrate(

@@ -73,9 +73,11 @@ __all__ = [  # the run folder's names and checkpoint functions are re-exported f
     "RESUMABLE_CHANGES",
     "SUMMARY",
     "build_algorithm",
+    "build_calibrated",
     "build_engine",
     "build_task",
     "clear_run_folder",
+    "construct_algorithm",
     "load_checkpoint",
     "run_experiment",
     "run_or_reuse",
@@ -87,6 +89,7 @@ if TYPE_CHECKING:
     from ampfl.accounting.events import PrivacyEvent
     from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.engine import Engine
+    from ampfl.fl.privacy import RunAccountant
     from ampfl.fl.task import Task
 
 Events = Sequence[tuple["PrivacyEvent", int]]
@@ -132,8 +135,35 @@ def build_algorithm(
     algorithms: Mapping[str, type[Algorithm]] | None = None,
     privacy_key: int | None = None,
 ) -> Algorithm:
-    """Instantiate the configured algorithm on ``task`` (``privacy_key``: the root of its privacy randomness;
-    None: the seed under ``[privacy] reproducible``, else a fresh secret key)."""
+    """Instantiate the configured algorithm on ``task``, its noise calibrated (``privacy_key``: the root of
+    its privacy randomness; None: the seed under ``[privacy] reproducible``, else a fresh secret key)."""
+    return build_calibrated(config, task, algorithms=algorithms, privacy_key=privacy_key)[0]
+
+
+def build_calibrated(
+    config: RunConfig,
+    task: Task,
+    *,
+    algorithms: Mapping[str, type[Algorithm]] | None = None,
+    privacy_key: int | None = None,
+) -> tuple[Algorithm, RunAccountant]:
+    """The configured algorithm on ``task`` and the run's accountant: the algorithm built once, then its
+    target ε calibrated by the run's accountant (:func:`ampfl.fl.calibration.calibrate_algorithm`)."""
+    from ampfl.fl.calibration import calibrate_algorithm
+
+    algorithm = construct_algorithm(config, task, algorithms=algorithms, privacy_key=privacy_key)
+    return algorithm, calibrate_algorithm(algorithm, config.privacy)
+
+
+def construct_algorithm(
+    config: RunConfig,
+    task: Task,
+    *,
+    algorithms: Mapping[str, type[Algorithm]] | None = None,
+    privacy_key: int | None = None,
+) -> Algorithm:
+    """The configured algorithm's constructor on ``task``; a target ε is not calibrated yet (its
+    ``noise_targets``: :func:`build_calibrated` does it)."""
     if algorithms is None:
         from ampfl.fl.algorithms import ALGORITHMS
 
@@ -203,17 +233,8 @@ def _run_experiment(
     # Data, algorithm and accountant first: a config that cannot start leaves no run folder behind.
     if task is None:
         task = build_task(config)
-    from ampfl.fl.privacy import algorithm_and_ledger
-
     key = run_privacy_key(config, checkpoint)
-
-    def build(privacy: Any) -> Algorithm:  # "auto" resolved once: the ledger's accountant calibrates too
-        return build_algorithm(
-            config.model_copy(update={"privacy": privacy}), on, algorithms=algorithms, privacy_key=key
-        )
-
-    on = task
-    algorithm, ledger = algorithm_and_ledger(build, config.privacy)
+    algorithm, ledger = build_calibrated(config, task, algorithms=algorithms, privacy_key=key)
     out.mkdir(parents=True, exist_ok=True)
     # left untouched on a resume unless rounds/eval_every/checkpoint_every changed (a full disk cannot hit it)
     write_text_if_changed(out / CONFIG_JSON, dumps_json(resolved, indent=2) + "\n")

@@ -155,16 +155,13 @@ def validate_run(config: RunConfig) -> None:
     process starts, so a config ``ampfl run`` refuses fails here with the same one-line ValueError
     (issue 31)."""
     from ampfl.fl.data import DataUnavailableError
-    from ampfl.fl.privacy import algorithm_and_ledger
-    from ampfl.fl.run import build_algorithm, build_task
+    from ampfl.fl.run import build_calibrated, build_task
 
     try:
         task = build_task(config)
     except DataUnavailableError as exc:
         raise ValueError(f"dataset {config.dataset.name!r} is not available: {exc}") from None
-    algorithm_and_ledger(
-        lambda privacy: build_algorithm(config.model_copy(update={"privacy": privacy}), task), config.privacy
-    )
+    build_calibrated(config, task)
 
 
 def server_notice(config: RunConfig, secure_aggregation: str) -> str | None:

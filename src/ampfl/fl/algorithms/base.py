@@ -22,6 +22,7 @@ secret unless it is added to :data:`PUBLIC_ROLES`. The run keeps the key only in
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
     from ampfl.accounting.events import PrivacyEvent
     from ampfl.fl.algorithms.round_protocol import RoundProtocol
+    from ampfl.fl.calibration import CalibratedNoise, NoiseTarget
     from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
@@ -182,6 +184,18 @@ class Algorithm(ABC):
         :attr:`neighboring_relation` (docs/units.md).
         """
         return []
+
+    def noise_targets(self) -> list[NoiseTarget]:
+        """The noise multipliers the run calibrates for this algorithm (:mod:`ampfl.fl.calibration`): one
+        :class:`~ampfl.fl.calibration.NoiseTarget` per target ε (default: none, the noise is configured). A
+        target's noise is set by :meth:`set_noise` before the first round."""
+        return []
+
+    def set_noise(self, resolved: Mapping[str, CalibratedNoise]) -> None:
+        """Receive the calibrated noise of :meth:`noise_targets` (by key); may be called again (the run then
+        calibrated with another accountant). Default: an algorithm without targets receives nothing."""
+        if resolved:
+            raise ValueError(f"{self.name} has no noise target; got {sorted(resolved)}.")
 
     def threat_model(self) -> dict[str, list[str]]:
         """``protects_against`` and ``participation_hidden_from`` of this algorithm on the simulator

@@ -13,7 +13,7 @@ arXiv:2205.01556v1. Iteration t:
 Noise: z = ``noise_multiplier`` (σ/C, so σ = z·C), or, when it is not given, calibrated for a per-iteration
 (``round_epsilon``, ``round_delta``) as in 004 Sec. 6 by the analysis named ``analysis``: ``wcs`` (Thm 5.2,
 the default) calibrates with the run's ``[privacy]`` accountant on exactly the event the run composes
-(:func:`ampfl.fl.privacy.calibrate_noise`, one round); ``paper`` (Thm 4.1, not a proven bound), ``ols``
+(one round, by the run: :mod:`ampfl.fl.calibration`); ``paper`` (Thm 4.1, not a proven bound), ``ols``
 (Thm 5.1) and ``cs`` (Cor. 5.3, a lower bound) use that analysis's own calibration
 (:func:`ampfl.accounting.random_checkin.calibrate_noise_multiplier`, closed forms), so that 004's figures
 can be reproduced.
@@ -50,6 +50,7 @@ client's subset — so the accounted ε did not cover unequal datasets.)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -66,6 +67,7 @@ from ampfl.fl.sampling import RandomCheckInSampler, poisson_local_batches
 
 if TYPE_CHECKING:
     from ampfl.fl.algorithms.round_protocol import ClientInstructions, RoundProtocol
+    from ampfl.fl.calibration import CalibratedNoise, NoiseTarget
     from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
@@ -138,15 +140,25 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
         self.local_data = self.client_indices  # all records: an add/remove-one mechanism (module docstring)
         self.sampler = RandomCheckInSampler(n, self.p.participation)
         if self.p.noise_multiplier is not None:
-            self.noise_multiplier = float(self.p.noise_multiplier)
-        else:
-            self.noise_multiplier = self._calibrate()
-        self.noise_std = self.noise_multiplier * self.p.clip
-        self.privacy_unit = "record" if self.noise_multiplier > 0.0 else None
+            self._set_noise_multiplier(self.p.noise_multiplier)
+        else:  # a closed form here, or (analysis "wcs") by the run: noise_targets, set_noise
+            self._set_noise_multiplier(self._closed_form())
         self.velocity = torch.zeros_like(self.global_params)
 
-    def _calibrate(self) -> float:
-        """z for the per-iteration (round_epsilon, round_delta) by ``analysis`` (module docstring)."""
+    def _set_noise_multiplier(self, z: float) -> None:
+        self.noise_multiplier = float(z)
+        self.noise_std = self.noise_multiplier * self.p.clip
+        self.privacy_unit = None if self.noise_multiplier == 0.0 else "record"
+
+    def _calibrated_by_run(self) -> bool:
+        """``analysis = "wcs"`` with a per-round target that needs noise: the run calibrates z."""
+        p = self.p
+        needs_noise = p.round_delta < p.participation * p.sampling_rate  # else 004 Thm 5.2: no noise
+        return p.noise_multiplier is None and p.analysis == "wcs" and needs_noise
+
+    def _closed_form(self) -> float:
+        """z for the per-iteration (round_epsilon, round_delta) by a paper's ``analysis`` (module docstring);
+        NaN until the run calibrates it (``"wcs"``: :meth:`noise_targets`)."""
         p, q = self.p.participation, self.p.sampling_rate
         if self.p.analysis != "wcs":  # the paper's closed forms (Thm 4.1, Thm 5.1, Cor. 5.3)
             if self.privacy.neighbouring == "replace-one":
@@ -165,19 +177,30 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
                 epsilon=self.p.round_epsilon,
                 delta=self.p.round_delta,
             )
-        if self.p.round_delta >= p * q:  # 004 Thm 5.2: δ ≤ pq without any noise
+        if not self._calibrated_by_run():  # 004 Thm 5.2: δ ≤ pq without any noise
             return 0.0
-        from ampfl.fl.privacy import calibrate_noise
+        return math.nan
 
-        return calibrate_noise(
-            self.event_at,
-            target_epsilon=self.p.round_epsilon,
-            target_delta=self.p.round_delta,
-            rounds=1,
-            privacy=self.privacy,
-            relation=self.neighboring_relation,
-            who=self.name,
-        )
+    def noise_targets(self) -> list[NoiseTarget]:
+        """``analysis = "wcs"``: z for (round_epsilon, round_delta) after one round of :meth:`event_at`."""
+        if not self._calibrated_by_run():
+            return []
+        from ampfl.fl.calibration import NoiseTarget
+
+        return [
+            NoiseTarget(
+                "noise_multiplier",
+                self.event_at,
+                self.p.round_epsilon,
+                1,
+                self.neighboring_relation,
+                target_delta=self.p.round_delta,
+                who=self.name,
+            )
+        ]
+
+    def set_noise(self, resolved: Mapping[str, CalibratedNoise]) -> None:
+        self._set_noise_multiplier(resolved["noise_multiplier"].noise_multiplier)
 
     def event_at(self, noise_multiplier: float) -> PrivacyEvent:
         """One iteration's event at noise multiplier z = σ/C (record level, 004 Algorithm 1)."""

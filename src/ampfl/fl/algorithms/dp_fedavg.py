@@ -29,13 +29,13 @@ run's accountant (``ampfl.fl.privacy``): Poisson sampling, add/remove one client
 ``SampledWithoutReplacementEvent(N, m, GaussianEvent(z/2))`` with the accountant's relation REPLACE_ONE (the
 event's noise multiplier is σ/Δ₂; see docs/units.md and dp-accounting #378). ``target_epsilon`` calibrates z
 for that event over ``num_rounds`` rounds with the run's ``[privacy]`` accountant and δ
-(:func:`ampfl.fl.privacy.calibrate_noise`). z = 0 gives no guarantee (``privacy_unit`` None, ε = ∞).
+(the run calibrates it: :mod:`ampfl.fl.calibration`). z = 0 gives no guarantee (``privacy_unit`` None, ε = ∞).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 import torch
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ampfl.fl.algorithms.round_protocol import ClientInstructions, RoundProtocol
+    from ampfl.fl.calibration import CalibratedNoise, NoiseTarget
     from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
@@ -102,22 +103,8 @@ class DPFedAvg(FederatedAlgorithm):
         self.p: DPFedAvgParams = params  # type: ignore[assignment]
         self.sampler = self.make_cohort_sampler(self.p)
         self.neighboring_relation = self.sampler.neighboring_relation
-        if self.p.noise_multiplier is not None:
-            self.noise_multiplier = float(self.p.noise_multiplier)
-        else:
-            from ampfl.fl.privacy import calibrate_noise
-
-            assert self.p.target_epsilon is not None and self.p.num_rounds is not None
-            self.noise_multiplier = calibrate_noise(
-                self.event_at,
-                target_epsilon=self.p.target_epsilon,
-                rounds=self.p.num_rounds,
-                privacy=self.privacy,
-                relation=self.neighboring_relation,
-                who=self.name,
-            )
-        self.noise_std = self.noise_multiplier * self.p.clip
-        self.privacy_unit = "client" if self.noise_multiplier > 0.0 else None
+        # a target_epsilon is calibrated by the run (noise_targets, set_noise), hence private
+        self._set_noise_multiplier(math.nan if self.p.noise_multiplier is None else self.p.noise_multiplier)
         declared = self.p.expected_clients
         if declared is None and self.p.client_sampling == "fixed":
             declared = float(self.p.cohort_size)  # m: public configuration
@@ -127,6 +114,32 @@ class DPFedAvg(FederatedAlgorithm):
             from_data=self.sampler.expected_cohort(),
             private=self.privacy_unit is not None,
         )
+
+    def _set_noise_multiplier(self, z: float) -> None:
+        self.noise_multiplier = float(z)
+        self.noise_std = self.noise_multiplier * self.p.clip
+        self.privacy_unit = None if self.noise_multiplier == 0.0 else "client"
+
+    def noise_targets(self) -> list[NoiseTarget]:
+        """z for ``target_epsilon`` after ``num_rounds`` rounds of :meth:`event_at`, calibrated by the run."""
+        if self.p.target_epsilon is None:
+            return []
+        from ampfl.fl.calibration import NoiseTarget
+
+        assert self.p.num_rounds is not None
+        return [
+            NoiseTarget(
+                "noise_multiplier",
+                self.event_at,
+                self.p.target_epsilon,
+                self.p.num_rounds,
+                self.neighboring_relation,
+                who=self.name,
+            )
+        ]
+
+    def set_noise(self, resolved: Mapping[str, CalibratedNoise]) -> None:
+        self._set_noise_multiplier(resolved["noise_multiplier"].noise_multiplier)
 
     # -- privacy events -------------------------------------------------------------------------------
     def event_at(self, noise_multiplier: float) -> PrivacyEvent:
