@@ -206,3 +206,23 @@ def test_python_m_ampfl_cli_runs_account_poisson():
     )
     assert (done.returncode, done.stderr) == (0, "")
     assert json.loads(done.stdout)["accountant"] == "pld"
+
+
+def test_registry_only_drops_the_other_commands_whatever_they_add():
+    # Two dropped commands that both add a mutually exclusive group, the same flags and subcommands.
+    from ampfl.cli import _Parser
+    from ampfl.commands import Registry
+
+    root = _Parser(prog="ampfl")
+    top = root.add_subparsers(dest="verb", parser_class=_Parser)
+    registry = Registry(top=top, groups={}, only="kept")
+    for name in ("dropped-a", "dropped-b", "kept"):
+        parser = registry.command(None, name, lambda args: {}, help=name)
+        group = parser.add_mutually_exclusive_group()
+        group.add_argument("--x", type=int)
+        parser.add_argument("--y", type=float)
+        actions = parser.add_subparsers(dest="action", parser_class=type(parser))
+        actions.add_parser("go").add_argument("--z")
+    assert list(_subparsers(root)) == ["kept"]
+    args = root.parse_args(["kept", "--x", "1", "--y", "2", "go", "--z", "3"])
+    assert (args.verb, args.x, args.y, args.action, args.z) == ("kept", 1, 2.0, "go", "3")

@@ -211,9 +211,9 @@ def _idle_blas_threads_sleep(argv: Sequence[str]) -> None:
     """For ``account``, ``calibrate`` and ``plan``: OpenBLAS's switch for how long an idle worker thread spins
     before it sleeps (2^n cycles; default 2^28, ~0.1 s), read when numpy loads it (no handler has imported
     numpy yet). Loading numpy starts the workers, and with the default they spin ~0.1 s on another core with
-    no work to do: 40 ms of CPU in ``ampfl account poisson`` (~15 %), which on a busy 2-core machine is wall
-    time too (docs/performance.md, issue 32). With 2^4 cycles they sleep at once; the number of threads,
-    hence how any BLAS call splits its work and its result, is unchanged. An explicit
+    no work to do: 40–50 ms of CPU in ``ampfl account poisson`` (~20 %), which on a busy 2-core machine is
+    wall time too (docs/performance.md, issue 32). With 2^4 cycles they sleep at once; the number of
+    threads, hence how any BLAS call splits its work and its result, is unchanged. An explicit
     ``OPENBLAS_THREAD_TIMEOUT`` wins."""
     if argv[:1] and argv[0] in _ONE_SHOT_VERBS:
         os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")

@@ -100,6 +100,10 @@ class _Unbuilt(argparse.ArgumentParser):
     def _add_action(self, action: _Action) -> _Action:  # what a mutually exclusive group adds
         return action
 
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        self._subparsers = None  # each dropped command may add its own
+        return super().add_subparsers(**kwargs)
+
 
 @dataclass
 class Registry:
