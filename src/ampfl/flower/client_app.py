@@ -20,9 +20,11 @@ Messages:
   node that does not join declines with an empty reply. Otherwise it runs the protocol's ``client_update``
   and replies ``arrays["update"]`` (the message vector: FedAvg its local model w_i, 000 Eq. 2; DP-FedAvg its
   clipped update; DP-DSGD-RP g_i, the sum of its per-example clipped gradients; MS-PAFL its clipped,
-  noised public part) and ``metrics`` (the message's diagnostics). A client's private state (MS-PAFL's
-  w_{i,α}) stays on the node: in ``context.state`` and, with a ``state-dir`` node config, in a node-local
-  file ``ampfl-<algorithm>-private-<partition-id>.npy`` (a resumed run continues it).
+  noised public part; the group methods of paper 001 their clipped update, on the group's public mask for
+  GDPFed+ ``mask = "public"``, which the server sums per group) and ``metrics`` (the message's
+  diagnostics). A client's private state (MS-PAFL's w_{i,α}) stays on the node: in ``context.state`` and,
+  with a ``state-dir`` node config, in a node-local file ``ampfl-<algorithm>-private-<partition-id>.npy``
+  (a resumed run continues it).
 """
 
 from __future__ import annotations
