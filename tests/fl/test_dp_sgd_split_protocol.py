@@ -152,7 +152,41 @@ def test_the_server_adds_the_noise_of_each_part_and_divides_by_the_public_consta
     assert torch.allclose(noise, xi * torch.where(split, z * c_s, z * c_ns), atol=1e-5)
     assert float(noise[split].std()) == pytest.approx(z * c_s, rel=0.1)
     assert float(noise[~split].std()) == pytest.approx(z * c_ns, rel=0.1)
-    assert algo.message_bound() == c_s and algo.gaussian_shares() is None  # two stds: no client shares
+    shares = algo.gaussian_shares()  # in message units: the shared part scaled by C_s/C_ns
+    assert shares is not None and shares.std == pytest.approx(z * c_s) and algo.message_bound() == c_s
+
+
+def test_secure_sum_of_noise_shares_gives_each_part_its_noise() -> None:
+    """SecAgg+'s path in process (its encode/decode, no quantisation): each node's message plus its share
+    N(0, z²C_s²/n) on every coordinate; the server rescales the shared part by the public C_ns/C_s, so the
+    released noise is N(0, z²C_s²) on the split part and N(0, z²C_ns²) on the shared part."""
+    from ampfl.flower.secagg import decode, encode
+
+    z, c_s, c_ns, n = 2.0, 0.4, 0.1, 3
+    algo = _algo(
+        hidden=64, num_submodels=2, shared=["net.2"], clip=c_s, nonsplit_clip=c_ns, noise_multiplier=z
+    )
+    assert DPSGDPartition.deploy_problem(algo.p, secure_aggregation=True) is None
+    start = algo.broadcast().clone()
+    own = np.random.default_rng(7)
+    sent, unnoised = [], torch.zeros_like(start)
+    for c in range(n):
+        instructions = ClientInstructions(0, np.array([c]), c, own_coin=True)
+        message, _ = algo.client_update(start, instructions, None, own)
+        assert float(message.vector.abs().max()) <= algo.message_bound() + 1e-6
+        unnoised += message.vector
+        sent.append(encode(algo, message.vector.double().numpy(), n, own))
+    secure = decode(algo, np.sum(sent, axis=0), n, n)
+    assert secure.total is not None and secure.joined is None  # nothing but the noised sum
+    algo.aggregate(secure.total, count=None, asked=n, generator=None)
+    scale = algo.message_scale()
+    assert scale is not None
+    noise = (
+        algo.global_params - start
+    ) * algo.expected - unnoised / scale  # η_s = 1  # what was released minus Σ_i Δ_i
+    split = algo.split_coords
+    assert float(noise[split].std()) == pytest.approx(z * c_s, rel=0.1)
+    assert float(noise[~split].std()) == pytest.approx(z * c_ns, rel=0.1)
 
 
 def test_noise_shares_and_coins_under_secure_aggregation() -> None:
@@ -183,7 +217,6 @@ def _params(**kw: Any) -> Any:
     ("kw", "key"),
     [
         ({"sampling": "bis", "bis_iterations": 4, "bis_participations": 2}, "algorithm.sampling"),
-        ({"shared": ["net.2"], "clip": 1.0, "nonsplit_clip": 0.5}, "algorithm.nonsplit_clip"),
     ],
 )
 def test_secure_aggregation_refusals_name_the_key(kw: dict[str, Any], key: str) -> None:
@@ -193,6 +226,8 @@ def test_secure_aggregation_refusals_name_the_key(kw: dict[str, Any], key: str) 
     assert problem is not None and problem.startswith(key + ":") and "\n" not in problem
     assert DPSGDPartition.deploy_problem(_params(), secure_aggregation=True) is None
     assert DPSGDPartition.deploy_problem(_params(sampling="full"), secure_aggregation=True) is None
+    two_clips = _params(shared=["net.2"], clip=1.0, nonsplit_clip=0.5)  # one std in message units
+    assert DPSGDPartition.deploy_problem(two_clips, secure_aggregation=True) is None
 
 
 #: Each algorithm ``ampfl deploy`` refuses (of these files) and a word of its reason.

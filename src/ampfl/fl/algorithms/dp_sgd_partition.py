@@ -470,8 +470,8 @@ class DPSGDPartition(FederatedAlgorithm):
 
     @classmethod
     def deploy_problem(cls, params: BaseModel, *, secure_aggregation: bool) -> str | None:
-        """Central noise deploys every sampling; under SecAgg+ each node flips its own coin (``"poisson"`` or
-        ``"full"``, not a BIS schedule) and adds a noise share of one std (no shared part, or C_ns = C_s)."""
+        """Central noise deploys every sampling; under SecAgg+ each node flips its own coin: ``"poisson"`` or
+        ``"full"``, not a BIS schedule."""
         if not secure_aggregation:
             return None
         sampling = getattr(params, "sampling", None)
@@ -480,13 +480,6 @@ class DPSGDPartition(FederatedAlgorithm):
                 "algorithm.sampling: --secure-aggregation secaggplus runs dp_sgd_split with 'poisson' or "
                 "'full' sampling only (each node flips its own coin, hidden from the server; a BIS schedule "
                 f"couples the clients, so no node can draw its own part of it). Found {sampling!r}."
-            )
-        clip, nonsplit_clip = getattr(params, "clip", None), getattr(params, "nonsplit_clip", None)
-        if getattr(params, "shared", None) and clip != nonsplit_clip:
-            return (
-                "algorithm.nonsplit_clip: --secure-aggregation secaggplus adds the noise as client shares of "
-                "one std, so with a shared part it needs nonsplit_clip = clip (C_ns = C_s). "
-                f"Found clip={clip!r}, nonsplit_clip={nonsplit_clip!r}."
             )
         return None
 
@@ -537,7 +530,8 @@ class DPSGDPartition(FederatedAlgorithm):
         """Steps 2-3 on the client: its secret mask from ``rng`` (:meth:`client_mask`, the client's own
         randomness: the server never receives it), Q local steps from ``broadcast`` with the gradients
         outside the mask zeroed, Δ_i = w_i − w with the split and shared parts clipped separately
-        (:func:`clip_parts`). The message is Δ_i (the server sums the messages: :meth:`aggregate`)."""
+        (:func:`clip_parts`). The message is Δ_i in message units (:meth:`message_scale`: the shared part
+        times C_s/C_ns); the server sums the messages (:meth:`aggregate`)."""
         p = self.p
         mask = self.client_mask(rng).to(broadcast.dtype)
         batches = self.client_batches(instructions, rng if instructions.own_coin else None)
@@ -563,40 +557,48 @@ class DPSGDPartition(FederatedAlgorithm):
             "clipped": clipped,
             "num-examples": float(len(self.client_indices[instructions.client])),
         }
-        return ClientMessage(update, metrics), None
+        scale = self.message_scale()
+        return ClientMessage(update if scale is None else update * scale, metrics), None
 
     def aggregate(
         self, total: torch.Tensor, *, count: int | None, asked: int, generator: torch.Generator | None
     ) -> None:
-        """Step 4 on ``total`` = Σ_i Δ_i: ξ from ``generator`` (:meth:`server_update`), or already in
-        ``total`` (the clients' noise shares); divided by the public m̄ whatever ``count`` and ``asked``
-        are."""
+        """Step 4 on ``total``, the sum of the messages (Σ_i Δ_i in message units, :meth:`message_scale`):
+        ξ from ``generator`` (:meth:`server_update`), or already in ``total`` (the clients' noise shares);
+        divided by public constants only (the message scale, m̄) whatever ``count`` and ``asked`` are."""
+        scale = self.message_scale()
+        if scale is not None:
+            total = total / scale
         if generator is None:
             self.global_params = self.apply_noised_sum(total)
         else:
             self.global_params = self.server_update(total, generator)
 
-    def _part_clips(self) -> list[float]:
-        """The clip norms of the parts the model has (split C_s, shared C_ns)."""
-        clips = []
-        if self.num_groups > 0:
-            clips.append(float(self.p.clip))
-        if not bool(self.split_coords.all()):
-            clips.append(float(self.p.nonsplit_clip))
-        return clips
+    def _reference_clip(self) -> float:
+        """C_s, or C_ns when the model has no split part: the clip norm of both parts in message units."""
+        return float(self.p.clip if self.num_groups > 0 else self.p.nonsplit_clip)
+
+    def message_scale(self) -> torch.Tensor | None:
+        """The public factor of each coordinate of Δ_i in a message: 1 on the split part, C_s/C_ns on the
+        shared part, so that both parts are bounded by C_s and one noise std z·C_s covers every coordinate
+        (the clients' noise shares); :meth:`aggregate` divides it out, which turns the shared part's noise
+        into N(0, z²C_ns²) (post-processing by a public linear map: the same mechanism). None: 1 everywhere
+        (one part, or C_ns = C_s)."""
+        p = self.p
+        if self.num_groups == 0 or bool(self.split_coords.all()) or p.clip == p.nonsplit_clip:
+            return None
+        return torch.where(self.split_coords, 1.0, p.clip / p.nonsplit_clip).to(self.global_params.dtype)
 
     def message_bound(self) -> float:
-        """‖Δ_i^s‖ ≤ C_s and ‖Δ_i^ns‖ ≤ C_ns, so every entry is within the larger of the two."""
-        return max(self._part_clips())
+        """‖Δ_i^s‖ ≤ C_s and ‖Δ_i^ns · C_s/C_ns‖ ≤ C_s (:meth:`message_scale`): every entry is within C_s."""
+        return self._reference_clip()
 
     def gaussian_shares(self) -> GaussianShares | None:
-        """ξ as client shares when one std covers every coordinate (one part, or C_ns = C_s); else None."""
-        clips = set(self._part_clips())
-        if len(clips) != 1:
-            return None
+        """ξ as client shares: N(0, z²C_s²) on every coordinate of the sum in message units
+        (:meth:`message_scale`), i.e. N(0, z²C_ns²) on the shared part once :meth:`aggregate` rescales it."""
         return GaussianShares(
             noise_multiplier=self.noise_multiplier,
-            std=self.noise_multiplier * clips.pop(),
+            std=self.noise_multiplier * self._reference_clip(),
             event_at=self.event_at,
         )
 
