@@ -48,6 +48,20 @@ Privacy (add/remove one unit; one noise multiplier z for both parts, each relati
 
 ``target_epsilon`` (with ``num_rounds``) calibrates z through :func:`ampfl.fl.privacy.calibrate_noise` on the
 very event the run composes.
+
+Deployment (``ampfl deploy``, the round protocol of :mod:`ampfl.fl.algorithms.round_protocol`; client-level
+form, the same events). The server plans the cohort with the run's sampler
+(:meth:`~DPSGDPartition.plan_round`: Poisson, BIS or all); each asked client draws its mask from its **own**
+randomness on its node (:meth:`~DPSGDPartition.client_mask`: never from the privacy key, which the server may
+hold; no block id is sent), runs steps 2-3 and sends Δ_i (:meth:`~DPSGDPartition.client_update`), the shared
+part times the public C_s/C_ns (:meth:`~DPSGDPartition.message_scale`); the server adds ξ from a generator
+seeded by the operating system and divides by public constants only (:meth:`~DPSGDPartition.aggregate`).
+Without secure aggregation the server sees each Δ_i, whose support shows b_i: the guarantee then covers the
+released models only (as DP-FedAvg's). Under ``--secure-aggregation secaggplus`` each node joins by its own
+coin (Bern(q), or always for ``"full"``; a BIS schedule couples the clients: refused) and adds a share N(0,
+z²C_s²/n) on every coordinate; in message units both parts are bounded by C_s, so rescaling the decoded sum by
+C_ns/C_s gives the shared part N(0, z²C_ns²), as the server would. The record-level case deploys as is (one
+record per node).
 """
 
 from __future__ import annotations
