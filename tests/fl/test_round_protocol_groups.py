@@ -360,6 +360,12 @@ def test_deploy_problems_and_refusals(task: Any) -> None:
     problem = ALGORITHMS["gdpfed"].deploy_problem(small, secure_aggregation=True)
     assert problem is not None and problem.startswith("algorithm.group_sizes") and "\n" not in problem
     assert ALGORITHMS["gdpfed"].deploy_problem(small, secure_aggregation=False) is None
+    assert ALGORITHMS["idp_fedavg"].deploy_problem(small, secure_aggregation=True) is None  # one sum of 12
+    assert (
+        ALGORITHMS["p_fedavg"].deploy_problem(small, secure_aggregation=True) is None
+    )  # no noise, no SecAgg+
+    by_client = _config("gdpfed", client_budgets=[1.0] * 9 + [4.0] * 2, group_budgets=None, group_sizes=None)
+    assert ALGORITHMS["pfa"].deploy_problem(by_client.algorithm.params, secure_aggregation=True) is not None
     ok = _config("gdpfed").algorithm.params
     for name in ("gdpfed", "gdpfed_minus", "gdpfed_plus", "idp_fedavg", "pfa", "p_fedavg"):
         cls = ALGORITHMS[name]

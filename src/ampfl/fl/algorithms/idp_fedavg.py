@@ -21,6 +21,7 @@ import math
 from typing import Any, ClassVar
 
 import numpy as np
+from pydantic import BaseModel
 
 from ampfl.fl.algorithms.gdpfed import GDPFed
 
@@ -70,6 +71,12 @@ class IDPFedAvg(GDPFed):
 
     name: ClassVar[str] = "idp_fedavg"
     variant: ClassVar[str] = "idp"
+
+    @classmethod
+    def declared_sum_sizes(cls, params: BaseModel) -> list[int]:
+        """One secure sum over every group's clients."""
+        sizes = super().declared_sum_sizes(params)
+        return [sum(sizes)] if sizes else []
 
     def _plan(self) -> None:
         q, z = idp_rates(
