@@ -6,8 +6,9 @@ round. Instead the node keeps, in its cache folder, one file per (run configurat
 
 - ``x``, ``y``: its client's training examples, in the order of its index array;
 - ``sizes``: every client's local dataset size (the mini-batch draws of a cohort depend on them);
-- ``meta``: JSON with the cache key, the dataset name and class count, the noise multiplier the
-  algorithm calibrated (``None`` when the config states it), so a message never recalibrates, and the
+- ``meta``: JSON with the cache key, the dataset name and class count, the noise the run calibrated for
+  each of the algorithm's noise targets (``noise``: key → noise multiplier, accountant, choice; empty when
+  the config states the noise; :mod:`ampfl.fl.calibration`), so a message never recalibrates, and the
   probability of the client's own participation coin (``own_coin``, ``None`` when the server samples the
   cohort: the round protocol's ``own_coin``), so that a node whose coin says no declines without importing
   torch (:func:`cached_coin`).
@@ -40,10 +41,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ampfl.flower.common import CONFIG_KEY, algorithm_from_config, decode_config
+from ampfl.flower.common import CONFIG_KEY, decode_config
 
 if TYPE_CHECKING:
     from ampfl.fl.algorithms.base import Algorithm
+    from ampfl.fl.calibration import CalibratedNoise
     from ampfl.fl.config import RunConfig
     from ampfl.fl.task import Task
 
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
 CACHE_DIR_KEY = "cache-dir"
 STATE_DIR_KEY = "state-dir"
 #: Bumped when the file's layout changes (old files are then rebuilt).
-FORMAT = 1
+FORMAT = 2
 #: Shards a cache folder keeps (the most recently written; a long-lived node serves many runs).
 KEEP = 4
 
@@ -78,22 +80,23 @@ def cache_file(folder: Path, key: str, pid: int) -> Path:
     return folder / f"task-{pid}-{key[:24]}.npz"
 
 
-def write_shard(path: Path, key: str, pid: int, algorithm: Algorithm) -> Path:
-    """Cache client ``pid``'s shard of ``algorithm``'s task at ``path`` (atomically)."""
-    from ampfl.fl.run_lines import noise_levels
+def write_shard(
+    path: Path, key: str, pid: int, algorithm: Algorithm, noise: Mapping[str, CalibratedNoise] | None = None
+) -> Path:
+    """Cache client ``pid``'s shard of ``algorithm``'s task at ``path`` (atomically), with ``noise``, the
+    calibrated noise of its targets (by key)."""
     from ampfl.io import atomic_write_bytes
 
     task = algorithm.task
     dataset = task.dataset
     index = np.asarray(task.client_indices[pid], dtype=np.int64)
-    calibrated = getattr(algorithm.params, "noise_multiplier", 0.0) is None
     meta = {
         "format": FORMAT,
         "key": key,
         "pid": int(pid),
         "name": dataset.name,
         "num_classes": int(dataset.num_classes),
-        "noise_multiplier": noise_levels(algorithm)["noise_multiplier"] if calibrated else None,
+        "noise": {k: [v.noise_multiplier, v.accountant, v.choice] for k, v in (noise or {}).items()},
         "own_coin": algorithm.round_protocol().own_coin(pid, noise_shares=False),
     }
     buffer = io.BytesIO()
@@ -107,8 +110,11 @@ def write_shard(path: Path, key: str, pid: int, algorithm: Algorithm) -> Path:
     return atomic_write_bytes(path, buffer.getvalue())
 
 
-def read_shard(path: Path, key: str, pid: int, config: RunConfig) -> tuple[Task, float | None]:
-    """The task a node rebuilds from its cached shard (module docstring) and the cached noise multiplier.
+def read_shard(
+    path: Path, key: str, pid: int, config: RunConfig
+) -> tuple[Task, dict[str, CalibratedNoise] | None]:
+    """The task a node rebuilds from its cached shard (module docstring) and the cached calibrated noise by
+    target key (None: the config states the noise, nothing was calibrated).
 
     Raises:
         OSError, ValueError, KeyError: a missing, damaged or foreign file.
@@ -141,8 +147,13 @@ def read_shard(path: Path, key: str, pid: int, config: RunConfig) -> tuple[Task,
         model=config.model.name,
         model_options=dict(config.model.options),
     )
-    z = meta["noise_multiplier"]
-    return task, None if z is None else float(z)
+    from ampfl.fl.calibration import CalibratedNoise
+
+    noise = {
+        str(k): CalibratedNoise(float(z), str(accountant), None if choice is None else str(choice))
+        for k, (z, accountant, choice) in dict(meta["noise"]).items()
+    }
+    return task, noise or None
 
 
 def cached_coin(
@@ -166,12 +177,27 @@ def cached_coin(
     return True, None if coin is None else float(coin)
 
 
-def _with_noise_multiplier(config: RunConfig, z: float | None) -> RunConfig:
-    """``config`` whose algorithm states the noise multiplier the full build calibrated (same float)."""
-    if z is None:
-        return config
-    params = config.algorithm.params.model_copy(update={"noise_multiplier": z})
-    return config.model_copy(update={"algorithm": config.algorithm.model_copy(update={"params": params})})
+def _calibrated_build(config: RunConfig) -> tuple[Algorithm, dict[str, CalibratedNoise]]:
+    """A full build as the run does it (:func:`ampfl.fl.run.build_calibrated`), and the noise it calibrated
+    for the algorithm's targets (what :meth:`~ampfl.fl.algorithms.base.Algorithm.set_noise` received last)."""
+    from ampfl.fl.calibration import calibrate_algorithm
+    from ampfl.fl.run import build_task, construct_algorithm
+
+    algorithm = construct_algorithm(config, build_task(config))
+    resolved: dict[str, CalibratedNoise] = {}
+    receive = algorithm.set_noise
+
+    def keep(values: Mapping[str, CalibratedNoise]) -> None:
+        resolved.clear()
+        resolved.update(values)
+        receive(values)
+
+    algorithm.set_noise = keep  # type: ignore[method-assign,assignment]
+    try:
+        calibrate_algorithm(algorithm, config.privacy)
+    finally:
+        del algorithm.set_noise
+    return algorithm, resolved
 
 
 def _prune(folder: Path) -> None:
@@ -204,17 +230,19 @@ def node_algorithm(
     algorithm = None
     if path is not None and path.is_file():
         try:
-            task, z = read_shard(path, key, pid, config)
-        except (OSError, ValueError, KeyError):
+            task, noise = read_shard(path, key, pid, config)
+        except (OSError, ValueError, KeyError, TypeError):
             pass  # damaged or foreign: rebuilt below
         else:
-            from ampfl.fl.run import build_algorithm
+            from ampfl.fl.run import construct_algorithm
 
-            algorithm = build_algorithm(_with_noise_multiplier(config, z), task)
+            algorithm = construct_algorithm(config, task)
+            if noise:  # the full build's calibrated noise: never calibrated again
+                algorithm.set_noise(noise)
     if algorithm is None:
-        algorithm = algorithm_from_config(config)
+        algorithm, noise = _calibrated_build(config)
         if path is not None:
-            write_shard(path, key, pid, algorithm)
+            write_shard(path, key, pid, algorithm, noise)
             _prune(path.parent)
     _MEMO.clear()
     _MEMO[(text, pid)] = (config, algorithm)
