@@ -76,7 +76,10 @@ class HasirciogluCNN(FLModel):
             padding=3,
             groups=k,
         )
-        h = F.max_pool2d(F.relu(h), kernel_size=2, stride=1)
+        # ReLUs in place (the same values): the backward of the operation before each (convolution, baddbmm,
+        # add) does not need its output, and a buffer as large as it is saved (12.5 MB after conv 1 at
+        # K = 100, b = 10; forward and backward of that step ≈ 5 % less CPU time, issue 32)
+        h = F.max_pool2d(F.relu_(h), kernel_size=2, stride=1)
         w2 = params["features.3.weight"]
         h = F.conv2d(
             h,
@@ -85,14 +88,14 @@ class HasirciogluCNN(FLModel):
             stride=2,
             groups=k,
         )
-        h = F.max_pool2d(F.relu(h), kernel_size=2, stride=1)  # [b, K·32, 4, 4]
+        h = F.max_pool2d(F.relu_(h), kernel_size=2, stride=1)  # [b, K·32, 4, 4]
         # back to NCHW order per client so the flattening matches forward(): [K, b, 32·4·4]
         h = h.contiguous().reshape(b, k, -1).transpose(0, 1)
         fc1_b = params["classifier.0.bias"]
         fc1 = None if linears is None else linears.get("classifier.0.weight")
         if fc1 is None:
-            h = torch.baddbmm(fc1_b.unsqueeze(1), h, params["classifier.0.weight"].transpose(1, 2)).relu()
+            h = torch.baddbmm(fc1_b.unsqueeze(1), h, params["classifier.0.weight"].transpose(1, 2)).relu_()
         else:
-            h = (fc1(h) + fc1_b.unsqueeze(1)).relu()
+            h = (fc1(h) + fc1_b.unsqueeze(1)).relu_()
         fc2_w, fc2_b = params["classifier.2.weight"], params["classifier.2.bias"]
         return torch.baddbmm(fc2_b.unsqueeze(1), h, fc2_w.transpose(1, 2))
