@@ -147,12 +147,20 @@ class _SilentMSPAFL(ALGORITHMS["ms_pafl"]):  # type: ignore[misc,valid-type]
         super().__init__(*args, **kwargs)
         self.noise_std = 0.0
 
+    def set_noise(self, resolved: Any) -> None:  # a target ε: the run sets the noise after __init__
+        super().set_noise(resolved)
+        self.noise_std = 0.0
+
 
 class _SilentSplit(ALGORITHMS["dp_sgd_split"]):  # type: ignore[misc,valid-type]
     """Broken on purpose: reports the events of its calibrated z, adds no noise."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.claimed, self.noise_multiplier = self.noise_multiplier, 0.0
+
+    def set_noise(self, resolved: Any) -> None:  # a target ε: the run sets the noise after __init__
+        super().set_noise(resolved)
         self.claimed, self.noise_multiplier = self.noise_multiplier, 0.0
 
     def round_events(self, round_index: int) -> Any:
@@ -338,4 +346,8 @@ class _SilentFedAvg(ALGORITHMS["dp_fedavg"]):  # type: ignore[misc,valid-type]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.noise_std = 0.0
+
+    def set_noise(self, resolved: Any) -> None:  # a target ε: the run sets the noise after __init__
+        super().set_noise(resolved)
         self.noise_std = 0.0
