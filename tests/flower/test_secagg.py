@@ -183,7 +183,8 @@ def test_dropout_is_accounted_at_the_realised_noise(monkeypatch: pytest.MonkeyPa
     noised = torch.ones_like(algorithm.global_params)  # type: ignore[attr-defined]
     nodes = {1: 1, 2: 2, 3: 3}
     for completed, expected in ((3, planned), (2, [(algorithm.event_at(z * math.sqrt(2 / 3)), 1)])):  # type: ignore[attr-defined]
-        monkeypatch.setattr(secagg, "secure_sum", lambda *args, c=completed, **kw: secagg.SecureSum(noised, 3, c))
+        decoded = secagg.SecureSum(noised, 3, completed)
+        monkeypatch.setattr(secagg, "secure_sum", lambda *args, d=decoded, **kw: d)
         collected = collect_round(None, None, algorithm, nodes, [1, 2, 3], 0, 1.0, planned, secure=True)  # type: ignore[arg-type]
         events, metrics = collected.events, collected.metrics
         assert events == expected and metrics["completed"] == completed
