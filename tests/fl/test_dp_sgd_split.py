@@ -15,6 +15,7 @@ import torch
 
 from ampfl.fl.algorithms import ALGORITHMS
 from ampfl.fl.algorithms.dp_sgd_partition import DPSGDPartition, clip_parts
+from ampfl.fl.calibration import calibrate_algorithm
 from ampfl.fl.config import PrivacyConfig
 from ampfl.fl.data import load_dataset
 from ampfl.fl.privacy import RunAccountant
@@ -43,7 +44,9 @@ def _algo(task: Task, accountant: str = "rdp", **kw: Any) -> DPSGDPartition:
         if rate is None:
             rate = params["bis_participations"] / params["bis_iterations"]
         params["expected_clients"] = float(rate) * n
-    return DPSGDPartition(DPSGDPartition.Params(**params), task, seed=3, privacy=privacy)
+    algorithm = DPSGDPartition(DPSGDPartition.Params(**params), task, seed=3, privacy=privacy)
+    calibrate_algorithm(algorithm, privacy)  # a target ε: calibrated by the run's accountant
+    return algorithm
 
 
 def _run(algo: DPSGDPartition, rounds: int, accountant: str = "rdp") -> float:

@@ -204,8 +204,8 @@ def _engine() -> Any:
 def finetune(task: Any, start: Any, params: dict[str, Any], *, seed: int = 0) -> dict[str, Any]:
     """One DP fine-tuning run from ``start``: the run's accountant composes every round's events."""
     from ampfl.fl.algorithms.dp_sgd_partition import DPSGDPartition
+    from ampfl.fl.calibration import calibrate_algorithm
     from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.privacy import RunAccountant
 
     privacy = PrivacyConfig.model_validate({"accountant": "rdp", "delta": DELTA, "reproducible": True})
     if "expected_clients" not in params:  # 002's expected batch: q·N (BIS: N/T_e), N the published set size
@@ -215,7 +215,7 @@ def finetune(task: Any, start: Any, params: dict[str, Any], *, seed: int = 0) ->
         DPSGDPartition.Params(**params), task, seed=seed, privacy=privacy, engine=_engine()
     )
     algorithm.global_params = start.clone()
-    ledger = RunAccountant(privacy, algorithm)
+    ledger = calibrate_algorithm(algorithm, privacy)  # a target ε: calibrated by the run's accountant
     for r in range(int(params["num_rounds"])):
         ledger.compose(algorithm.round_events(r))
         algorithm.run_round(r)

@@ -46,8 +46,8 @@ Privacy (add/remove one unit; one noise multiplier z for both parts, each relati
 - ``"bis"``: one ``BalancedIterationSubsamplingEvent(T, k, z_unsplit)`` per epoch, charged in the epoch's
   first round (no bound combines BIS with the split credit, so the split credit is ignored: sound).
 
-``target_epsilon`` (with ``num_rounds``) calibrates z through :func:`ampfl.fl.privacy.calibrate_noise` on the
-very event the run composes.
+``target_epsilon`` (with ``num_rounds``) is calibrated by the run (:mod:`ampfl.fl.calibration`) on the very
+event it composes (under ``split_credit = "auto"``: both descriptions, the smaller z kept).
 
 Deployment (``ampfl deploy``, the round protocol of :mod:`ampfl.fl.algorithms.round_protocol`; client-level
 form, the same events). The server plans the cohort with the run's sampler
@@ -67,7 +67,8 @@ record per node).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
@@ -88,6 +89,7 @@ from ampfl.fl.sampling import BalancedIterationSampler, PoissonSampler, local_ba
 
 if TYPE_CHECKING:
     from ampfl.fl.algorithms.round_protocol import ClientInstructions, RoundProtocol
+    from ampfl.fl.calibration import CalibratedNoise, NoiseTarget
     from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
@@ -171,30 +173,47 @@ class DPSGDPartition(FederatedAlgorithm):
             p.expected_clients, key="expected_clients", from_data=from_data, private=p.noise_multiplier != 0.0
         )
         self._epoch: tuple[int, BalancedIterationSampler] | None = None
-        self._calibrated: float | None = None
         self.credit = self._choose_credit()
-        if p.noise_multiplier is not None:
-            self.noise_multiplier = float(p.noise_multiplier)
-        elif self._calibrated is not None:  # calibrated while choosing the analysis
-            self.noise_multiplier = self._calibrated
-        else:
-            from ampfl.fl.privacy import calibrate_noise
-
-            assert p.target_epsilon is not None
-            self.noise_multiplier = calibrate_noise(
-                self.event_at,
-                target_epsilon=p.target_epsilon,
-                rounds=self._event_count(),
-                privacy=self.privacy,
-                who=self.name,
-            )
         #: One DP-SGD step at the shared model (:meth:`_fast_round`) when a round is exactly that; False
         #: forces the general path (per-unit weights, masks), e.g. to compare the two.
         self.fast_path = self._fast_path_applies()
-        sizes = task.client_sizes()
-        self.privacy_unit = (
-            None if self.noise_multiplier == 0.0 else ("record" if bool(np.all(sizes == 1)) else "client")
-        )
+        self._one_record = bool(np.all(task.client_sizes() == 1))
+        # a target_epsilon is calibrated by the run (noise_targets, set_noise), hence private
+        self._set_noise_multiplier(math.nan if p.noise_multiplier is None else p.noise_multiplier)
+
+    def _set_noise_multiplier(self, z: float) -> None:
+        self.noise_multiplier = float(z)
+        unit = "record" if self._one_record else "client"
+        self.privacy_unit = None if self.noise_multiplier == 0.0 else unit
+
+    def noise_targets(self) -> list[NoiseTarget]:
+        """z for ``target_epsilon`` after ``num_rounds`` rounds (BIS: the epochs they start), calibrated by
+        the run; under ``split_credit = "auto"`` for both descriptions of the round, the one needing the
+        smaller z is used (:meth:`set_noise`)."""
+        if self.p.target_epsilon is None:
+            return []
+        from ampfl.fl.calibration import NoiseTarget
+
+        choices: dict[str, Callable[[float], PrivacyEvent]] = {}
+        if self.p.split_credit == "auto" and self._split_counts():
+            choices = {credit: partial(self.event_at, credit=credit) for credit in ("split", "none")}
+        return [
+            NoiseTarget(
+                "noise_multiplier",
+                self.event_at,
+                self.p.target_epsilon,
+                self._event_count(),
+                self.neighboring_relation,
+                choices=choices,
+                who=self.name,
+            )
+        ]
+
+    def set_noise(self, resolved: Mapping[str, CalibratedNoise]) -> None:
+        calibrated = resolved["noise_multiplier"]
+        if calibrated.choice is not None:
+            self.credit = calibrated.choice
+        self._set_noise_multiplier(calibrated.noise_multiplier)
 
     # -- the partition ---------------------------------------------------------------------------------
     def _build_groups(self) -> None:
@@ -351,25 +370,10 @@ class DPSGDPartition(FederatedAlgorithm):
             return self.p.split_credit
         if self.p.num_rounds is None:
             return "split"
-        from ampfl.fl.privacy import calibrate_noise, planned_epsilon
+        if self.p.target_epsilon is not None:  # the run calibrates both and keeps the smaller z (set_noise)
+            return "split"
+        from ampfl.fl.privacy import planned_epsilon
 
-        if self.p.target_epsilon is not None:  # the analysis that needs the smaller noise
-            zs = {}
-            for c in ("split", "none"):
-
-                def make(z: float, c: str = c) -> PrivacyEvent:
-                    return self.event_at(z, c)
-
-                zs[c] = calibrate_noise(
-                    make,
-                    target_epsilon=self.p.target_epsilon,
-                    rounds=self._event_count(),
-                    privacy=self.privacy,
-                    who=self.name,
-                )
-            choice = "split" if zs["split"] <= zs["none"] else "none"
-            self._calibrated = zs[choice]
-            return choice
         assert self.p.noise_multiplier is not None
         eps = {
             c: planned_epsilon(
