@@ -23,6 +23,7 @@ import pytest
 import torch
 
 from ampfl.fl.algorithms import ALGORITHMS
+from ampfl.fl.calibration import calibrate_algorithm
 from ampfl.fl.config import PrivacyConfig
 from ampfl.fl.data import Dataset
 from ampfl.fl.task import Task
@@ -158,7 +159,9 @@ def _gdpfed(sizes: list[int], groups: list[int], privacy: dict[str, Any], declar
         params["expected_group_sizes"] = [5, 5]
     cls = ALGORITHMS["gdpfed"]
     config = PrivacyConfig.model_validate({"accountant": "rdp", **privacy})
-    return cls(cls.Params(**params), _task(sizes), seed=7, privacy=config, privacy_key=KEY)
+    algorithm = cls(cls.Params(**params), _task(sizes), seed=7, privacy=config, privacy_key=KEY)
+    calibrate_algorithm(algorithm, config)  # replace-one: z_g calibrated by the run's accountant
+    return algorithm
 
 
 def _released_scale(algorithm: Any) -> list[float]:
@@ -265,7 +268,9 @@ def test_gdpfed_with_group_sizes_from_the_data_shows_in_the_release() -> None:
         params = cls.Params(
             participation=0.6, client_budgets=[2.0] * 5 + [6.0] * (5 + extra), num_rounds=5, batch_size=4
         )
-        return cls(params, _task([8] * (10 + extra)), seed=7, privacy=config, privacy_key=GDPFED_KEY)
+        algorithm = cls(params, _task([8] * (10 + extra)), seed=7, privacy=config, privacy_key=GDPFED_KEY)
+        calibrate_algorithm(algorithm, config)  # replace-one: z_g calibrated by the run's accountant
+        return algorithm
 
     changes = []
     for algorithm in (build(0), build(1)):

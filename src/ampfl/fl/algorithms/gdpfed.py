@@ -58,14 +58,15 @@ add/remove one client.) A private config without ``expected_group_sizes`` is ref
 declares the group sizes public: N̂_g are then the partition's sizes, the run accounts every
 ``GroupRoundEvent`` as the Gaussian at sensitivity 2C without the group-sampling amplification (noise
 multiplier z_g/2, :func:`ampfl.fl.privacy.replace_one_event`), and z_g is calibrated for that event over
-``num_rounds`` by the run's accountant (:func:`ampfl.fl.privacy.calibrate_noise`), so ε_g is met. The
+``num_rounds`` by the run's accountant (:meth:`GDPFed.noise_targets`, :mod:`ampfl.fl.calibration`), so ε_g
+is met. The
 planner's variants (``gdpfed_minus``, ``gdpfed_plus``, IDP-FedAvg) and ``analysis = "paper"`` plan for
 add/remove with amplification and are refused under replace-one in one line naming ``privacy.neighbouring``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
@@ -82,6 +83,7 @@ from ampfl.fl.algorithms.gdpfed_groups import (
 from ampfl.sparsify import kept_count
 
 if TYPE_CHECKING:
+    from ampfl.fl.calibration import CalibratedNoise, NoiseTarget
     from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine import Engine
     from ampfl.fl.task import Task
@@ -157,25 +159,8 @@ class GDPFed(GroupFederatedAlgorithm):
         from ampfl.accounting.groups import ErrorModel, group_sigma, plan_groups
 
         p, delta = self.p, float(self.privacy.delta)
-        if self.privacy.neighbouring == "replace-one":  # z_g for the event the run composes (docstring)
-            from ampfl.fl.privacy import calibrate_noise
-
-            def event(g: int) -> Callable[[float], PrivacyEvent]:
-                rate = float(self.rates[g])
-                return lambda z: GroupRoundEvent(sampling_rate=rate, noise_multiplier=z, group=g)
-
-            self.noise_multipliers = np.array(
-                [
-                    calibrate_noise(
-                        event(g),
-                        target_epsilon=float(e),
-                        rounds=p.num_rounds,
-                        privacy=self.privacy,
-                        who=self.name,
-                    )
-                    for g, e in enumerate(self.budgets)
-                ]
-            )
+        if self.privacy.neighbouring == "replace-one":  # z_g calibrated by the run (noise_targets, set_noise)
+            self.noise_multipliers = np.full(self.budgets.size, np.nan)
             return
         if self.variant == "uniform":
             self.noise_multipliers = np.array(
@@ -225,6 +210,27 @@ class GDPFed(GroupFederatedAlgorithm):
         self.rates = np.array(plan.q, dtype=float)
         self.noise_multipliers = np.array(plan.noise_multiplier, dtype=float)
         self.kappa = np.array(plan.kappa, dtype=float)
+
+    def noise_targets(self) -> list[NoiseTarget]:
+        """Under ``neighbouring = "replace-one"``: z_g for ε_g after ``num_rounds`` rounds of the group's
+        event, one target per group (``"group g"``), calibrated by the run's accountant; otherwise none (the
+        planner's calibration, a named analysis: module docstring)."""
+        if self.privacy.neighbouring != "replace-one":
+            return []
+        from ampfl.fl.calibration import NoiseTarget
+
+        def event(g: int) -> Callable[[float], PrivacyEvent]:
+            rate = float(self.rates[g])
+            return lambda z: GroupRoundEvent(sampling_rate=rate, noise_multiplier=z, group=g)
+
+        return [
+            NoiseTarget(f"group {g}", event(g), float(e), self.p.num_rounds, who=self.name)
+            for g, e in enumerate(self.budgets)
+        ]
+
+    def set_noise(self, resolved: Mapping[str, CalibratedNoise]) -> None:
+        zs = [resolved[f"group {g}"].noise_multiplier for g in range(self.budgets.size)]
+        self.noise_multipliers = np.array(zs, dtype=float)
 
     def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
         return [
