@@ -18,14 +18,15 @@ A non-private algorithm (``privacy_unit`` None: FedAvg, or zero noise) has no ac
 
 :func:`calibrate_noise` is the one way the simulator turns a target ε into a noise multiplier: it hands the
 algorithm's own per-round event to :func:`ampfl.accounting.calibrate.calibrate` with the run's accountant,
-δ and relation, so the calibrated run composes exactly the event that was calibrated.
+δ and relation, so the calibrated run composes exactly the event that was calibrated. A run calls it once
+per noise target of its algorithm (:mod:`ampfl.fl.calibration`), never inside the algorithm's constructor.
 
 Which accountant (issue 11): ``[privacy] accountant = "auto"`` (the default) resolves to ``"pld"`` when the
 PLD accountant accounts every event of the algorithm's first round (each group's, for per-group algorithms),
 else ``"rdp"`` (:func:`ampfl.accounting.accountants.accountant_for`); :attr:`RunAccountant.kind` is the
-resolved one (``summary.json``'s ``accountant``). :func:`calibrate_noise` and :func:`planned_epsilon` resolve
-``"auto"`` the same way on the event they are given; :func:`algorithm_and_ledger` builds the algorithm again
-with the ledger's accountant named in the rare case a calibration resolved to another one, so a run never
+resolved one (``summary.json``'s ``accountant``). :func:`planned_epsilon` resolves ``"auto"`` the same way on
+the events it is given; a run's calibration names the accountant it calibrates with, and recalibrates with
+the ledger's in the rare case that differs (:func:`ampfl.fl.calibration.calibrate_algorithm`), so a run never
 calibrates with one accountant and reports with another.
 
 Neighbouring (issue 26): ``[privacy] neighbouring = "replace-one"`` declares the dataset sizes public, so an
@@ -37,13 +38,10 @@ accountant's relation REPLACE_ONE (:func:`run_relation`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ampfl.accounting.accountants import (
-    AUTO,
     Accountant,
     NeighboringRelation,
     accountant_for,
@@ -67,7 +65,6 @@ if TYPE_CHECKING:
 __all__ = [
     "RunAccountant",
     "accounted",
-    "algorithm_and_ledger",
     "as_one_event",
     "calibrate_noise",
     "planned_epsilon",
@@ -85,10 +82,6 @@ GROUP_BUDGET_RTOL = 1e-9
 #: support does not depend on z, and the PLD of a z = 10 event is about ten times smaller than at z = 1
 #: (dp-accounting's grid spans about 1/z² + 20/z), so the check costs little next to the calibration.
 PROBE_NOISE_MULTIPLIER = 10.0
-
-#: The accountants that ``"auto"`` calibrations resolved to while an algorithm is built (see
-#: :func:`algorithm_and_ledger`); None outside of it.
-_CALIBRATED_WITH: ContextVar[list[str] | None] = ContextVar("ampfl_calibrated_with", default=None)
 
 
 def as_one_event(events: Events) -> tuple[PrivacyEvent, int] | None:
@@ -373,9 +366,10 @@ def calibrate_noise(
 
     The event is accounted as the run would (``privacy.accounting``: as reported or without amplification).
     Uses :func:`ampfl.accounting.calibrate.calibrate` with ``accountant`` (default: the run's,
-    ``privacy.accountant``, where ``"auto"`` resolves on the probe event ``make_event(PROBE_NOISE_MULTIPLIER)``)
-    and ``relation``, at δ = ``target_delta`` (default: the run's ``privacy.delta``). A run calibrates its
-    algorithm's targets through :func:`ampfl.fl.calibration.calibrate_algorithm`, which names the accountant.
+    ``privacy.accountant``, where ``"auto"`` resolves on the probe event
+    ``make_event(PROBE_NOISE_MULTIPLIER)``) and ``relation``, at δ = ``target_delta`` (default: the run's
+    ``privacy.delta``). A run calibrates its algorithm's targets through
+    :func:`ampfl.fl.calibration.calibrate_algorithm`, which names the accountant.
 
     Raises:
         ValueError: one line naming ``privacy.accountant`` when it cannot account the event.
@@ -429,45 +423,6 @@ def planned_epsilon(
 def _resolved(
     privacy: PrivacyConfig, events: Sequence[PrivacyEvent], relation: NeighboringRelation
 ) -> Accountant:
-    """A fresh accountant of ``privacy.accountant`` resolved on (accounted) ``events`` ("auto": pld or rdp).
-
-    While :func:`algorithm_and_ledger` builds an algorithm, an ``"auto"`` resolution is recorded so that the
-    run can check its ledger uses the same accountant.
-    """
-    acc = accountant_for(privacy.accountant, events, neighboring_relation=relation)
-    used = _CALIBRATED_WITH.get()
-    if used is not None and privacy.accountant == AUTO:
-        used.append(acc.name)
-    return acc
-
-
-@contextmanager
-def _recording() -> Iterator[list[str]]:
-    used: list[str] = []
-    token = _CALIBRATED_WITH.set(used)
-    try:
-        yield used
-    finally:
-        _CALIBRATED_WITH.reset(token)
-
-
-def algorithm_and_ledger(
-    build: Callable[[PrivacyConfig], Algorithm], privacy: PrivacyConfig
-) -> tuple[Algorithm, RunAccountant]:
-    """The run's algorithm (``build(privacy)``) and its :class:`RunAccountant`, calibrated and reported alike.
-
-    Under ``"auto"``, a calibration inside ``build`` (:func:`calibrate_noise`, :func:`planned_epsilon`)
-    resolves on its own event and the ledger on the first round's events; when any calibration resolved to
-    another accountant than the ledger (rare: e.g. a calibrated noise so small that its PLD cannot be
-    built), the algorithm is built again with the ledger's accountant named, and the ledger with it (its
-    :attr:`RunAccountant.requested` stays ``"auto"``).
-    """
-    with _recording() as used:
-        algorithm = build(privacy)
-    ledger = RunAccountant(privacy, algorithm)
-    if ledger.kind is not None and any(kind != ledger.kind for kind in used):
-        named = privacy.model_copy(update={"accountant": ledger.kind})
-        algorithm = build(named)
-        ledger = RunAccountant(named, algorithm)
-        ledger.requested = privacy.accountant
-    return algorithm, ledger
+    """A fresh accountant of ``privacy.accountant`` resolved on (accounted) ``events`` ("auto": PLD or
+    RDP)."""
+    return accountant_for(privacy.accountant, events, neighboring_relation=relation)
