@@ -84,8 +84,10 @@ class Algorithm(ABC):
         task: dataset, client partition and model name.
         seed: root seed of every random draw of the run.
         engine: the engine running the clients' local work; a default vectorised engine when None.
-        privacy: the run's ``[privacy]`` settings (accountant, δ), used to calibrate a ``target_epsilon``;
-            the defaults when None.
+        privacy: the run's ``[privacy]`` settings (δ, neighbouring relation, reproducibility; a paper's
+            closed-form calibration uses δ); the defaults when None. A ``target_epsilon`` is not calibrated
+            here: the algorithm states it in :meth:`noise_targets` and the run calibrates it
+            (:mod:`ampfl.fl.calibration`).
         privacy_key: the root of the privacy randomness (module docstring); when None, the seed if
             ``privacy.reproducible`` else a fresh key from the operating system (:func:`new_privacy_key`).
     """
