@@ -228,6 +228,12 @@ def test_deploy_refuses_an_algorithm_it_cannot_run(tmp_path: Path, run_cli) -> N
     (tmp_path / "cfg.toml").write_text(_toml("local_only").replace("cohort_size = 4\n", ""))
     code, _, err = run_cli(["deploy", str(tmp_path / "cfg.toml"), "--out", str(tmp_path / "out")])
     assert code == 2 and "algorithm.name" in err and len(err.strip().splitlines()) == 1
+    # under SecAgg+ too the algorithm's own reason comes first, not the list of SecAgg+ algorithms
+    flags = ["--out", str(tmp_path / "out"), "--secure-aggregation", "secaggplus"]
+    code, _, again = run_cli(["deploy", str(tmp_path / "cfg.toml"), *flags])
+    assert code == 2 and again == err, again
+    code, _, err = run_cli(["deploy", str(tmp_path / "cfg.toml"), *flags[:2], "--secure-aggregation", "x"])
+    assert code == 2 and "--secure-aggregation" in err and len(err.strip().splitlines()) == 1, err
     (tmp_path / "ok.toml").write_text(_toml("fedavg"))
     for flags, needle in (
         (["--resume"], "--resume: no checkpoint"),

@@ -222,10 +222,11 @@ def deploy(
     """
     from ampfl.fl.config import config_to_dict
     from ampfl.fl.run import CONFIG_JSON, METRICS, SUMMARY
-    from ampfl.flower.secagg import check_secure_aggregation
+    from ampfl.flower.secagg import SECURE_AGGREGATION, check_secure_aggregation
 
+    if secure_aggregation in SECURE_AGGREGATION:  # else the next check names the flag
+        check_deployable(config, secure_aggregation)  # an algorithm that cannot deploy says why first
     check_secure_aggregation(secure_aggregation, config.algorithm.name, config.partition.num_clients)
-    check_deployable(config, secure_aggregation)
     validate_run(config)
     if superlink is None:  # a fixed-size cohort asks cohort_size nodes a round; the other samplers every node
         params = config.algorithm.params
