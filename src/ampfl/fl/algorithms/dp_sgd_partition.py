@@ -49,25 +49,13 @@ Privacy (add/remove one unit; one noise multiplier z for both parts, each relati
 ``target_epsilon`` (with ``num_rounds``) is calibrated by the run (:mod:`ampfl.fl.calibration`) on the very
 event it composes (under ``split_credit = "auto"``: both descriptions, the smaller z kept).
 
-Deployment (``ampfl deploy``, the round protocol of :mod:`ampfl.fl.algorithms.round_protocol`; client-level
-form, the same events). The server plans the cohort with the run's sampler
-(:meth:`~DPSGDPartition.plan_round`: Poisson, BIS or all); each asked client draws its mask from its **own**
-randomness on its node (:meth:`~DPSGDPartition.client_mask`: never from the privacy key, which the server may
-hold; no block id is sent), runs steps 2-3 and sends Δ_i (:meth:`~DPSGDPartition.client_update`), the shared
-part times the public C_s/C_ns (:meth:`~DPSGDPartition.message_scale`); the server adds ξ from a generator
-seeded by the operating system and divides by public constants only (:meth:`~DPSGDPartition.aggregate`).
-Without secure aggregation the server sees each Δ_i, whose support shows b_i: the guarantee then covers the
-released models only (as DP-FedAvg's). Under ``--secure-aggregation secaggplus`` each node joins by its own
-coin (Bern(q), or always for ``"full"``; a BIS schedule couples the clients: refused) and adds a share N(0,
-z²C_s²/n) on every coordinate; in message units both parts are bounded by C_s, so rescaling the decoded sum by
-C_ns/C_s gives the shared part N(0, z²C_ns²), as the server would. The record-level case deploys as is (one
-record per node).
+Deployment (``ampfl deploy``): :mod:`ampfl.fl.algorithms.dp_sgd_partition_protocol`, a round in two halves.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -82,13 +70,12 @@ from ampfl.accounting.events import (
     PoissonSampledEvent,
     PrivacyEvent,
 )
-from ampfl.fl.algorithms._common import FederatedAlgorithm, LocalTrainingParams, clip_rows
+from ampfl.fl.algorithms._common import FederatedAlgorithm, LocalTrainingParams
 from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_NOISE, ROLE_SAMPLING
-from ampfl.fl.algorithms.round_protocol import ClientMessage, GaussianShares
-from ampfl.fl.sampling import BalancedIterationSampler, PoissonSampler, local_batches
+from ampfl.fl.algorithms.dp_sgd_partition_protocol import DPSGDPartitionProtocol, clip_parts
+from ampfl.fl.sampling import BalancedIterationSampler, PoissonSampler
 
 if TYPE_CHECKING:
-    from ampfl.fl.algorithms.round_protocol import ClientInstructions, RoundProtocol
     from ampfl.fl.calibration import CalibratedNoise, NoiseTarget
     from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine import Engine
@@ -137,7 +124,7 @@ class DPSGDPartitionParams(LocalTrainingParams):
         return self
 
 
-class DPSGDPartition(FederatedAlgorithm):
+class DPSGDPartition(DPSGDPartitionProtocol, FederatedAlgorithm):
     """Model-split DP-SGD / dropout with separate clipping of the split and shared parts (002 Algs. 1-2)."""
 
     name: ClassVar[str] = "dp_sgd_split"
@@ -266,19 +253,6 @@ class DPSGDPartition(FederatedAlgorithm):
         shared part is always trained."""
         index = self.group_of.clamp(min=0).expand(keep.shape[0], -1)
         return torch.where(self.split_coords[None, :], torch.gather(keep, 1, index), True)
-
-    def client_mask(self, rng: np.random.Generator) -> torch.Tensor:
-        """``[dim]`` booleans: the sub-model one client trains in a deployed round (:meth:`client_update`),
-        drawn from ``rng``, the client's own randomness (never the privacy key, which the server may hold):
-        ``"blocks"`` one block b_i uniform in {1..d} (Alg. 1), ``"dropout"`` each group kept with
-        probability 1/2 (Alg. 2). The same law as :meth:`masks`' rows."""
-        if self.num_groups == 0:
-            return torch.ones(self.model.dim, dtype=torch.bool)
-        if self.p.partition == "blocks":
-            keep = self.block_of_group[None, :] == int(rng.integers(0, self.p.num_submodels))
-        else:
-            keep = torch.from_numpy(rng.random((1, self.num_groups)) < 0.5)
-        return self._coordinates(keep)[0]
 
     # -- sampling ----------------------------------------------------------------------------------------
     def participants_of(self, round_index: int) -> np.ndarray:
@@ -477,164 +451,3 @@ class DPSGDPartition(FederatedAlgorithm):
         """The new global model w + η_s · noised / m̄ from Σ_i Δ_i + ξ, however it was noised (by
         :meth:`server_update`, or by the clients' noise shares under secure aggregation)."""
         return self.global_params + self.p.server_learning_rate * noised / self.expected
-
-    # -- the round protocol (ampfl.fl.algorithms.round_protocol): ``ampfl deploy`` ---------------------
-    deploys: ClassVar[bool] = True
-    sum_reveals_count: ClassVar[bool] = False
-    noise_shares: ClassVar[bool] = True
-
-    def round_protocol(self) -> RoundProtocol:
-        return self
-
-    @classmethod
-    def deploy_problem(cls, params: BaseModel, *, secure_aggregation: bool) -> str | None:
-        """Central noise deploys every sampling; under SecAgg+ each node flips its own coin: ``"poisson"`` or
-        ``"full"``, not a BIS schedule."""
-        if not secure_aggregation:
-            return None
-        sampling = getattr(params, "sampling", None)
-        if sampling not in ("poisson", "full"):
-            return (
-                "algorithm.sampling: --secure-aggregation secaggplus runs dp_sgd_split with 'poisson' or "
-                "'full' sampling only (each node flips its own coin, hidden from the server; a BIS schedule "
-                f"couples the clients, so no node can draw its own part of it). Found {sampling!r}."
-            )
-        return None
-
-    def own_coin(self, client: int, *, noise_shares: bool) -> float | None:
-        """Under noise shares each client joins by its own coin, Bern(q) (``"poisson"``) or always
-        (``"full"``), hidden from the server; otherwise None: the server samples the cohort."""
-        if not noise_shares or self.p.sampling == "bis":
-            return None
-        return 1.0 if self.p.sampling == "full" else self.p.sampling_rate
-
-    def plan_round(self, round_index: int, eligible: Sequence[int], *, noise_shares: bool) -> list[int]:
-        """The simulator's participants (:meth:`participants_of`: Poisson, BIS or all) that are ``eligible``;
-        every eligible client when each flips its own coin."""
-        if self.own_coin(0, noise_shares=noise_shares) is not None:
-            return sorted(int(c) for c in eligible)
-        allowed = set(int(c) for c in eligible)
-        return [int(c) for c in self.participants_of(round_index) if int(c) in allowed]
-
-    def client_batches(
-        self, instructions: ClientInstructions, rng: np.random.Generator | None
-    ) -> torch.Tensor:
-        """``[1, Q, b]``: the mini-batches of the client: those the simulator draws for it in the round's
-        cohort (``rng`` None: the server sampled it), else from ``rng`` (its own coin)."""
-        p = self.p
-        if rng is not None:
-            client = np.array([instructions.client])
-            return local_batches(
-                self.client_indices,
-                client,
-                num_steps=p.num_local_steps,
-                batch_size=p.batch_size,
-                scheme=p.local_sampling,
-                rng=rng,
-            )
-        cohort = np.asarray(instructions.cohort, dtype=np.int64)
-        row = int(np.searchsorted(cohort, instructions.client))
-        if row >= len(cohort) or int(cohort[row]) != instructions.client:
-            raise ValueError(f"client {instructions.client} is not in the round's cohort.")
-        return self.batches(cohort, instructions.round_index, p)[row : row + 1]
-
-    def client_update(
-        self,
-        broadcast: torch.Tensor,
-        instructions: ClientInstructions,
-        client_state: torch.Tensor | None,
-        rng: np.random.Generator,
-    ) -> tuple[ClientMessage, torch.Tensor | None]:
-        """Steps 2-3 on the client: its secret mask from ``rng`` (:meth:`client_mask`, the client's own
-        randomness: the server never receives it), Q local steps from ``broadcast`` with the gradients
-        outside the mask zeroed, Δ_i = w_i − w with the split and shared parts clipped separately
-        (:func:`clip_parts`). The message is Δ_i in message units (:meth:`message_scale`: the shared part
-        times C_s/C_ns); the server sums the messages (:meth:`aggregate`)."""
-        p = self.p
-        mask = self.client_mask(rng).to(broadcast.dtype)
-        batches = self.client_batches(instructions, rng if instructions.own_coin else None)
-
-        def hook(step: int, ids: np.ndarray, grads: torch.Tensor) -> torch.Tensor:
-            return grads * mask
-
-        result = self.engine.local_sgd(
-            self.model,
-            broadcast,
-            self.x_train,
-            self.y_train,
-            batches,
-            learning_rate=p.learning_rate,
-            client_ids=np.array([instructions.client]),
-            grad_hook=hook,
-        )
-        update, clipped = clip_parts(
-            (result.params - broadcast) * mask, self.split_coords, p.clip, p.nonsplit_clip
-        )
-        metrics = {
-            "train_loss": float(result.loss.mean()),
-            "clipped": clipped,
-            "num-examples": float(len(self.client_indices[instructions.client])),
-        }
-        scale = self.message_scale()
-        return ClientMessage(update if scale is None else update * scale, metrics), None
-
-    def aggregate(
-        self, total: torch.Tensor, *, count: int | None, asked: int, generator: torch.Generator | None
-    ) -> None:
-        """Step 4 on ``total``, the sum of the messages (Σ_i Δ_i in message units, :meth:`message_scale`):
-        ξ from ``generator`` (:meth:`server_update`), or already in ``total`` (the clients' noise shares);
-        divided by public constants only (the message scale, m̄) whatever ``count`` and ``asked`` are."""
-        scale = self.message_scale()
-        if scale is not None:
-            total = total / scale
-        if generator is None:
-            self.global_params = self.apply_noised_sum(total)
-        else:
-            self.global_params = self.server_update(total, generator)
-
-    def _reference_clip(self) -> float:
-        """C_s, or C_ns when the model has no split part: the clip norm of both parts in message units."""
-        return float(self.p.clip if self.num_groups > 0 else self.p.nonsplit_clip)
-
-    def message_scale(self) -> torch.Tensor | None:
-        """The public factor of each coordinate of Δ_i in a message: 1 on the split part, C_s/C_ns on the
-        shared part, so that both parts are bounded by C_s and one noise std z·C_s covers every coordinate
-        (the clients' noise shares); :meth:`aggregate` divides it out, which turns the shared part's noise
-        into N(0, z²C_ns²) (post-processing by a public linear map: the same mechanism). None: 1 everywhere
-        (one part, or C_ns = C_s)."""
-        p = self.p
-        if self.num_groups == 0 or bool(self.split_coords.all()) or p.clip == p.nonsplit_clip:
-            return None
-        return torch.where(self.split_coords, 1.0, p.clip / p.nonsplit_clip).to(self.global_params.dtype)
-
-    def message_bound(self) -> float:
-        """‖Δ_i^s‖ ≤ C_s and ‖Δ_i^ns · C_s/C_ns‖ ≤ C_s (:meth:`message_scale`): every entry is within C_s."""
-        return self._reference_clip()
-
-    def gaussian_shares(self) -> GaussianShares | None:
-        """ξ as client shares: N(0, z²C_s²) on every coordinate of the sum in message units
-        (:meth:`message_scale`), i.e. N(0, z²C_ns²) on the shared part once :meth:`aggregate` rescales it."""
-        return GaussianShares(
-            noise_multiplier=self.noise_multiplier,
-            std=self.noise_multiplier * self._reference_clip(),
-            event_at=self.event_at,
-        )
-
-
-def clip_parts(
-    delta: torch.Tensor, split: torch.Tensor, clip: float, nonsplit_clip: float
-) -> tuple[torch.Tensor, float]:
-    """Σ_i of the updates ``delta`` ``[K, dim]`` with the split coordinates (``split`` ``[dim]`` booleans)
-    clipped to L2 norm ``clip`` and the others to ``nonsplit_clip``, each part separately; also the fraction
-    of clipped parts."""
-    s = split.to(delta.dtype)
-    parts = [(delta * s, clip)]
-    if not bool(split.all()):
-        parts.append((delta * (1.0 - s), nonsplit_clip))
-    total = torch.zeros(delta.shape[1], dtype=delta.dtype)
-    clipped = 0.0
-    for part, c in parts:
-        rows, norms = clip_rows(part, c)
-        total = total + rows.sum(0)
-        clipped += float((norms > c).to(torch.float32).mean()) / len(parts)
-    return total, clipped
