@@ -46,9 +46,28 @@ def cli_json(run_cli: Callable[..., tuple[int, str, str]]) -> Callable[..., dict
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Run the tests marked ``slow`` (the real-process Flower federations, the quick reproductions) first.
+    """Start the tests marked ``slow`` (the real-process Flower federations, the quick reproductions) first,
+    spread over the workers.
 
-    With ``pytest -n 2`` the long ones then overlap with the many short ones on the other worker instead of
-    leaving one worker busy alone at the end; the order within each group is unchanged.
+    pytest-xdist (``-n N``, load scheduling) hands each worker a first batch of consecutive tests, a
+    quarter of its share. Sorted to the front, every slow test would land in worker 0's batch and run one
+    after another (~9 min of Flower federations on one worker: the suite's tail). So the slow tests are
+    dealt round-robin to the front of each worker's first batch; they then overlap with the short ones on
+    every worker. The order is deterministic (every worker must collect the same list) and unchanged within
+    each group.
     """
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    fast = [item for item in items if item.get_closest_marker("slow") is None]
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    if workers <= 1:
+        items[:] = slow + fast
+        return
+    batch = max(len(items) // workers // 4, 2)  # xdist's first batch per worker (scheduler/load.py)
+    order: list[pytest.Item] = []
+    rest = iter(fast)
+    for worker in range(workers):
+        dealt = slow[worker::workers]
+        order.extend(dealt)
+        order.extend(item for _, item in zip(range(batch - len(dealt)), rest, strict=False))
+    order.extend(rest)
+    items[:] = order
