@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from ampfl.fl.algorithms.round_protocol import ClientInstructions
     from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine import LocalResult
+    from ampfl.fl.engine import GradHook, LocalResult
     from ampfl.fl.task import Task
 
 
@@ -168,9 +168,12 @@ class FederatedAlgorithm(Algorithm):
         instructions: ClientInstructions,
         p: LocalTrainingParams,
         rng: np.random.Generator | None,
+        *,
+        grad_hook: GradHook | None = None,
     ) -> LocalResult:
         """One client's Q local SGD steps from ``start`` (000 Eq. 2): with ``rng`` None, the mini-batches the
-        simulator draws for it in the round's cohort (:meth:`batches`); else from ``rng``."""
+        simulator draws for it in the round's cohort (:meth:`batches`); else from ``rng``. ``grad_hook``:
+        the engine's hook on each step's gradients (002: the client's secret mask)."""
         client = np.array([instructions.client])
         if rng is None:
             cohort = np.asarray(instructions.cohort, dtype=np.int64)
@@ -196,6 +199,7 @@ class FederatedAlgorithm(Algorithm):
             batches,
             learning_rate=p.learning_rate,
             client_ids=client,
+            grad_hook=grad_hook,
         )
 
     def reduce_metrics(self, metrics: Sequence[Mapping[str, float]]) -> dict[str, float]:

@@ -33,7 +33,6 @@ from pydantic import BaseModel
 
 from ampfl.fl.algorithms._common import clip_rows
 from ampfl.fl.algorithms.round_protocol import ClientMessage, GaussianShares
-from ampfl.fl.sampling import local_batches
 
 if TYPE_CHECKING:
     from ampfl.accounting.events import PrivacyEvent
@@ -102,28 +101,6 @@ class DPSGDPartitionProtocol(_Base):
         allowed = set(int(c) for c in eligible)
         return [int(c) for c in self.participants_of(round_index) if int(c) in allowed]
 
-    def client_batches(
-        self, instructions: ClientInstructions, rng: np.random.Generator | None
-    ) -> torch.Tensor:
-        """``[1, Q, b]``: the mini-batches of the client: those the simulator draws for it in the round's
-        cohort (``rng`` None: the server sampled it), else from ``rng`` (its own coin)."""
-        p = self.p
-        if rng is not None:
-            client = np.array([instructions.client])
-            return local_batches(
-                self.client_indices,
-                client,
-                num_steps=p.num_local_steps,
-                batch_size=p.batch_size,
-                scheme=p.local_sampling,
-                rng=rng,
-            )
-        cohort = np.asarray(instructions.cohort, dtype=np.int64)
-        row = int(np.searchsorted(cohort, instructions.client))
-        if row >= len(cohort) or int(cohort[row]) != instructions.client:
-            raise ValueError(f"client {instructions.client} is not in the round's cohort.")
-        return self.batches(cohort, instructions.round_index, p)[row : row + 1]
-
     def client_mask(self, rng: np.random.Generator) -> torch.Tensor:
         """``[dim]`` booleans: the sub-model one client trains in a deployed round (:meth:`client_update`),
         drawn from ``rng``, the client's own randomness (never the privacy key, which the server may hold):
@@ -151,21 +128,12 @@ class DPSGDPartitionProtocol(_Base):
         times C_s/C_ns); the server sums the messages (:meth:`aggregate`)."""
         p = self.p
         mask = self.client_mask(rng).to(broadcast.dtype)
-        batches = self.client_batches(instructions, rng if instructions.own_coin else None)
 
         def hook(step: int, ids: np.ndarray, grads: torch.Tensor) -> torch.Tensor:
             return grads * mask
 
-        result = self.engine.local_sgd(
-            self.model,
-            broadcast,
-            self.x_train,
-            self.y_train,
-            batches,
-            learning_rate=p.learning_rate,
-            client_ids=np.array([instructions.client]),
-            grad_hook=hook,
-        )
+        own = rng if instructions.own_coin else None  # else the simulator's batches in the round's cohort
+        result = self.local_update(broadcast, instructions, p, own, grad_hook=hook)
         update, clipped = clip_parts(
             (result.params - broadcast) * mask, self.split_coords, p.clip, p.nonsplit_clip
         )
