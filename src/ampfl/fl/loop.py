@@ -206,11 +206,8 @@ def run_rounds(
             wall=wall(),
             privacy=ledger,
         )
-        if backend.replayable:
-            handle.mark()  # a failed write from here on rolls the lines back to this checkpoint
-            diagnostics_handle.mark()
-
-    def after_checkpoint() -> None:  # a non-replayable backend: the lines the checkpoint holds, then mark
+        # A non-replayable backend shows its lines only now, after the checkpoint that holds them (a
+        # replayable one wrote them already). A failed write from here on rolls back to this checkpoint.
         write_lines()
         handle.mark()
         diagnostics_handle.mark()
@@ -257,7 +254,6 @@ def run_rounds(
             if not backend.replayable:  # the new model is checkpointed before anything shows it
                 shown = resolve(wait=True)
                 checkpoint_now(done)
-                after_checkpoint()
                 saved_at = done
             elif config.checkpoint_every and done % config.checkpoint_every == 0:
                 shown = resolve(wait=True)
@@ -281,12 +277,9 @@ def run_rounds(
                 saved_at = -1
             else:
                 checkpoint_now(done)
-                after_checkpoint()
                 saved_at = done
         if saved_at != done:
             checkpoint_now(done)
-            if not backend.replayable:
-                after_checkpoint()
     state.rounds_done = done
     state.wall_before = wall()
     return state
