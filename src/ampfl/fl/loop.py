@@ -26,8 +26,8 @@ then both call :func:`run_rounds`, which owns everything between rounds. Round r
    derived from a model the checkpoint does not hold is ever shown.
 
 Files are appended all or nothing (:class:`ampfl.io.AppendLog`); a failed write rolls both files back to the
-last checkpoint's lines. :func:`write_summary_and_plots` ends both engines' runs (one summary writer,
-:mod:`ampfl.fl.run_summary`).
+last checkpoint's lines. :func:`finish_run` ends both engines' runs: the plots and the one summary writer
+(:mod:`ampfl.fl.run_summary`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ampfl.fl.divergence import TrainingDiverged, diverged_message, numerical_failure
 from ampfl.fl.ledger_thread import LedgerThread
@@ -302,6 +302,55 @@ def failing(resolve: Callable[..., Any], write_lines: Callable[[], None], replay
     if replayable:
         resolve(wait=True, quiet=True)
     write_lines()
+
+
+def finish_run(
+    config: RunConfig,
+    algorithm: Algorithm,
+    ledger: RunAccountant,
+    backend: RoundBackend,
+    state: RunState,
+    out: Path,
+    *,
+    engine: Literal["simulator", "flower"],
+    threats: Mapping[str, list[str]],
+    num_clients: int,
+    files: Sequence[str],
+    plots: bool = True,
+    secure_aggregation: str | None = None,
+    discovery_seconds: float | None = None,
+) -> dict[str, Any]:
+    """The plots (from the released lines) and ``summary.json`` of a finished run, for either engine;
+    ``files``: the run folder's files besides the plots. Returns the summary."""
+    from ampfl.fl.run_plots import write_plots
+    from ampfl.fl.run_summary import build_summary, write_summary
+
+    released = tuple(algorithm.released_metrics)
+    headline = released[0] if released else "accuracy"
+    title = f"{config.algorithm.name} on {config.dataset.name}" + (" (Flower)" if engine == "flower" else "")
+    backend.guard()
+    written = write_plots(out, state.metrics, title=title, metric=headline) if plots else []
+    summary = build_summary(
+        engine=engine,
+        config=config,
+        algorithm=algorithm,
+        ledger=ledger,
+        metrics=state.metrics,
+        final=final_line(algorithm, ledger, backend, state),
+        rounds_completed=state.rounds_done,
+        stopped=state.stopped,
+        wall_seconds=state.wall_before,
+        round_seconds=state.round_seconds,
+        threats=threats,
+        num_clients=num_clients,
+        out=out,
+        files=(*files, *written),
+        secure_aggregation=secure_aggregation,
+        discovery_seconds=discovery_seconds,
+    )
+    backend.guard()
+    write_summary(out, summary)
+    return summary
 
 
 @contextmanager

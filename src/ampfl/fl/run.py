@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ampfl.fl.config import RunConfig, config_to_dict, to_toml
-from ampfl.fl.loop import RoundOutcome, RunState, final_line, restore, run_rounds
+from ampfl.fl.loop import RoundOutcome, RunState, finish_run, restore, run_rounds
 from ampfl.fl.release import DIAGNOSTICS
 from ampfl.fl.run_folder import (
     CHECKPOINT,
@@ -60,8 +60,7 @@ from ampfl.fl.run_folder import (
     save_checkpoint,
 )
 from ampfl.fl.run_lines import evaluation_line
-from ampfl.fl.run_plots import write_plots
-from ampfl.fl.run_summary import build_summary, run_threat_model, write_summary
+from ampfl.fl.run_summary import run_threat_model
 from ampfl.io import dumps_json, write_text_if_changed
 
 __all__ = [  # the run folder's names and checkpoint functions are re-exported from ampfl.fl.run_folder
@@ -251,29 +250,19 @@ def _run_experiment(
     if stopped == "rounds" and done < config.rounds:
         return {"completed": False, "rounds_done": done, "rounds": config.rounds, "out_dir": str(out)}
 
-    final = final_line(algorithm, ledger, backend, state)
-    released = tuple(algorithm.released_metrics)
-    headline = released[0] if released else "accuracy"
-    title = f"{config.algorithm.name} on {config.dataset.name}"
-    files = write_plots(out, state.metrics, title=title, metric=headline) if plots else []
-    summary = build_summary(
+    return finish_run(
+        config,
+        algorithm,
+        ledger,
+        backend,
+        state,
+        out,
         engine="simulator",
-        config=config,
-        algorithm=algorithm,
-        ledger=ledger,
-        metrics=state.metrics,
-        final=final,
-        rounds_completed=done,
-        stopped=stopped,
-        wall_seconds=state.wall_before,
-        round_seconds=state.round_seconds,
         threats=run_threat_model(algorithm, private=ledger.private),
         num_clients=task.num_clients,
-        out=out,
-        files=(CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, CHECKPOINT, SUMMARY, *files),
+        files=(CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, CHECKPOINT, SUMMARY),
+        plots=plots,
     )
-    write_summary(out, summary)
-    return summary
 
 
 class SimulatorBackend:

@@ -33,7 +33,7 @@ from flwr.app import Context, Message, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
 from ampfl.fl.folder_lock import owns
-from ampfl.fl.loop import RoundOutcome, RunState, final_line, restore, run_rounds
+from ampfl.fl.loop import RoundOutcome, RunState, finish_run, restore, run_rounds
 from ampfl.fl.release import DIAGNOSTICS
 from ampfl.fl.run_summary import run_threat_model
 from ampfl.flower.common import (
@@ -164,8 +164,6 @@ def main(grid: Grid, context: Context) -> None:
     from ampfl.fl.config import config_to_dict
     from ampfl.fl.privacy import RunAccountant
     from ampfl.fl.run import CHECKPOINT, CONFIG_JSON, CONFIG_TOML, METRICS, SUMMARY, load_checkpoint
-    from ampfl.fl.run_plots import write_plots
-    from ampfl.fl.run_summary import build_summary, write_summary
 
     started = time.perf_counter()
     torch.set_num_threads(1)
@@ -204,27 +202,17 @@ def main(grid: Grid, context: Context) -> None:
         config, algorithm, run_accountant, backend, out, state, resolved=config_to_dict(config)
     )
     ledger.close()
-    released = tuple(algorithm.released_metrics)
-    title = f"{config.algorithm.name} on {config.dataset.name} (Flower)"
-    headline = released[0] if released else "accuracy"
-    files = write_plots(out, state.metrics, title=title, metric=headline)  # released lines only
-    summary = build_summary(
+    finish_run(
+        config,
+        algorithm,
+        run_accountant,
+        backend,
+        state,
+        out,
         engine="flower",
-        config=config,
-        algorithm=algorithm,
-        ledger=run_accountant,
-        metrics=state.metrics,
-        final=final_line(algorithm, run_accountant, backend, state),
-        rounds_completed=state.rounds_done,
-        stopped=state.stopped,
-        wall_seconds=state.wall_before,
-        round_seconds=state.round_seconds,
         threats=threats,
         num_clients=n,
-        out=out,
-        files=(CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, LEDGER, CHECKPOINT, SUMMARY, *files),
+        files=(CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, LEDGER, CHECKPOINT, SUMMARY),
         secure_aggregation="secaggplus" if secure else None,
         discovery_seconds=bring_up,
     )
-    guard()
-    write_summary(out, summary)
