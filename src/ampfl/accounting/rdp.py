@@ -137,16 +137,26 @@ def rdp_poisson_gaussian(
     log_growth = log_expm1((ells * ells - ells) * inv2z2)
     terms = log_comb + (a - ell) * log_1mg + ell * log_g + log_growth[ell.astype(np.int64)]
     top = np.maximum.reduceat(terms, starts)
+    # A huge z: every term of an order underflows (log expm1(ℓ(ℓ−1)/(2z²)) = −inf), so log A is below the
+    # smallest positive double; that order's RDP is then reported as that smallest double (below).
+    under = np.isneginf(top)
+    top = np.where(under, 0.0, top)
     w = np.exp(terms - top[seg])
     total = np.add.reduceat(w, starts)
-    lse = top + np.log(total)
-    spread = np.add.reduceat(w * (np.abs(terms) + 1.0), starts) / total
+    safe = np.where(under, 1.0, total)
+    lse = np.where(under, -np.inf, top + np.log(safe))
+    spread = np.where(
+        under,
+        0.0,
+        np.add.reduceat(w * (np.abs(np.where(np.isneginf(terms), 0.0, terms)) + 1.0), starts) / safe,
+    )
     value = np.logaddexp(0.0, lse)
     shrink = np.exp(np.minimum(lse, 0.0) - np.logaddexp(0.0, np.minimum(lse, 0.0)))
     err = 8.0 * _EPS * (spread * shrink + value + shrink)
     af = alphas.astype(np.float64)
     log_a = value + err * np.sqrt(af + 1.0)  # (number of terms α − 1) + 2
     out = np.asarray(t * np.maximum(log_a, 0.0) / (af - 1.0), dtype=np.float64)
+    out[under] = np.nextafter(0.0, 1.0)  # an upper bound of a positive value below every double
     if not np.all(np.isfinite(out)):
         raise NumericalError("Poisson-subsampled Gaussian RDP overflowed; noise_multiplier is too small.")
     return out
