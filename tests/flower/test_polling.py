@@ -1,0 +1,68 @@
+"""ampfl.flower.polling.PromptGrid: an exchange's replies, pulled every poll_seconds (not Flower's 3 s)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from types import SimpleNamespace
+from typing import Any
+
+from ampfl.flower.polling import PromptGrid
+
+
+class FakeGrid:
+    """Replies to message i become available ``delays[i]`` seconds after the push."""
+
+    def __init__(self, delays: list[float]) -> None:
+        self.delays = delays
+        self.pulls = 0
+        self.pushed_at = 0.0
+        self.created: list[tuple[Any, ...]] = []
+
+    def push_messages(self, messages: Iterable[Any]) -> list[str]:
+        self.pushed_at = time.monotonic()
+        return [f"m{i}" for i, _ in enumerate(messages)]
+
+    def pull_messages(self, message_ids: Iterable[str]) -> list[Any]:
+        self.pulls += 1
+        now = time.monotonic() - self.pushed_at
+        ready = [m for m in message_ids if self.delays[int(m[1:])] <= now]
+        return [SimpleNamespace(metadata=SimpleNamespace(reply_to_message_id=m)) for m in ready]
+
+    def create_message(self, *args: Any) -> tuple[Any, ...]:
+        self.created.append(args)
+        return args
+
+    def get_node_ids(self) -> list[int]:
+        return [7, 9]
+
+
+def _replied(replies: Iterable[Any]) -> list[str]:
+    return sorted(r.metadata.reply_to_message_id for r in replies)
+
+
+def test_every_reply_is_collected_promptly() -> None:
+    inner = FakeGrid([0.0, 0.15, 0.3])
+    grid = PromptGrid(inner, poll_seconds=0.05)
+    started = time.monotonic()
+    replies = grid.send_and_receive(["a", "b", "c"], timeout=10.0)
+    waited = time.monotonic() - started
+    assert _replied(replies) == ["m0", "m1", "m2"]  # each reply once, none lost between pulls
+    assert 0.3 <= waited < 1.0  # Flower's own grid would return at the 3 s poll
+    assert inner.pulls >= 3
+
+
+def test_the_timeout_returns_what_arrived() -> None:
+    grid = PromptGrid(FakeGrid([0.0, 60.0]), poll_seconds=0.05)
+    started = time.monotonic()
+    replies = grid.send_and_receive(["a", "b"], timeout=0.3)
+    assert _replied(replies) == ["m0"]
+    assert 0.3 <= time.monotonic() - started < 1.0
+
+
+def test_other_calls_go_to_the_wrapped_grid() -> None:
+    inner = FakeGrid([])
+    grid = PromptGrid(inner)
+    assert list(grid.get_node_ids()) == [7, 9]
+    grid.create_message("content", "train", 7, "0", 5.0)
+    assert inner.created == [("content", "train", 7, "0", 5.0)]
