@@ -122,15 +122,19 @@ class FlowerBackend:
         self.secure, self.timeout, self.guard = secure, timeout, guard
         self.protocol = algorithm.round_protocol()
         self.shares = uses_noise_shares(algorithm, secure)
-        self._eligible: list[int] = []
+        self._budgeted: tuple[Events, list[tuple[PrivacyEvent, int]]] | None = None
 
     def budgeted(self, events: Events) -> list[tuple[PrivacyEvent, int]]:
-        return budgeted_events(self.algorithm, events, len(self.nodes), self.secure)
+        """The round's budgeted events (worst case under noise shares), computed once per round: the loop's
+        budget check and :meth:`collect` ask for the same ``events``."""
+        if self._budgeted is None or self._budgeted[0] is not events:
+            self._budgeted = (events, budgeted_events(self.algorithm, events, len(self.nodes), self.secure))
+        return self._budgeted[1]
 
     def collect(self, round_index: int, events: Events) -> RoundOutcome:
-        self._eligible = sorted(self.ledger.eligible(self.budgeted(events)))
+        eligible = sorted(self.ledger.eligible(self.budgeted(events)))
         # the sampler's cohort, or every eligible client when each flips its own coin
-        cohort = self.protocol.plan_round(round_index, self._eligible, noise_shares=self.shares)
+        cohort = self.protocol.plan_round(round_index, eligible, noise_shares=self.shares)
         collected = collect_round(
             self.grid,
             self.context,
@@ -142,13 +146,16 @@ class FlowerBackend:
             events,
             secure=self.secure,
         )
-        return RoundOutcome(collected.events, dict(collected.metrics), collected)
+        return RoundOutcome(collected.events, dict(collected.metrics), (collected, eligible))
 
     def commit(self, round_index: int, outcome: RoundOutcome) -> None:
-        self.ledger.record(round_index, self._eligible, outcome.events)
+        """The round's events in the per-client ledger, for the clients that were eligible this round."""
+        _, eligible = outcome.payload
+        self.ledger.record(round_index, eligible, outcome.events)
 
     def release(self, outcome: RoundOutcome) -> None:
-        release_round(self.algorithm, outcome.payload)
+        collected, _ = outcome.payload
+        release_round(self.algorithm, collected)
 
     def evaluation_line(self, done: int, round_metrics: Mapping[str, Any]) -> dict[str, Any]:
         """What the server holds (MS-PAFL: the public model only; the private parts are on the nodes)."""
