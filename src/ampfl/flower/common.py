@@ -3,9 +3,10 @@
 ``ampfl deploy`` writes a Flower app folder whose ``pyproject.toml`` carries, in ``[tool.flwr.app.config]``,
 the resolved run configuration (``ampfl-config``: the ``config.json`` of the run folder, base64-encoded JSON,
 so that every node receives the very config ``ampfl run`` would use) and the run folder (``out-dir``, where
-the ServerApp writes metrics, ledger and summary). Both apps rebuild the simulator's algorithm from it
-(:func:`algorithm_from_run_config`): the server for its aggregation, noise and privacy events, each client for
-its local training on its own partition (``partition-id`` of the node config), so the math is the simulator's.
+the ServerApp writes metrics, ledger and summary). Both apps rebuild the simulator's algorithm from it: the
+server (:func:`algorithm_from_config`) for its aggregation, noise and privacy events, each client
+(:mod:`ampfl.flower.node_cache`) for its local training on its own partition (``partition-id`` of the node
+config), so the math is the simulator's.
 
 Supported algorithms: :func:`deployable` (each algorithm's class says whether it deploys).
 """
@@ -84,21 +85,9 @@ def check_deployable(config: RunConfig, secure_aggregation: str = "none") -> Non
         raise ValueError(problem)
 
 
-def algorithm_from_config(config: RunConfig) -> Algorithm:
-    """The simulator's algorithm for ``config`` (same data, partition, model initialisation and seed)."""
+def algorithm_from_config(config: RunConfig, *, privacy_key: int | None = None) -> Algorithm:
+    """The simulator's algorithm for ``config`` (same data, partition, model initialisation and seed);
+    ``privacy_key``: a resumed run's key (None: a fresh one, or the seed under ``[privacy] reproducible``)."""
     from ampfl.fl.run import build_algorithm, build_task
 
-    return build_algorithm(config, build_task(config))
-
-
-_CACHE: dict[str, tuple[RunConfig, Algorithm]] = {}
-
-
-def algorithm_from_run_config(run_config: Mapping[str, Any]) -> tuple[RunConfig, Algorithm]:
-    """Config and algorithm for an app's ``context.run_config`` (built once per process and config)."""
-    text = str(run_config[CONFIG_KEY])
-    if text not in _CACHE:
-        config = decode_config(text)
-        _CACHE.clear()
-        _CACHE[text] = (config, algorithm_from_config(config))
-    return _CACHE[text]
+    return build_algorithm(config, build_task(config), privacy_key=privacy_key)

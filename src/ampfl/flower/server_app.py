@@ -37,12 +37,14 @@ from ampfl.fl.loop import RoundOutcome, RunState, finish_run, restore, run_round
 from ampfl.fl.release import DIAGNOSTICS
 from ampfl.fl.run_summary import run_threat_model
 from ampfl.flower.common import (
+    CONFIG_KEY,
     OUT_KEY,
     QUERY,
     RESUME_KEY,
     SECAGG_KEY,
     TOKEN_KEY,
-    algorithm_from_run_config,
+    algorithm_from_config,
+    decode_config,
 )
 from ampfl.flower.ledger import LEDGER, PrivacyLedger
 from ampfl.flower.polling import PromptGrid
@@ -171,12 +173,20 @@ def main(grid: Grid, context: Context) -> None:
 
     from ampfl.fl.config import config_to_dict
     from ampfl.fl.privacy import RunAccountant
-    from ampfl.fl.run import CHECKPOINT, CONFIG_JSON, CONFIG_TOML, METRICS, SUMMARY, load_checkpoint
+    from ampfl.fl.run import (
+        CHECKPOINT,
+        CONFIG_JSON,
+        CONFIG_TOML,
+        METRICS,
+        SUMMARY,
+        load_checkpoint,
+        run_privacy_key,
+    )
 
     started = time.perf_counter()
     torch.set_num_threads(1)
     grid = PromptGrid(grid)  # replies noticed within 0.2 s, not on Flower's 3 s poll (ampfl.flower.polling)
-    config, algorithm = algorithm_from_run_config(context.run_config)
+    config = decode_config(str(context.run_config[CONFIG_KEY]))
     out = Path(str(context.run_config[OUT_KEY]))
     token = str(context.run_config.get(TOKEN_KEY, ""))
 
@@ -186,6 +196,9 @@ def main(grid: Grid, context: Context) -> None:
             raise RuntimeError(f"{out} is owned by another run now: this ServerApp stops without writing.")
 
     guard()
+    checkpoint = load_checkpoint(out) if bool(context.run_config.get(RESUME_KEY, False)) else None
+    # a resumed run keeps its privacy key from the start, as ampfl run's resume: construction may draw from it
+    algorithm = algorithm_from_config(config, privacy_key=run_privacy_key(config, checkpoint))
     timeout = float(context.run_config.get("reply-timeout", 600.0))
     secure = str(context.run_config.get(SECAGG_KEY, "none")) == "secaggplus"
     n = config.partition.num_clients
@@ -198,10 +211,8 @@ def main(grid: Grid, context: Context) -> None:
         out / LEDGER, config.privacy, algorithm, range(n), protects_against=threats["protects_against"]
     )
     state = RunState()
-    if bool(context.run_config.get(RESUME_KEY, False)):
-        checkpoint = load_checkpoint(out)
+    if checkpoint is not None:
         state = restore(checkpoint, algorithm, run_accountant)
-        algorithm.privacy_key = int(checkpoint.get("privacy_key", algorithm.privacy_key))
     ledger.resume(state.rounds_done)  # drops rows of a round that was committed but never released
     state.wall_before += time.perf_counter() - started
     backend = FlowerBackend(
