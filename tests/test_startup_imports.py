@@ -193,11 +193,49 @@ def test_whole_process_freezes_the_gc_after_a_one_shot_command_only(monkeypatch,
     from ampfl import cli
 
     calls = []
-    monkeypatch.setattr(cli, "main", lambda a: calls.append(("main", a)) or 3)
+    monkeypatch.setattr(cli, "main", lambda a: calls.append(("main", a, cli._numpy_untracked)) or 3)
     monkeypatch.setattr(gc, "freeze", lambda: calls.append(("freeze", None)))
     monkeypatch.setattr(cli, "_idle_blas_threads_sleep", lambda a: calls.append(("blas", a)))
     assert cli._whole_process(argv) == 3
-    assert calls == [("blas", argv), ("main", argv), *([("freeze", None)] if frozen else [])]
+    # main runs with numpy to be loaded untracked (one-shot commands only), and the flag is reset after
+    assert calls == [("blas", argv), ("main", argv, frozen), *([("freeze", None)] if frozen else [])]
+    assert cli._numpy_untracked is False
+
+
+@pytest.mark.parametrize(
+    ("flag", "argv", "loads"),
+    [
+        (True, POISSON, True),
+        (True, ["account", "poisson", "--help"], False),  # parsing exits first: no numpy for --help
+        (True, ["account", "poisson", "--rate", "0.01"], False),  # a usage error: no numpy either
+        (False, POISSON, False),  # main() called by a library: its collector is left alone
+    ],
+)
+def test_numpy_is_loaded_untracked_after_parsing_only_in_a_whole_process(
+    monkeypatch, capsys, flag, argv, loads
+):
+    from ampfl import cli
+
+    calls = []
+    monkeypatch.setattr(cli, "_numpy_untracked", flag)
+    monkeypatch.setattr(cli, "_load_numpy_untracked", lambda: calls.append("load"))
+    try:
+        cli.main(argv)
+    except SystemExit:
+        pass
+    capsys.readouterr()
+    assert calls == (["load"] if loads else [])
+
+
+def test_load_numpy_untracked_freezes_and_leaves_the_collector_on():
+    code = (
+        "import gc, sys\n"
+        "from ampfl import cli\n"
+        "cli._load_numpy_untracked()\n"
+        "print('numpy' in sys.modules, gc.isenabled(), gc.get_freeze_count() > 10000)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", "True", "True"]
 
 
 def test_python_m_ampfl_cli_runs_account_poisson():
