@@ -264,3 +264,39 @@ def test_registry_only_drops_the_other_commands_whatever_they_add():
     assert list(_subparsers(root)) == ["kept"]
     args = root.parse_args(["kept", "--x", "1", "--y", "2", "go", "--z", "3"])
     assert (args.verb, args.x, args.y, args.action, args.z) == ("kept", 1, 2.0, "go", "3")
+
+
+def test_events_compare_hash_and_print_as_dataclasses():
+    # Events leave ==, hash and repr to PrivacyEvent (fewer methods generated at import): the same as a
+    # frozen dataclass's, i.e. the field values as a tuple, between events of the same type only.
+    import dataclasses
+
+    from ampfl.accounting import events as ev
+
+    gaussian = ev.GaussianEvent(noise_multiplier=1.5)
+    samples = [
+        gaussian,
+        ev.LaplaceEvent(noise_multiplier=1.5),
+        ev.PoissonSampledEvent(sampling_rate=0.01, event=gaussian),
+        ev.RandomCheckInEvent(
+            participation=0.5, sampling_rate=0.1, noise_multiplier=1.0, local_dataset_size=9
+        ),
+        ev.ModelSplitEvent(num_submodels=3, noise_multiplier=2.0),
+        ev.ComposedEvent(events=(gaussian, ev.SelfComposedEvent(event=gaussian, count=3))),
+    ]
+    for event in samples:
+        names = [f.name for f in dataclasses.fields(event)]
+        values = tuple(getattr(event, name) for name in names)
+        text = ", ".join(f"{name}={value!r}" for name, value in zip(names, values, strict=True))
+        assert repr(event) == f"{type(event).__qualname__}({text})"
+        assert hash(event) == hash(values)
+        twin = dataclasses.replace(event)
+        assert twin == event and twin is not event and hash(twin) == hash(event)
+        assert event != values and (event == values) is False
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(event, names[0], None)
+    assert ev.GaussianEvent(noise_multiplier=1.5) != ev.LaplaceEvent(noise_multiplier=1.5)
+    assert ev.GaussianEvent(noise_multiplier=1.5) != ev.GaussianEvent(noise_multiplier=2)
+    assert samples[2] != ev.PoissonSampledEvent(sampling_rate=0.02, event=gaussian)
+    assert samples[3] != dataclasses.replace(samples[3], local_dataset_size=None)
+    assert len({gaussian, ev.GaussianEvent(noise_multiplier=1.5), samples[1]}) == 2

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, ClassVar
 
 from ampfl.accounting._checks import check_choice, check_int, check_positive, check_probability
@@ -55,8 +57,26 @@ def _check_noise(name: str, value: object) -> float:
     return check_positive(name, value)
 
 
+#: Event type -> a function of an event: its fields' values, in order, as a tuple (filled on first use).
+_FIELD_VALUES: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+
+
+def _values_getter(cls: type) -> Callable[[Any], tuple[Any, ...]]:
+    names = [f.name for f in dataclasses.fields(cls)]
+    if len(names) == 1:  # attrgetter of one name returns the value, not a 1-tuple
+        name = names[0]
+        return lambda event: (getattr(event, name),)
+    return attrgetter(*names)
+
+
 class PrivacyEvent:
-    """Base class of ampfl's events. Subclasses are frozen, slotted, keyword-only dataclasses."""
+    """Base class of ampfl's events. Subclasses are frozen, slotted, keyword-only dataclasses.
+
+    Their ``==``, ``hash`` and ``repr`` are this class's, the same as a dataclass's (the fields' values
+    compared as a tuple between events of the same type, ``hash`` of that tuple, ``Type(field=value!r,
+    ...)``): subclasses pass ``eq=False, repr=False`` so that ``@dataclass`` does not generate (``exec``) the
+    three methods for each of them, about a third of this module's import (issue 32: ``ampfl account``'s
+    start-up)."""
 
     __slots__ = ()
     #: The ``type`` key of the event's dict form.
@@ -66,6 +86,25 @@ class PrivacyEvent:
         super().__init_subclass__(**kwargs)
         if cls.kind:
             _REGISTRY[cls.kind] = cls
+
+    def _field_values(self) -> tuple[Any, ...]:
+        get = _FIELD_VALUES.get(type(self))
+        if get is None:
+            get = _FIELD_VALUES[type(self)] = _values_getter(type(self))
+        return get(self)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._field_values() == other._field_values()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._field_values())
+
+    def __repr__(self) -> str:
+        fields = dataclasses.fields(self)  # type: ignore[arg-type]
+        values = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields)
+        return f"{type(self).__qualname__}({values})"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict: ``{"type": kind, field: value, ...}``; nested events become dicts."""
@@ -103,7 +142,7 @@ def event_from_dict(data: dict[str, Any]) -> PrivacyEvent:
 
 
 # ------------------------------------------------------------------------------------------ mechanisms
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class GaussianEvent(PrivacyEvent):
     """One Gaussian mechanism: noise std = ``noise_multiplier`` × L2 sensitivity."""
 
@@ -119,7 +158,7 @@ class GaussianEvent(PrivacyEvent):
         return dp_event.GaussianDpEvent(float(self.noise_multiplier))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class LaplaceEvent(PrivacyEvent):
     """One Laplace mechanism: scale b = ``noise_multiplier`` × L1 sensitivity (pure ε = 1/z)."""
 
@@ -135,7 +174,7 @@ class LaplaceEvent(PrivacyEvent):
         return dp_event.LaplaceDpEvent(float(self.noise_multiplier))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class PoissonSampledEvent(PrivacyEvent):
     """Each unit is included independently with probability ``sampling_rate``; ``event`` runs on them."""
 
@@ -154,7 +193,7 @@ class PoissonSampledEvent(PrivacyEvent):
         return None if inner is None else dp_event.PoissonSampledDpEvent(float(self.sampling_rate), inner)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class SampledWithoutReplacementEvent(PrivacyEvent):
     """``sample_size`` of ``source_size`` units drawn without replacement; relation: replace one unit."""
 
@@ -177,7 +216,7 @@ class SampledWithoutReplacementEvent(PrivacyEvent):
         return dp_event.SampledWithoutReplacementDpEvent(int(self.source_size), int(self.sample_size), inner)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class PublicParticipationEvent(PrivacyEvent):
     """With probability ``participation`` the unit's ``event`` runs; the observer sees whether it ran.
 
@@ -196,7 +235,7 @@ class PublicParticipationEvent(PrivacyEvent):
         _check_event("event", self.event)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class RandomCheckInEvent(PrivacyEvent):
     """One round of DP-DSGD with random participation (004 Algorithm 1), record level.
 
@@ -242,7 +281,7 @@ class RandomCheckInEvent(PrivacyEvent):
         return PublicParticipationEvent(participation=self.participation, event=inner)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class ModelSplitEvent(PrivacyEvent):
     """One step of model-split DP-SGD (002 Alg. 1, Thms 3.4/3.5): each unit updates one of d blocks at random.
 
@@ -263,7 +302,7 @@ class ModelSplitEvent(PrivacyEvent):
             _check_noise("nonsplit_noise_multiplier", self.nonsplit_noise_multiplier)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class DropoutEvent(PrivacyEvent):
     """One step with dropout at rate exactly 1/2 (002 Alg. 2, Thm 3.7): a model split with d = 2 blocks."""
 
@@ -277,7 +316,7 @@ class DropoutEvent(PrivacyEvent):
             _check_noise("nonsplit_noise_multiplier", self.nonsplit_noise_multiplier)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class BalancedIterationSubsamplingEvent(PrivacyEvent):
     """A WHOLE epoch of Balanced Iteration Subsampling (002 Thm 3.8): compose once per epoch, not per step.
 
@@ -299,7 +338,7 @@ class BalancedIterationSubsamplingEvent(PrivacyEvent):
 MS_PAFL_PRIVATE_STATES = ("persistent", "reset")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class MSPAFLRoundEvent(PrivacyEvent):
     """One MS-PAFL round (000 Eqs. 9–14) for one record, seen by the server.
 
@@ -329,7 +368,7 @@ class MSPAFLRoundEvent(PrivacyEvent):
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class GroupRoundEvent(PrivacyEvent):
     """One GDPFed round for one privacy group (001 Alg. 1), client level.
 
@@ -354,7 +393,7 @@ class GroupRoundEvent(PrivacyEvent):
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class BernoulliMaskEvent(PrivacyEvent):
     """Release of ``dim`` Bernoulli mask bits whose keep-probabilities lie in [c, 1 − c] (003, PM-SFL).
 
@@ -373,7 +412,7 @@ class BernoulliMaskEvent(PrivacyEvent):
 
 
 # ----------------------------------------------------------------------------------------- composition
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class SelfComposedEvent(PrivacyEvent):
     """``event`` applied ``count`` times (adaptively)."""
 
@@ -392,7 +431,7 @@ class SelfComposedEvent(PrivacyEvent):
         return None if inner is None else dp_event.SelfComposedDpEvent(inner, int(self.count))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class ComposedEvent(PrivacyEvent):
     """The events applied in order (adaptively)."""
 
