@@ -48,13 +48,13 @@ TRUNCATION_QUANTILE = -9.745474864965935
 #: pld_pmf._DELTA_DIFF_TOLERANCE: how far consecutive δ(ε_i) may rise (rounding) before the input is refused.
 _DELTA_DIFF_TOLERANCE = 1e-12
 
-_erfc = np.frompyfunc(math.erfc, 1, 1)
-
 
 def norm_cdf(x: np.ndarray) -> np.ndarray:
     """Φ(x) = erfc(−x/√2)/2, elementwise (``scipy.special.ndtr``)."""
     t = np.asarray(x, dtype=np.float64) * -math.sqrt(0.5)
-    return 0.5 * np.asarray(_erfc(t), dtype=np.float64)
+    # the same math.erfc per value as np.frompyfunc, without its object array (3 ms of account poisson)
+    values = np.fromiter(map(math.erfc, t.ravel().tolist()), np.float64, t.size)
+    return 0.5 * values.reshape(t.shape)
 
 
 def norm_log_cdf(x: np.ndarray, cdf: np.ndarray | None = None) -> np.ndarray:
