@@ -240,7 +240,6 @@ REFUSED = {
     "pm_sfl_hetero": "every local step needs a server round trip",
     "lg_fedavg": "every local step needs a server round trip",
     "splitfed_dp": "every local step needs a server round trip",
-    "depthfl": "no client/server split",
 }
 
 

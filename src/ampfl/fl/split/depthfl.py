@@ -34,6 +34,9 @@ head) averaged over the holders; evaluation uses one sampled mask.
 Evaluation (same metric as the other split algorithms): ``accuracy`` scores the global model's inference,
 the average of the L heads' softmax (DepthFL's ensemble), on each evaluated client's label distribution;
 ``own_depth_accuracy`` uses, for each evaluated client, only the heads 1..d_k it can run itself.
+
+``ampfl deploy`` runs it (:mod:`ampfl.fl.split.depthfl_protocol`: a client trains its prefix as
+:meth:`DepthFL.train_prefixes` trains its row and uploads it with the indicator of the blocks it holds).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from ampfl.fl.split.common import (
     make_optimizer,
     unflatten,
 )
+from ampfl.fl.split.depthfl_protocol import DepthFLProtocol
 
 if TYPE_CHECKING:
     from ampfl.fl.config import PrivacyConfig
@@ -145,22 +149,12 @@ def head_logits(
     return torch.stack(out)
 
 
-class DepthFL(SplitAlgorithm):
+class DepthFL(DepthFLProtocol, SplitAlgorithm):
     """DepthFL: prefix sub-networks with one head per block, self-distillation, depth-wise FedAvg."""
 
     name: ClassVar[str] = "depthfl"
     Params: ClassVar[type[BaseModel]] = DepthFLParams
     full_depth: ClassVar[bool] = True
-
-    @classmethod
-    def deploy_problem(cls, params: BaseModel, *, secure_aggregation: bool) -> str | None:
-        """Not split learning (module docstring: no smashed data), but its round (per-client depth, FedAvg
-        per coordinate over the holders) has no client/server split yet (:attr:`deploys` stays False)."""
-        return (
-            "algorithm.name: depthfl exchanges no smashed data (each client trains a prefix of the network, "
-            "averaged per coordinate over its holders), but its round has no client/server split (round "
-            "protocol) yet: use ampfl run."
-        )
 
     def __init__(
         self,
@@ -234,12 +228,16 @@ class DepthFL(SplitAlgorithm):
         clients = self.participants(round_index)
         k = len(clients)
         depth = self.splits[torch.from_numpy(np.asarray(clients))]
-        masks, c = self.dp_.masks, self.dp_.c
-        start = self.bottom.expand(k, -1)
-        convs = (score_from_probability(start, c) if masks else start.clone()).requires_grad_(True)
-        heads = self.heads.expand(k, -1).clone().requires_grad_(True)
         gen = self.torch_generator(round_index, ROLE_NOISE)
-        batches = local_batches(
+        batches = self.cohort_batches(clients, round_index)
+        convs, heads, total = self.train_prefixes(self.bottom, self.heads, depth, batches, gen)
+        self.bottom = _depth_average(convs, self.block_of, depth, self.bottom)
+        self.heads = _depth_average(heads, self.head_of, depth, self.heads)
+        return {"participants": float(k), "train_loss": float((total / self.sp.num_local_steps).mean())}
+
+    def cohort_batches(self, clients: np.ndarray, round_index: int) -> torch.Tensor:
+        """The mini-batch indices ``[K, R, b]`` of the cohort ``clients`` in round ``round_index``."""
+        return local_batches(
             self.client_indices,
             clients,
             num_steps=self.sp.num_local_steps,
@@ -247,6 +245,24 @@ class DepthFL(SplitAlgorithm):
             scheme="wor",
             rng=self.rng(round_index, ROLE_DATA),
         )
+
+    def train_prefixes(
+        self,
+        bottom: torch.Tensor,
+        heads: torch.Tensor,
+        depth: torch.Tensor,
+        batches: torch.Tensor,
+        gen: torch.Generator,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """K clients' local training from the global ``bottom`` (weights, or θ with ``masks``) and ``heads``
+        on ``batches`` ``[K, R, b]`` with depths ``depth`` ``[K]``: their trained blocks ``[K, d]`` (with
+        ``masks`` one binary mask M ~ Bern(θ_k) each, Eq. 5), heads ``[K, h]`` and summed losses ``[K]``.
+        ``gen``: the draws of the training masks and the uploaded mask (unused without ``masks``)."""
+        k = len(depth)
+        masks, c = self.dp_.masks, self.dp_.c
+        start = bottom.expand(k, -1)
+        convs = (score_from_probability(start, c) if masks else start.clone()).requires_grad_(True)
+        heads = heads.expand(k, -1).clone().requires_grad_(True)
         opt = make_optimizer(self.sp.optimizer, [convs], self.sp.learning_rate)
         head_lr = self.sp.server_learning_rate if masks else self.sp.learning_rate
         opt_heads = make_optimizer(self.sp.optimizer, [heads], head_lr)
@@ -274,9 +290,7 @@ class DepthFL(SplitAlgorithm):
         if masks:  # upload one binary mask M ~ Bern(θ_k) per client (Eq. 5 over the holders)
             after = keep_probability(convs, c)
             convs = (torch.rand(after.shape, generator=gen) < after).to(after.dtype)
-        self.bottom = _depth_average(convs, self.block_of, depth, self.bottom)
-        self.heads = _depth_average(heads, self.head_of, depth, self.heads)
-        return {"participants": float(k), "train_loss": float((total / self.sp.num_local_steps).mean())}
+        return convs, heads, total
 
     def _eval_weights(self) -> torch.Tensor:
         if not self.dp_.masks:
