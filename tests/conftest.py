@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import settings
 
+import ampfl
 from ampfl.cli import main
 
 # CI runs the same property-test examples every time (a red CI must be reproducible, not a lottery);
@@ -43,6 +46,19 @@ def cli_json(run_cli: Callable[..., tuple[int, str, str]]) -> Callable[..., dict
         return value
 
     return run
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's child processes reuse ampfl's bytecode instead of compiling its sources at every start.
+
+    Many tests start Python processes: the CLI, and the Flower federations, where Flower 1.41 starts a fresh
+    ``flwr-clientapp`` process for every message (≈ 0.4 CPU-s of such a process compiles ampfl when
+    ``PYTHONDONTWRITEBYTECODE`` is set, as in some CI images). The controller compiles ``src/ampfl`` once
+    (up-to-date files are skipped) and the processes of the session may read and write bytecode caches. What
+    runs is the same source."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    if not hasattr(config, "workerinput"):  # the xdist controller, or a run without xdist
+        compileall.compile_dir(Path(ampfl.__file__).parent, quiet=1)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
