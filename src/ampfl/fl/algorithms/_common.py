@@ -176,10 +176,7 @@ class FederatedAlgorithm(Algorithm):
         the engine's hook on each step's gradients (002: the client's secret mask)."""
         client = np.array([instructions.client])
         if rng is None:
-            cohort = np.asarray(instructions.cohort, dtype=np.int64)
-            row = int(np.searchsorted(cohort, instructions.client))
-            if row >= len(cohort) or int(cohort[row]) != instructions.client:
-                raise ValueError(f"client {instructions.client} is not in the round's cohort.")
+            cohort, row = instructions.cohort_row()
             batches = self.batches(cohort, instructions.round_index, p)[row : row + 1]
             client = cohort[row : row + 1]
         else:

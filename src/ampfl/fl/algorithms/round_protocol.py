@@ -61,6 +61,21 @@ class ClientInstructions:
     client: int
     own_coin: bool = False
 
+    def cohort_row(self) -> tuple[np.ndarray, int]:
+        """``(cohort, row)``: the sorted cohort as int64 ids and the client's row in it (the row of the
+        simulator's cohort-wide draws that are the client's).
+
+        Raises:
+            ValueError: the client is not in the round's cohort.
+        """
+        import numpy as np
+
+        cohort = np.asarray(self.cohort, dtype=np.int64)
+        row = int(np.searchsorted(cohort, self.client))
+        if row >= len(cohort) or int(cohort[row]) != self.client:
+            raise ValueError(f"client {self.client} is not in the round's cohort.")
+        return cohort, row
+
 
 @dataclass
 class ClientMessage:

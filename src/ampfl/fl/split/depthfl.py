@@ -66,7 +66,7 @@ from ampfl.fl.split.common import (
     make_optimizer,
     unflatten,
 )
-from ampfl.fl.split.depthfl_protocol import DepthFLProtocol
+from ampfl.fl.split.depthfl_protocol import DepthFLProtocol, holder_mean
 
 if TYPE_CHECKING:
     from ampfl.fl.config import PrivacyConfig
@@ -370,5 +370,4 @@ def _depth_average(
     """Per coordinate: the mean of ``local`` ``[K, d]`` over the clients whose depth covers the coordinate's
     layer; ``previous`` where none does."""
     held = (layer_of[None, :] < depth[:, None]).to(local.dtype)
-    count = held.sum(0)
-    return torch.where(count > 0, (local * held).sum(0) / count.clamp(min=1.0), previous)
+    return holder_mean((local * held).sum(0), held.sum(0), previous)

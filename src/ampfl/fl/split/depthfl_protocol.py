@@ -100,11 +100,8 @@ class DepthFLProtocol:
                 f"broadcast must hold {nb + alg.heads.numel()} entries (blocks, heads). "
                 f"Found {broadcast.numel()}."
             )
-        cohort = np.asarray(instructions.cohort, dtype=np.int64)
+        cohort, row = instructions.cohort_row()
         client = int(instructions.client)
-        row = int(np.searchsorted(cohort, client))
-        if row >= len(cohort) or int(cohort[row]) != client:
-            raise ValueError(f"client {client} is not in the round's cohort.")
         batches = alg.cohort_batches(cohort, instructions.round_index)[row : row + 1]
         depth = alg.splits[client : client + 1]
         # the client's own draws (masks only): its seed from its own randomness, never the run's key
@@ -138,8 +135,8 @@ class DepthFLProtocol:
                 f"the sum of depthfl messages must hold {nb + nh + layers} entries. Found {total.numel()}."
             )
         holders = total[nb + nh :]
-        alg.bottom = _holder_mean(total[:nb], holders[alg.block_of], alg.bottom)
-        alg.heads = _holder_mean(total[nb : nb + nh], holders[alg.head_of], alg.heads)
+        alg.bottom = holder_mean(total[:nb], holders[alg.block_of], alg.bottom)
+        alg.heads = holder_mean(total[nb : nb + nh], holders[alg.head_of], alg.heads)
 
     def message_bound(self) -> float:
         """A trained model is not bounded (DepthFL has no secure summation, as FedAvg)."""
@@ -158,7 +155,7 @@ class DepthFLProtocol:
         return alg.evaluate()
 
 
-def _holder_mean(summed: torch.Tensor, holders: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
-    """Per coordinate ``summed / holders``; ``previous`` where ``holders`` is 0 (``_depth_average`` on
-    sums)."""
+def holder_mean(summed: torch.Tensor, holders: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+    """Per coordinate ``summed / holders``; ``previous`` where ``holders`` is 0: DepthFL's depth-wise FedAvg
+    step, on the simulator's stacked models (``depthfl._depth_average``) and on a deployed round's sum."""
     return torch.where(holders > 0, summed / holders.clamp(min=1.0), previous)
