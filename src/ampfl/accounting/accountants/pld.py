@@ -56,6 +56,11 @@ PLD_MIN_INTERVAL = 1e-7
 #: Bounded readings (issue 32, :meth:`PLDAccountant.epsilon_reading`): anchors S_1 = 1, S_{k+1} = S_k +
 #: max(1, S_k // BOUND_STRIDE) draws; between two anchors a reading reports the bound at the next one.
 BOUND_STRIDE = 4
+#: The bounds' own grid, BOUND_GRID × the reporting interval, whose composed PMF they fold by BOUND_FOLD
+#: points: a 16× coarser final PMF, as before, from FFTs 8× shorter (measured: the bounds of the demo's event
+#: over 200 rounds 43 → 11 ms, within 0.001 of the fine-grid bounds up to 1113 draws).
+BOUND_GRID = 8
+BOUND_FOLD = 2
 
 
 def bound_anchors(steps: int) -> tuple[int, int]:
@@ -148,7 +153,7 @@ class PLDAccountant(Accountant):
         #: the one event of a history of equal events (None: empty or mixed) and its bounds (epsilon_reading)
         self._single: PrivacyEvent | None = None
         self._mixed = False
-        self._bounds: Bounds | None = None
+        self._bounds: tuple[PrivacyEvent, Bounds | None] | None = None  # None: cannot be built
         self._grids: dict[tuple[int, float], GridState | None] = {(0, self._interval): GridState(self._one)}
 
     def _at(self, pair: int, interval: float) -> GridState | None:
@@ -262,24 +267,36 @@ class PLDAccountant(Accountant):
     def epsilon_reading(self, target_delta: float) -> tuple[float, bool]:
         """``(ε, exact)`` at ``target_delta``: a run's per-round reading, amortised (issue 32).
 
-        With ``steps`` draws composed and anchors previous < steps ≤ next (:func:`bound_anchors`): the exact
-        :meth:`get_epsilon` when next = previous + 1 (the first rounds), else an upper bound on it — the
-        reporting grid's ε(δ) of ``next`` draws of the same event, from a 16-times coarser PMF, plus one grid
-        step (:class:`~ampfl.accounting.accountants.pld_cache.Bounds`). Sound: ε never falls as
-        draws are added, the coarse PMF only moves mass up, and :meth:`get_epsilon` is at most the reporting
-        grid's value (refinement and a second pair only lower it). One bound serves every round up to the
-        next anchor (~25 bounds over 200 rounds), and depends on the history and δ alone, not on when it was
-        read (a resumed run reports what an uninterrupted one does). A history of different events, or an
-        event whose PMF is too small to bin, is read exactly."""
+        With ``steps`` draws composed and the next anchor at or after them (:func:`bound_anchors`: every round
+        at first, then 25 % apart), a certified upper bound on the ε(δ) of the history
+        (:class:`~ampfl.accounting.accountants.pld_cache.Bounds`): the ε(δ) of the anchor's count of draws of
+        the same event, composed from the event's pessimistic PLD on a BOUND_GRID-times coarser grid, folded
+        into bins of BOUND_FOLD points, plus one step of that grid. Sound: a pessimistic PLD on any grid
+        dominates the event, so its composition's ε(δ) bounds the true ε(δ) of as many draws (as any reading
+        of this accountant does); folding only moves mass up; and ε never falls as draws are added. Both it
+        and :meth:`get_epsilon` bound the same true ε from different grids, so it is not above
+        :meth:`get_epsilon` by construction; the tests check that it is, and it stays within ~0.002 of the
+        reporting grid's value at the same draws (measured up to 1113 draws). One bound serves every round up
+        to the next anchor (~24 bounds over 200 rounds, from FFTs 8× shorter than the exact reading's), and
+        depends on the history and δ alone, not on when it was read (a resumed run reports what an
+        uninterrupted one does). A history of different events, or an event whose PMF is too small to bin, is
+        read exactly (``exact`` True)."""
         dlt = check_delta("delta", target_delta)
-        previous, anchor = bound_anchors(self._steps)
+        anchor = bound_anchors(self._steps)[1]
         event = self._single
-        if self._steps == 0 or anchor == previous + 1 or event is None:
+        if self._steps == 0 or event is None:
             return self.get_epsilon(dlt), True
-        if self._bounds is None or self._bounds.event != event:
-            self._bounds = Bounds(event, self._one(event))
-        with dp_accounting_guard("PLD composition"):
-            bound = self._bounds.at(anchor, dlt)
+        bound = None
+        if self._bounds is None or self._bounds[0] != event:
+            try:
+                with dp_accounting_guard("PLD composition"):
+                    coarse = accountant_pld(event, BOUND_GRID * self._interval)
+                self._bounds = (event, Bounds(event, coarse, BOUND_FOLD))
+            except NumericalError:  # the coarse grid cannot hold this event: it is read exactly
+                self._bounds = (event, None)
+        if self._bounds[1] is not None:
+            with dp_accounting_guard("PLD composition"):
+                bound = self._bounds[1].at(anchor, dlt)
         if bound is None:
             return self.get_epsilon(dlt), True
         return max(0.0, bound), False

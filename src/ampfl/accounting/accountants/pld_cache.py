@@ -76,6 +76,7 @@ class _Spectrum:
         self._read: tuple[int, DensePmf] | None = None
         self._first_block = 4096  # the walk's first block: where the last reading stopped, and a margin
         self._powers: tuple[tuple[int, int], np.ndarray] = ((0, 0), self._base)  # (length, count): spectrum
+        self._at_length: tuple[int, np.ndarray] = (0, self._base)  # (length, the PMF's real FFT there)
 
     @property
     def interval(self) -> float:
@@ -118,7 +119,7 @@ class _Spectrum:
         """The spectrum at the current length: power of the start's draws, then one product per later call."""
         if self._pending is None:
             return
-        self._base = fft.rfft(self._probs, self._length)
+        self._base = self._spectrum_at(self._length)
         self._power = pld_fast.spectrum_power(self._base, self._start)
         for count in self._pending:
             step = self._base if count == 1 else pld_fast.spectrum_power(self._base, count)
@@ -201,8 +202,17 @@ class _Spectrum:
         length = fft_length(max(self._window(times)[1] + factor, len(self._probs)))
         if not self._fits(length, times, factor):
             return None
-        power = pld_fast.spectrum_power(fft.rfft(self._probs, length), times)
+        power = pld_fast.spectrum_power(self._spectrum_at(length), times)
         return float(self._coarse(power, length, times, delta, factor) + self._h)
+
+    def _spectrum_at(self, length: int) -> np.ndarray:
+        """The PMF's real FFT on ``length`` (read-only; the last length's is kept: the bounds of successive
+        anchors mostly share one, issue 32). The same floats as computing it afresh."""
+        if self._at_length[0] != length:
+            spectrum = fft.rfft(self._probs, length)
+            spectrum.flags.writeable = False
+            self._at_length = (length, spectrum)
+        return self._at_length[1]
 
     def room_ahead(self, factor: int) -> int:
         """The most draws, at most AHEAD, whose composition's window still fits the current length with
@@ -274,12 +284,14 @@ class _Run:
 
 class Bounds:
     """Certified upper bounds on the ε(δ) of up to ``times`` draws of one event, each built afresh from the
-    event's PLD alone (:meth:`_Spectrum.bound_at`, both adjacencies: the larger), cached per (``times``, δ):
-    the PLD accountant's amortised readings (issue 32). Nothing here touches the composition's own state."""
+    event's PLD ``pld`` alone (:meth:`_Spectrum.bound_at` with bins of ``factor`` points, both adjacencies:
+    the larger), cached per (``times``, δ): the PLD accountant's amortised readings (issue 32). Nothing here
+    touches the composition's own state."""
 
-    def __init__(self, event: PrivacyEvent, pld: Any) -> None:
+    def __init__(self, event: PrivacyEvent, pld: Any, factor: int = COARSE) -> None:
         self.event = event
         self._run = _Run(event, pld)
+        self._factor = factor
         self._cache: dict[tuple[int, float], float | None] = {}
 
     def at(self, times: int, delta: float) -> float | None:
@@ -290,7 +302,7 @@ class Bounds:
             if len(self._cache) > 64:
                 self._cache.clear()
             spectra = [sp for sp in (self._run._remove, self._run._add) if sp is not None]
-            bounds = [sp.bound_at(times, delta, COARSE) for sp in spectra]
+            bounds = [sp.bound_at(times, delta, self._factor) for sp in spectra]
             self._cache[key] = (
                 None if any(b is None for b in bounds) else max(b for b in bounds if b is not None)
             )
