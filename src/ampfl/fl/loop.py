@@ -166,7 +166,7 @@ def run_rounds(
     def evaluate(done: int, round_metrics: Mapping[str, Any], exact: bool = False) -> None:
         line = backend.evaluation_line(done, round_metrics)
         exact = exact or done == config.rounds  # the last line's ε is exact; others may be a labelled bound
-        fields = books.submit(privacy_fields, ledger, algorithm.group_budgets(), exact)
+        fields = books.defer(privacy_fields, ledger, algorithm.group_budgets(), exact)
         pending.append((line, wall(), fields))
 
     def resolve(*, wait: bool, quiet: bool = False) -> dict[str, Any] | None:
@@ -174,6 +174,8 @@ def run_rounds(
         last one moved. ``quiet``: stop, without raising, at a line whose reading failed (the run is failing
         already)."""
         moved = None
+        if wait:
+            books.hand_over()
         while pending and (wait or pending[0][2].done()):
             line, seconds, fields = pending[0]
             if quiet and fields.exception() is not None:
@@ -243,7 +245,7 @@ def run_rounds(
                 message = diverged_message(config, round_index + 1, saved_at, out, exc)
                 raise TrainingDiverged(message) from None
             backend.commit(round_index, outcome)  # recorded before the release below
-            books.submit(ledger.compose, outcome.events)  # once per round, never the history again
+            books.defer(ledger.compose, outcome.events)  # once per round, never the history again
             backend.release(outcome)
             if not algorithm.parameters_finite():
                 raise TrainingDiverged(diverged_message(config, round_index + 1, saved_at, out, None))
@@ -374,6 +376,7 @@ def _ledger_thread(books: LedgerThread, write_read_lines: Callable[[], Any]) -> 
         yield books
         books.drain()
     except BaseException:
+        books.hand_over()  # the readings deferred so far run, as they would have without batching
         write_read_lines()
         raise
     finally:
