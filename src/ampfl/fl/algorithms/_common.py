@@ -228,10 +228,10 @@ class FederatedAlgorithm(Algorithm):
             counts = np.stack(
                 [np.bincount(y[self.client_indices[int(c)]], minlength=classes) for c in self._eval_clients]
             ).astype(np.float64)
-            self._eval_proportions = torch.from_numpy(counts / np.maximum(counts.sum(1, keepdims=True), 1.0))
+            self._eval_proportions = counts / np.maximum(counts.sum(1, keepdims=True), 1.0)
         return self._eval_clients
 
-    def model_metrics(self, models: torch.Tensor) -> dict[str, torch.Tensor]:
+    def model_metrics(self, models: torch.Tensor) -> dict[str, np.ndarray]:
         """Test accuracy of the model(s) each evaluated client uses (:meth:`eval_clients`).
 
         ``models`` is one model ``[d]`` used by every client (a global model) or one row per evaluated
@@ -239,21 +239,22 @@ class FederatedAlgorithm(Algorithm):
         the whole test set and ``local``: accuracy on the client's own data distribution (the test examples
         of each label weighted by the label's share in the client's training data: the score of a test split
         drawn like the client's own data, 000's personal metric), one value per evaluated client (``test``
-        has one value for one model).
+        has one value for one model). Float64 NumPy arrays: the per-label accuracies are the engine's; the
+        few weighted sums after them are cheaper in NumPy than as torch calls (issue 32: a global model is
+        evaluated every round).
         """
         self.eval_clients()
         stacked = models[None] if models.dim() == 1 else models
         classes = self.task.dataset.num_classes
-        per_class = self.engine.class_accuracy(
-            self.model, stacked, self.x_test, self.y_test, classes
-        ).double()
+        per_class = self.engine.class_accuracy(self.model, stacked, self.x_test, self.y_test, classes)
+        per_label = per_class.cpu().numpy().astype(np.float64)
         if getattr(self, "_test_counts", (None, None))[0] is not self.y_test:  # per label, and their total
-            counts = torch.bincount(self.y_test, minlength=classes)[:classes].double()
-            self._test_counts = (self.y_test, counts, counts.sum().clamp(min=1.0))
+            counts = np.bincount(self.y_test.cpu().numpy(), minlength=classes)[:classes].astype(np.float64)
+            self._test_counts = (self.y_test, counts, max(float(counts.sum()), 1.0))
         _, counts, total = self._test_counts
-        test = (per_class * counts).sum(1) / total
+        test = (per_label * counts).sum(1) / total
         proportions = self._eval_proportions if models.dim() == 1 else self._eval_proportions[: len(models)]
-        local = (per_class * proportions).sum(1)
+        local = (per_label * proportions).sum(1)
         return {"test": test, "local": local}
 
     def evaluate(self) -> dict[str, float]:
@@ -263,7 +264,7 @@ class FederatedAlgorithm(Algorithm):
         return {
             "accuracy": float(scores["test"][0]),
             "local_accuracy_mean": float(local.mean()),
-            "local_accuracy_std": float(local.std(unbiased=False)),
+            "local_accuracy_std": float(local.std()),
         }
 
     def parameters_finite(self) -> bool:

@@ -86,9 +86,9 @@ class LocalOnly(FederatedAlgorithm):
         return {
             "accuracy": float(test.mean()),
             "personal_accuracy_mean": float(test.mean()),
-            "personal_accuracy_std": float(test.std(unbiased=False)),
+            "personal_accuracy_std": float(test.std()),
             "local_accuracy_mean": float(local.mean()),
-            "local_accuracy_std": float(local.std(unbiased=False)),
+            "local_accuracy_std": float(local.std()),
         }
 
     def parameters_finite(self) -> bool:

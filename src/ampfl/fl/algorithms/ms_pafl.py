@@ -250,9 +250,9 @@ class MSPAFL(FederatedAlgorithm):
         return {
             "accuracy": self.global_accuracy(self.public_model()),
             "personal_accuracy_mean": float(personal.mean()),
-            "personal_accuracy_std": float(personal.std(unbiased=False)),
+            "personal_accuracy_std": float(personal.std()),
             "local_accuracy_mean": float(local.mean()),
-            "local_accuracy_std": float(local.std(unbiased=False)),
+            "local_accuracy_std": float(local.std()),
         }
 
     # -- the round protocol (ampfl.fl.algorithms.round_protocol) ---------------------------------------
