@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,56 @@ def test_close_drops_operations_not_started() -> None:
     gate.set()
     closer.join(timeout=10)
     assert not closer.is_alive() and queued.cancelled() and ran == []
+
+
+def test_deferred_operations_wait_for_a_hand_over_and_keep_their_order() -> None:
+    books = LedgerThread(batch_seconds=3600.0)  # nothing is handed over by the clock here
+    seen: list[str] = []
+    deferred = [books.defer(seen.append, f"d{k}") for k in range(3)]
+    time.sleep(0.05)
+    assert seen == [] and not any(f.done() for f in deferred)  # queued in the caller's thread only
+    assert books.call(len, seen) == 3  # a wait hands them over first, in order
+    later = books.defer(seen.append, "late")
+    books.drain()
+    assert seen == ["d0", "d1", "d2", "late"] and later.done() and all(f.done() for f in deferred)
+    books.close()
+
+
+def test_deferred_operations_are_handed_over_by_the_clock() -> None:
+    books = LedgerThread(batch_seconds=0.0)  # every deferred operation goes at once
+    done = threading.Event()
+    books.defer(done.set)
+    assert done.wait(timeout=10)
+    books.close()
+
+
+def test_a_failing_deferred_operation_fails_the_ones_after_it() -> None:
+    books = LedgerThread(batch_seconds=3600.0)
+
+    def fail() -> None:
+        raise ArithmeticError("composition broke")
+
+    before, broken, after = books.defer(int, "1"), books.defer(fail), books.defer(int, "2")
+    with pytest.raises(ArithmeticError, match="composition broke"):
+        books.drain()
+    assert before.result() == 1
+    for future in (broken, after):
+        with pytest.raises(ArithmeticError, match="composition broke"):
+            future.result()
+    books.close()
+
+
+def test_close_cancels_deferred_operations() -> None:
+    books = LedgerThread(batch_seconds=3600.0)
+    gate = threading.Event()
+    books.submit(gate.wait)
+    handed = books.submit(int, "1")  # handed over, not started
+    kept = books.defer(int, "2")  # never handed over
+    closer = threading.Thread(target=books.close)
+    closer.start()
+    gate.set()
+    closer.join(timeout=10)
+    assert not closer.is_alive() and handed.cancelled() and kept.cancelled()
 
 
 def _digits_config(accountant: str, **privacy: Any) -> Any:
