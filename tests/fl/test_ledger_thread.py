@@ -99,6 +99,24 @@ def test_a_failing_deferred_operation_fails_the_ones_after_it() -> None:
     books.close()
 
 
+@pytest.mark.parametrize("threaded", [True, False])
+def test_an_interrupt_reaches_every_operation_after_it(threaded: bool) -> None:
+    books = LedgerThread(threaded=threaded, batch_seconds=3600.0)
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    if not threaded:  # run inline: raised in the caller at once
+        with pytest.raises(KeyboardInterrupt):
+            books.defer(interrupted)
+        return
+    hit, after = books.defer(interrupted), books.defer(int, "1")
+    books.hand_over()
+    for future in (hit, after):  # resolved, never left pending (a failing run waits on them)
+        assert isinstance(future.exception(timeout=10), KeyboardInterrupt)
+    books.close()
+
+
 def test_close_cancels_deferred_operations() -> None:
     books = LedgerThread(batch_seconds=3600.0)
     gate = threading.Event()

@@ -80,14 +80,21 @@ class LedgerThread:
 
     def _run_batch(self, batch: list[_Op]) -> None:
         """Run ``batch`` in order, each result or error into its future (after a failure, every later
-        operation fails with it: :meth:`_guarded`)."""
-        for fn, args, future in batch:
+        operation fails with it: :meth:`_guarded`). An interrupt (not an ``Exception``) is set on every
+        operation left and raised: run inline, it reaches the caller at once."""
+        for i, (fn, args, future) in enumerate(batch):
             if not future.set_running_or_notify_cancel():
                 continue
             try:
                 future.set_result(self._guarded(fn, *args))
+            except Exception as exc:
+                future.set_exception(exc)
             except BaseException as exc:
                 future.set_exception(exc)
+                for _, _, left in batch[i + 1 :]:
+                    if left.set_running_or_notify_cancel():
+                        left.set_exception(exc)
+                raise
 
     def hand_over(self) -> None:
         """Give the deferred operations to the worker now (one job), or run them now without one."""
