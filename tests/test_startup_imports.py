@@ -193,13 +193,17 @@ def test_whole_process_freezes_the_gc_after_a_one_shot_command_only(monkeypatch,
     from ampfl import cli
 
     calls = []
-    monkeypatch.setattr(cli, "main", lambda a: calls.append(("main", a, cli._numpy_untracked)) or 3)
+
+    def main(argv, numpy_untracked):
+        calls.append(("main", argv, numpy_untracked))
+        return 3
+
+    monkeypatch.setattr(cli, "main", main)
     monkeypatch.setattr(gc, "freeze", lambda: calls.append(("freeze", None)))
     monkeypatch.setattr(cli, "_idle_blas_threads_sleep", lambda a: calls.append(("blas", a)))
     assert cli._whole_process(argv) == 3
-    # main runs with numpy to be loaded untracked (one-shot commands only), and the flag is reset after
+    # main runs with numpy to be loaded untracked (one-shot commands only)
     assert calls == [("blas", argv), ("main", argv, frozen), *([("freeze", None)] if frozen else [])]
-    assert cli._numpy_untracked is False
 
 
 @pytest.mark.parametrize(
@@ -217,10 +221,9 @@ def test_numpy_is_loaded_untracked_after_parsing_only_in_a_whole_process(
     from ampfl import cli
 
     calls = []
-    monkeypatch.setattr(cli, "_numpy_untracked", flag)
     monkeypatch.setattr(cli, "_load_numpy_untracked", lambda: calls.append("load"))
     try:
-        cli.main(argv)
+        cli.main(argv, numpy_untracked=flag)
     except SystemExit:
         pass
     capsys.readouterr()

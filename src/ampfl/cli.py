@@ -124,12 +124,15 @@ def _render(result: dict[str, Any]) -> None:
     Console().print(table)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``ampfl`` console script; returns the exit code."""
+def main(argv: Sequence[str] | None = None, *, numpy_untracked: bool = False) -> int:
+    """Entry point of the ``ampfl`` console script; returns the exit code. ``numpy_untracked``: load numpy
+    through :func:`_load_numpy_untracked` once the command line has parsed, before the handler runs (only
+    for the whole process of a one-shot command, :func:`_whole_process`: a library caller of :func:`main`
+    keeps its own collector state)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            code = _main(argv)
+            code = _main(argv, numpy_untracked)
         except BrokenPipeError:  # `ampfl ... | head`: the reader left; no traceback, the shell's code 141
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush cannot fail again
@@ -143,11 +146,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _main(argv: Sequence[str] | None, numpy_untracked: bool) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = build_parser(command_of(argv)).parse_args(argv)
-        if _numpy_untracked:
+        if numpy_untracked:
             _load_numpy_untracked()
         result = args.handler(args)
     except CommandFailed as exc:
@@ -203,22 +206,12 @@ def _whole_process(argv: list[str]) -> int:
     numpy and the accountants leave, ~12 ms of ~190 ms of ``account poisson`` (issue 32). Modules are still
     torn down, and atexit handlers and open files run and flush as usual.
     """
-    global _numpy_untracked
     one_shot = bool(argv[:1]) and argv[0] in _ONE_SHOT_VERBS
     _idle_blas_threads_sleep(argv)
-    _numpy_untracked = one_shot
-    try:
-        code = main(argv)
-    finally:
-        _numpy_untracked = False
+    code = main(argv, numpy_untracked=one_shot)
     if one_shot:
         gc.freeze()
     return code
-
-
-#: Set by :func:`_whole_process` while it runs a one-shot command: :func:`_main` then loads numpy through
-#: :func:`_load_numpy_untracked` once the command line has parsed, before the handler runs.
-_numpy_untracked = False
 
 
 def _load_numpy_untracked() -> None:
