@@ -161,6 +161,23 @@ def _stop_group(process: subprocess.Popen[bytes], grace: float = GRACE_SECONDS) 
     process.wait()
 
 
+def _kill_marked(marker: str, patience: float = GRACE_SECONDS) -> None:
+    """SIGKILL every live process marked with ``marker``, again until none is left (a killed process takes a
+    moment to die, and one a SuperNode was starting may appear after the first look), for at most
+    ``patience`` seconds."""
+    deadline = time.monotonic() + patience
+    while True:
+        left = marked_processes(marker)
+        if not left or time.monotonic() > deadline:
+            return
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.02)
+
+
 class LocalFederation:
     """One SuperLink and ``num_clients`` SuperNodes on this machine (module docstring).
 
@@ -322,12 +339,8 @@ class LocalFederation:
             _stop_group(process)
         self.processes.clear()
         self.names.clear()
-        if self.marker:  # descendants that left their process group
-            for pid in marked_processes(self.marker):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        if self.marker:  # descendants that left their process group (or were starting while we stopped)
+            _kill_marked(self.marker)
         if self.watchdog is not None:
             self.watchdog.terminate()
             self.watchdog.wait()
