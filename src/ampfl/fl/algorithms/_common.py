@@ -102,6 +102,12 @@ class FederatedAlgorithm(Algorithm):
         self.global_params = self.model.initial()
 
     # -- helpers --------------------------------------------------------------------------------------
+    def sizes_from_data_allowed(self, private: bool) -> bool:
+        """Whether a size counted from the data may stand in for a declared public constant: only without a
+        guarantee (not ``private``) or under ``[privacy] neighbouring = "replace-one"`` (dataset sizes
+        declared public). The one policy of :meth:`public_constant` and of the GDPFed group sizes."""
+        return not private or self.privacy.neighbouring == "replace-one"
+
     def public_constant(self, declared: float | None, *, key: str, from_data: float, private: bool) -> float:
         """The constant a server step divides by: ``declared`` (``algorithm.<key>``, public configuration).
 
@@ -115,7 +121,7 @@ class FederatedAlgorithm(Algorithm):
         """
         if declared is not None:
             return float(declared)
-        if not private or self.privacy.neighbouring == "replace-one":
+        if self.sizes_from_data_allowed(private):
             return float(from_data)
         raise ValueError(
             f"algorithm.{key}: required: the server step divides by it, so a private run must declare it "

@@ -159,7 +159,7 @@ class GroupFederatedAlgorithm(GroupRoundProtocol, FederatedAlgorithm):
                     f"({g}). Found {len(declared)}."
                 )
             return np.asarray(declared, dtype=np.int64)
-        if not self.private or self.privacy.neighbouring == "replace-one":
+        if self.sizes_from_data_allowed(self.private):
             return self.sizes.copy()
         raise ValueError(
             "algorithm.expected_group_sizes: required: the plan and the server step use the group sizes, so "
