@@ -15,24 +15,25 @@ budget check (``max_epsilon``, per-group budgets), a checkpoint, the summary. Af
 worker runs nothing more, and the error is raised in the run's thread at the next wait, with its own type and
 message.
 
-Issue 32: with the PLD accountant the reading itself is amortised — between anchors a line carries a
+Issue 32: with the PLD accountant the reading itself is amortised — every line but the last carries a
 certified upper bound (``epsilon_upper_bound``) that one coarse FFT serves for many rounds
 (:meth:`ampfl.accounting.accountants.pld.PLDAccountant.epsilon_reading`) — so the worker mostly composes.
 
 Batches (issue 32): a hand-off to the worker is not free — a queue, a wake-up, and the GIL passed back and
 forth between the worker's small NumPy calls and the training's small torch calls — and once the reading is
 amortised it costs more than the reading itself (measured on the 200-round digits run: the worker cost as
-much wall time as running every operation inline). So the round's composition and the evaluation's reading
-are :meth:`LedgerThread.defer`-red: queued in the caller's thread and handed over together at most every
-``batch_seconds`` (default 0.05 s) of wall time, or as soon as the run waits on the ledger. A run of 2 ms
-rounds hands over once per ~25 rounds; a run of 1 s rounds every round, as before. A line waits for its ε
-(in ``pending``) at most that long; the order of the operations, and so every number, is unchanged.
+much wall time as running every operation inline). So the loop defers the round's composition and the
+evaluation's reading (:meth:`LedgerThread.defer`): they are queued in the caller's thread and handed over
+together at most every ``batch_seconds`` (default 0.05 s) of wall time, or as soon as the run waits on the
+ledger. A run of 2 ms rounds hands over once per ~25 rounds; a run of 1 s rounds every round, as before. A
+line waits for its ε (in ``pending``) about that long more; the order of the operations, and so every
+number, is unchanged.
 
 Why it is faster: NumPy's FFT and array loops release the GIL (and the ledger calls no threaded BLAS,
 whose idle workers spin: see ``pld_fast.log_mgfs``), and the run's torch computes on ``[engine] threads``
 threads (default 1), so on a machine with two or more cores the readings of round r run while round r + 1
 trains. With one core the order of work is the same as before and nothing is gained or lost but a thread
-switch per round (``threaded=False`` runs every operation at once, in the caller's thread).
+switch per hand-off (``threaded=False`` runs every operation at once, in the caller's thread).
 """
 
 from __future__ import annotations
