@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU build of torch first, so that pip never fetches CUDA wheels.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[train,dev,flower]'
+	$(PY) -m pip install -q -e '.[train,dev,flower,opacus]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,7 +1,7 @@
 """Empirical audit of every private algorithm's quick config (issue 27): the table of docs/audit.md.
 
 Run: ``.venv/bin/python bench/audit_table.py [--canaries 500] [--runs 1] [--out runs/audit_table] [--only
-SUBSTRING]``. For each configuration it runs :func:`ampfl.fl.audit_run.audit_run` (secret canaries, real code
+SUBSTRING]``. For each configuration it runs :func:`ampfl.fl.audit.run.audit_run` (secret canaries, real code
 path) and prints one markdown row: ε accounted, ε unamplified, ε lower (95%), ratio, canaries, runs, verdict,
 wall time and the 1-minute load average at the end of the row. A configuration the auditor cannot handle is
 listed with the one-line reason. Rows marked "patched" run a deliberately broken algorithm (its accounted
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ampfl.fl.algorithms import ALGORITHMS
-from ampfl.fl.audit_run import audit_run
+from ampfl.fl.audit.run import audit_run
 from ampfl.fl.config import load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,7 +150,7 @@ def configs() -> dict[str, Any]:
 
 def _unsplit(split: Any) -> Any:
     """The example with num_submodels = 1 at the split run's calibrated z (its unsplit twin)."""
-    from ampfl.fl.run import build_algorithm, build_task
+    from ampfl.fl.run.experiment import build_algorithm, build_task
 
     z = build_algorithm(split, build_task(split)).noise_multiplier  # type: ignore[attr-defined]
     params = split.algorithm.params.model_copy(
@@ -161,7 +161,7 @@ def _unsplit(split: Any) -> Any:
 
 def _padded(config: Any) -> Any:
     """The digits task of ``config`` as [n, 1, 28, 28] images (8 × 8 centred in zeros) for the 28 × 28 CNN."""
-    from ampfl.fl.run import build_task
+    from ampfl.fl.run.experiment import build_task
     from ampfl.fl.task import Task
 
     flat = build_task(config)
@@ -230,7 +230,7 @@ def _z0() -> Any:
 
 def _unamplified(config: Any, folder: Path, noise: dict[str, Any]) -> float:
     """ε of the same run under ``[privacy] accounting = "no-amplification"`` (its unamplified twin)."""
-    from ampfl.fl.run import clear_run_folder, run_experiment
+    from ampfl.fl.run.experiment import clear_run_folder, run_experiment
 
     privacy = config.privacy.model_copy(update={"accounting": "no-amplification"})
     params = config.algorithm.params

@@ -4,8 +4,9 @@ One workload = R rounds of FedAvg (or DP-FedAvg: client updates clipped to C = 1
 sum) with K clients per round, each running Q = 5 local SGD steps on mini-batches of b = 10 examples, and one
 evaluation at the end. The same workload runs through
 
-* ``ampfl``: :func:`ampfl.fl.run.run_experiment` on a config (vectorised engine, run accountant, metrics,
-  summary; checkpoints and plots off; the task built once, outside the timing, like a warm data cache);
+* ``ampfl``: :func:`ampfl.fl.run.experiment.run_experiment` on a config (vectorised engine, run accountant,
+  metrics, summary; checkpoints and plots off; the task built once, outside the timing, like a warm data
+  cache);
 * ``loop``: what one writes by hand in PyTorch: for every client, load the global weights into an
   ``nn.Module``, run Q steps of ``torch.optim.SGD``, collect the update (DP: clip it, noise the sum), average;
 * ``central``: one model, R·Q steps of plain SGD on batches of K·b examples — the same example-gradients;
@@ -46,7 +47,7 @@ import torch
 
 from ampfl.fl.config import parse_config
 from ampfl.fl.models import build_model
-from ampfl.fl.run import build_task, clear_run_folder, run_experiment
+from ampfl.fl.run.experiment import build_task, clear_run_folder, run_experiment
 from engine import timed_interleaved
 from flower_workload import flower_available, flower_run
 

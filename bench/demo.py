@@ -32,7 +32,7 @@ CLI = [sys.executable, "-m", "ampfl.cli"]
 
 def _rows(out: Path) -> dict[str, list[str]]:
     table = (
-        "from ampfl.fl.demo import run_demo; "
+        "from ampfl.fl.demo.amplification import run_demo; "
         f"run_demo({str(out / 'table')!r}, progress=False, epsilons=[2.0])"
     )
     return {

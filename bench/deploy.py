@@ -95,7 +95,7 @@ def run_contender(
     """One deployment of ``config_path`` with the ``name`` ClientApp; returns ``(kind, cpu_s, rss_kb,
     wall_s)`` per message (``kind`` ``query`` or ``train``)."""
     from ampfl.fl.config import config_to_dict, load_config
-    from ampfl.fl.run import SUMMARY
+    from ampfl.fl.run.experiment import SUMMARY
     from ampfl.flower.common import algorithm_from_config
     from ampfl.flower.deploy import write_app
     from ampfl.flower.local import LocalFederation, flwr_run

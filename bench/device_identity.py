@@ -43,7 +43,7 @@ CASES = {
 def lines(device: str) -> dict[str, list[dict[str, object]]]:
     """Every case's released and diagnostic lines (the child process's work)."""
     from ampfl.fl.config import parse_config
-    from ampfl.fl.run import run_experiment
+    from ampfl.fl.run.experiment import run_experiment
 
     out: dict[str, list[dict[str, object]]] = {}
     for name, case in CASES.items():

@@ -4,9 +4,9 @@ For each model (logistic regression on Adult, the 004 Fig. 8 CNN on Fashion-MNIS
 "round" is K clients each running Q local SGD steps on mini-batches of b examples (000 Eq. 2b), and the
 aggregation (mean of the K models). We time
 
-* ``vectorised``: :meth:`ampfl.fl.engine.Engine.local_sgd` with ``average=True`` (the mean of the K models,
-  what FedAvg keeps; vmap over clients; for the CNN its ``forward_stacked`` fast path with the first FC layer
-  in low-rank form, and ``vmap path`` = the same with ``EngineOptions(model_fast_path=False)``);
+* ``vectorised``: :meth:`ampfl.fl.engine.vectorised.Engine.local_sgd` with ``average=True`` (the mean of the K
+  models, what FedAvg keeps; vmap over clients; for the CNN its ``forward_stacked`` fast path with the first
+  FC layer in low-rank form, and ``vmap path`` = the same with ``EngineOptions(model_fast_path=False)``);
 * ``sequential``: the same call with ``EngineOptions(vectorized=False)`` (a Python loop over clients and steps
   with plain autograd);
 * ``centralized``: one model, Q steps of plain ``loss.backward(); optimizer.step()`` on batches of K·b
@@ -38,7 +38,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from ampfl.fl.engine import Engine, EngineOptions, FunctionalModel
+from ampfl.fl.engine.vectorised import Engine, EngineOptions, FunctionalModel
 from ampfl.fl.models import build_model
 from ampfl.fl.sampling import local_batches
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ampfl.fl.algorithms import ALGORITHMS
 from ampfl.fl.config import parse_config
-from ampfl.fl.run import run_experiment
+from ampfl.fl.run.experiment import run_experiment
 
 ROUNDS = 20
 

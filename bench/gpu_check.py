@@ -3,13 +3,13 @@
 Runs the logreg (Adult) and CNN (Fashion-MNIST) workloads of ``bench/compare.py`` — R rounds of FedAvg and
 DP-FedAvg (C = 1, z = 1), K clients per round, Q = 5 local steps of b = 10, one evaluation at the end —
 through
-``ampfl.fl.run.run_experiment`` with ``[engine] device = "cpu"`` (``--cpu-threads`` torch threads, default
-all cores) and ``"cuda"``, interleaved (one warm-up run each, then ``--repeats`` pairs; medians), and prints a
-markdown table for docs/performance.md: seconds per round (the summary's ``round_seconds_mean``: client work,
-server step, accounting), CPU ÷ GPU, final accuracy on each device (the same privacy randomness on both: the
-noise is drawn on the CPU; only the clients' float rounding differs), whether two CUDA runs gave the same
-``metrics.jsonl`` bit for bit, and the peak CUDA memory. It also lists the determinism warnings torch raised
-on CUDA (operations without a deterministic kernel under ``torch.use_deterministic_algorithms(True,
+``ampfl.fl.run.experiment.run_experiment`` with ``[engine] device = "cpu"`` (``--cpu-threads`` torch threads,
+default all cores) and ``"cuda"``, interleaved (one warm-up run each, then ``--repeats`` pairs; medians), and
+prints a markdown table for docs/performance.md: seconds per round (the summary's ``round_seconds_mean``:
+client work, server step, accounting), CPU ÷ GPU, final accuracy on each device (the same privacy randomness
+on both: the noise is drawn on the CPU; only the clients' float rounding differs), whether two CUDA runs gave
+the same ``metrics.jsonl`` bit for bit, and the peak CUDA memory. It also lists the determinism warnings torch
+raised on CUDA (operations without a deterministic kernel under ``torch.use_deterministic_algorithms(True,
 warn_only=True)``), and times one quick reproduction on the device (``--reproduction``; ``--device cuda``
 when ``ampfl reproduce`` has the flag, else its configs' default ``"auto"``).
 
@@ -38,7 +38,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ampfl.fl.config import RunConfig
-from ampfl.fl.run import build_task, clear_run_folder, run_experiment
+from ampfl.fl.run.experiment import build_task, clear_run_folder, run_experiment
 from compare import _config
 
 

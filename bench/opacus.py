@@ -6,8 +6,9 @@ rate η. The same step runs through
 
 * ``ampfl``: :class:`ampfl.fl.algorithms.dp_sgd_partition.DPSGDPartition` with one example per client, d = 1,
   Q = 1, b = 1, local rate 1, ``server_learning_rate`` η, ``expected_clients`` B: its fast path
-  (:mod:`ampfl.fl.per_example`); ``ampfl-before``: the same object with ``fast_path = False`` (each sampled
-  example a client with its own copy of the weights, masks and ``clip_parts``: the path before issue 32);
+  (:mod:`ampfl.fl.engine.per_example`); ``ampfl-before``: the same object with ``fast_path = False`` (each
+  sampled example a client with its own copy of the weights, masks and ``clip_parts``: the path before issue
+  32);
 * ``opacus``: Opacus's ``PrivacyEngine.make_private`` (hooks mode, Poisson sampling in its ``DPDataLoader``,
   ``torch.optim.SGD`` at η) on the same network with the same initial weights and the same data.
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from ampfl.fl.config import load_config, parse_config
-from ampfl.fl.run import run_experiment
+from ampfl.fl.run.experiment import run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,7 @@ Start-up stays light: building the parser imports only the stdlib and the comman
 functions; numpy, scipy, dp-accounting, matplotlib, torch and :mod:`ampfl.fl` are imported by the handler
 that needs them (``tests/cli/test_startup.py``, ``bench/startup.py``). A command line that names a command
 (``ampfl account poisson ...``) builds that command's parser alone (:data:`ampfl.commands.COMMANDS`): the
-same parser, without importing the other command modules or building their parsers (issue 32).
+same parser, without importing the other command modules or building their parsers.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def _rows(key: str, value: Any) -> Iterator[tuple[str, str]]:
 
 
 def _render(result: dict[str, Any]) -> None:
-    """The human-readable form of a result: one row per scalar, no JSON in the cells (issue 32)."""
+    """The human-readable form of a result: one row per scalar, no JSON in the cells."""
     from rich.console import Console
     from rich.table import Table
 
@@ -203,7 +203,7 @@ def _whole_process(argv: list[str]) -> int:
     (:func:`_idle_blas_threads_sleep`), loads numpy with the collector off (:func:`_load_numpy_untracked`)
     and, once it has printed its answer, freezes the objects the garbage
     collector tracks (``gc.freeze``): the collections of the interpreter's exit then skip the ~20 000 objects
-    numpy and the accountants leave, ~12 ms of ~190 ms of ``account poisson`` (issue 32). Modules are still
+    numpy and the accountants leave, ~12 ms of ~190 ms of ``account poisson``. Modules are still
     torn down, and atexit handlers and open files run and flush as usual.
     """
     one_shot = bool(argv[:1]) and argv[0] in _ONE_SHOT_VERBS
@@ -220,7 +220,7 @@ def _load_numpy_untracked() -> None:
 
     Importing numpy creates ~20 000 long-lived objects; with the collector on, the allocations trigger
     collections that traverse them again and again (~47 collections, ~8 ms of ~170 CPU-ms of ``ampfl account
-    poisson``, issue 32). Frozen, they are never traversed; the collector runs as usual for everything the
+    poisson``). Frozen, they are never traversed; the collector runs as usual for everything the
     handler creates afterwards, so a long ``calibrate`` or ``plan`` keeps its memory bounded. Only for the
     whole process of a one-shot command (a library caller of :func:`main` keeps its own collector state).
     """
@@ -237,7 +237,7 @@ def _idle_blas_threads_sleep(argv: Sequence[str]) -> None:
     before it sleeps (2^n cycles; default 2^28, ~0.1 s), read when numpy loads it (no handler has imported
     numpy yet). Loading numpy starts the workers, and with the default they spin ~0.1 s on another core with
     no work to do: 40–50 ms of CPU in ``ampfl account poisson`` (~20 %), which on a busy 2-core machine is
-    wall time too (docs/performance.md, issue 32). With 2^4 cycles they sleep at once; the number of
+    wall time too (docs/performance.md). With 2^4 cycles they sleep at once; the number of
     threads, hence how any BLAS call splits its work and its result, is unchanged. An explicit
     ``OPENBLAS_THREAD_TIMEOUT`` wins."""
     if argv[:1] and argv[0] in _ONE_SHOT_VERBS:
@@ -247,7 +247,7 @@ def _idle_blas_threads_sleep(argv: Sequence[str]) -> None:
 def _prefer_huge_pages() -> None:
     """PyTorch's switch for 2 MB pages on CPU tensors of at least 2 MB, read at torch's first allocation (no
     handler has imported torch yet): without it a CNN round's tens of MB of activations page-fault anew at
-    every step (docs/performance.md, issue 32). An explicit ``THP_MEM_ALLOC_ENABLE`` wins."""
+    every step (docs/performance.md). An explicit ``THP_MEM_ALLOC_ENABLE`` wins."""
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 

@@ -4,7 +4,7 @@ Every file ampfl writes goes to a temporary sibling first and is moved into plac
 so a reader (or a resumed run) never sees a half-written file.
 
 The CLI imports this module at start-up for :func:`dumps_json`, so the writers import ``csv``, ``pathlib``
-and ``tempfile`` where they run (together ~10 ms, ~5 % of ``ampfl account poisson``; issue 32).
+and ``tempfile`` where they run (together ~10 ms, ~5 % of ``ampfl account poisson``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,12 @@
-"""The imports of ``src/ampfl/accounting`` form layers (issue 29): no cycle, and no accountant imports a paper
+"""The imports of ``src/ampfl`` form layers. In ``accounting/``: no cycle, and no accountant imports a paper
 module. Read from the source (every ``import``, at module level or inside a function, ``TYPE_CHECKING``
-included), not from ``sys.modules``. String references of the mechanism registry are not imports: the
-registry is the one place that names the papers' bounds."""
+included), not from ``sys.modules``. String references of a registry are not imports: the mechanism
+registry is the one place that names the papers' bounds, the algorithm table the one that names algorithms.
+
+In the whole package: no cycle of imports that run (module level or inside a function), nothing below the
+CLI imports a command, and nothing of the simulator or the deployment imports a reproduction. Imports under
+``if TYPE_CHECKING:`` only name types for annotations; the cycles they still close are listed in
+:data:`TYPE_ONLY_CYCLES`, which may shrink but not grow."""
 
 from __future__ import annotations
 
@@ -12,21 +17,38 @@ import ampfl.accounting
 
 ROOT = Path(ampfl.accounting.__file__).parent
 PREFIX = "ampfl.accounting"
+PACKAGE_ROOT = ROOT.parent
 PAPERS = ("partition", "random_checkin", "ms_pafl", "groups", "pm_sfl", "audit")
 
 
-def _modules() -> dict[str, Path]:
+def _modules(root: Path = ROOT, prefix: str = PREFIX) -> dict[str, Path]:
     out = {}
-    for path in ROOT.rglob("*.py"):
-        parts = path.relative_to(ROOT).with_suffix("").parts
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
         if parts[-1] == "__init__":
             parts = parts[:-1]
-        out[".".join((PREFIX, *parts))] = path
+        out[".".join((prefix, *parts))] = path
     return out
 
 
-def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """module -> the accounting modules it imports (``from pkg import submodule`` counts as the submodule)."""
+def _without_type_checking(tree: ast.Module) -> ast.Module:
+    """``tree`` less its ``if TYPE_CHECKING:`` blocks (their ``else`` kept)."""
+
+    class Strip(ast.NodeTransformer):
+        def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt] | None:
+            test = node.test
+            name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", None)
+            if name == "TYPE_CHECKING":
+                return node.orelse or None
+            self.generic_visit(node)
+            return node
+
+    return Strip().visit(tree)
+
+
+def _imports(modules: dict[str, Path], *, type_only: bool = True) -> dict[str, set[str]]:
+    """module -> the listed modules it imports (``from pkg import submodule`` counts as the submodule);
+    ``type_only=False`` leaves out the imports under ``if TYPE_CHECKING:``."""
 
     def known(name: str) -> str | None:
         while name and name not in modules:
@@ -37,7 +59,8 @@ def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree if type_only else _without_type_checking(tree)):
             if isinstance(node, ast.Import):
                 targets.update(filter(None, (known(a.name) for a in node.names)))
             elif isinstance(node, ast.ImportFrom):
@@ -155,3 +178,58 @@ def test_the_registry_and_the_kernels_import_nothing_above_them() -> None:
         and t.rpartition(".")[2] not in ("pld_fast", "pld_dense", "rdp_wor")
     }
     assert above == set()
+
+
+PACKAGE = _modules(PACKAGE_ROOT, "ampfl")
+RUNTIME = _imports(PACKAGE, type_only=False)
+ALL_IMPORTS = _imports(PACKAGE)
+
+#: Cycles closed only by imports under ``if TYPE_CHECKING:`` (annotations that name a type of a module above).
+TYPE_ONLY_CYCLES = [
+    [
+        "ampfl.fl.algorithms",
+        "ampfl.fl.algorithms.base",
+        "ampfl.fl.config",
+        "ampfl.fl.privacy.calibration",
+        "ampfl.fl.privacy.run_accountant",
+    ],
+    ["ampfl.fl.algorithms.dp_sgd_partition", "ampfl.fl.algorithms.dp_sgd_partition_protocol"],
+    ["ampfl.fl.algorithms.gdpfed_groups", "ampfl.fl.algorithms.gdpfed_protocol"],
+    ["ampfl.fl.data.slot_grid", "ampfl.fl.data.slot_rows"],
+    ["ampfl.fl.split.depthfl", "ampfl.fl.split.depthfl_protocol"],
+]
+
+
+def test_the_whole_package_is_read() -> None:
+    assert "ampfl.fl.algorithms.fedavg" in PACKAGE and "ampfl.flower.client_app" in PACKAGE
+    assert "ampfl.fl.algorithms.base" in RUNTIME["ampfl.fl.algorithms.fedavg"] | set().union(
+        *(RUNTIME[m] for m in RUNTIME["ampfl.fl.algorithms.fedavg"])
+    )
+    stripped = _without_type_checking(ast.parse("if TYPE_CHECKING:\n    import a\nelse:\n    import b\n"))
+    assert [n.names[0].name for n in ast.walk(stripped) if isinstance(n, ast.Import)] == ["b"]
+
+
+def test_the_package_runs_no_import_cycle() -> None:
+    assert _cycles(RUNTIME) == []
+
+
+def test_type_only_cycles_do_not_grow() -> None:
+    found = [sorted(c) for c in _cycles(ALL_IMPORTS)]
+    assert [c for c in found if c not in [sorted(k) for k in TYPE_ONLY_CYCLES]] == []
+
+
+def test_no_arrow_runs_up_to_the_cli_or_the_reproductions() -> None:
+    below = {
+        m: t for m, t in ALL_IMPORTS.items() if m.startswith(("ampfl.fl", "ampfl.flower", "ampfl.accounting"))
+    }
+    up = {
+        m: sorted(x for x in t if x.startswith(("ampfl.reproduce", "ampfl.commands", "ampfl.cli")))
+        for m, t in below.items()
+    }
+    assert {m: t for m, t in up.items() if t} == {}
+    into_fl = {
+        m: sorted(x for x in t if x.startswith(("ampfl.fl", "ampfl.flower")))
+        for m, t in ALL_IMPORTS.items()
+        if m.startswith("ampfl.accounting")
+    }
+    assert {m: t for m, t in into_fl.items() if t} == {}

@@ -45,11 +45,13 @@ def _split(event):
 def test_answer_is_the_smaller_of_the_two_compositions(event, steps):
     acc = PLDAccountant(H, refine=False).compose(event, steps)
     refined, split = _refined(event).self_compose(steps), _split(event).self_compose(steps)
+    floor = pld_module.PLD_DELTA_FLOOR  # the accountant reads at its numerical floor
     for delta in (1e-5, 1e-8):
-        direct = min(refined.get_epsilon_for_delta(delta), split.get_epsilon_for_delta(delta))
+        at = delta - floor
+        direct = min(refined.get_epsilon_for_delta(at), split.get_epsilon_for_delta(at))
         assert acc.get_epsilon(delta) == pytest.approx(direct, rel=1e-6)
     for eps in (0.01, 0.2):
-        direct = min(refined.get_delta_for_epsilon(eps), split.get_delta_for_epsilon(eps))
+        direct = min(refined.get_delta_for_epsilon(eps), split.get_delta_for_epsilon(eps)) + floor
         assert acc.get_delta(eps) == pytest.approx(direct, rel=1e-6, abs=1e-15)
     # where participation is nearly hidden (z = 3), the split wins by a wide margin (one round ~3x at d = 100)
     assert acc.get_epsilon(1e-5) < 0.8 * refined.get_epsilon_for_delta(1e-5)
@@ -68,8 +70,10 @@ def test_never_above_the_refinement_alone(p, q, d, z, steps, eps):
     event = _event(p, q, d, z)
     acc = PLDAccountant(H, refine=False).compose(event, steps)
     refined = _refined(event).self_compose(steps)
-    assert acc.get_delta(eps) <= refined.get_delta_for_epsilon(eps) * (1 + 1e-9) + 1e-15
-    assert acc.get_epsilon(1e-6) <= refined.get_epsilon_for_delta(1e-6) * (1 + 1e-9) + 1e-12
+    # the accountant reads at its numerical floor (delta - PLD_DELTA_FLOOR, delta(eps) + PLD_DELTA_FLOOR)
+    floor = pld_module.PLD_DELTA_FLOOR
+    assert acc.get_delta(eps) <= refined.get_delta_for_epsilon(eps) * (1 + 1e-9) + floor + 1e-15
+    assert acc.get_epsilon(1e-6) <= refined.get_epsilon_for_delta(1e-6 - floor) * (1 + 1e-9) + 1e-12
 
 
 def test_mixed_history_and_resume():

@@ -206,7 +206,7 @@ def test_dp_sgd_split_runs_with_poisson_sampling_on_the_pld_accountant():
     from ampfl.fl.algorithms.dp_sgd_partition import DPSGDPartition
     from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.data import load_dataset
-    from ampfl.fl.privacy import RunAccountant
+    from ampfl.fl.privacy.run_accountant import RunAccountant
     from ampfl.fl.task import Task
 
     digits = load_dataset("digits")

@@ -120,3 +120,34 @@ def test_optimal_composition_edge_cases():
         for e in np.linspace(0, 4, 9)
     ]
     assert all(a >= b for a, b in itertools.pairwise(values))
+
+
+def _exact_log_delta(e0: float, d0: float, k: int, eps: float) -> float:
+    """log δ of the k-fold optimal composition at ε (Kairouz-Oh-Viswanath Thm 3.3), in mpmath."""
+    mp.mp.dps = 80
+    e0m, d0m, epsm = mp.mpf(e0), mp.mpf(d0), mp.mpf(eps)
+    rr = mp.mpf(0)
+    for ell in range(k + 1):
+        if (k - 2 * ell) * e0m > epsm:
+            rr += mp.binomial(k, ell) * (mp.e ** ((k - ell) * e0m) - mp.e ** (epsm + ell * e0m))
+    rr /= (1 + mp.e**e0m) ** k
+    return float(mp.log(1 - (1 - d0m) ** k * (1 - rr)))
+
+
+@pytest.mark.parametrize(
+    ("e0", "d0", "k"),
+    [
+        (8.490473241379677, 2.929978860906669e-07, 30),  # met by the composition of 004 Thm 4.1 as printed
+        (6.0, 1e-6, 30),
+        (12.0, 0.0, 30),
+        (38.0, 0.0, 1),
+    ],
+)
+def test_optimal_composition_stays_finite_when_the_randomised_response_part_rounds_to_one(
+    e0: float, d0: float, k: int
+) -> None:
+    # δ_RR within an ulp of 1 at ε = 0: e^{log δ_RR} rounded to 1.0, where log1p(−e^{log δ_RR}) failed
+    # ("math domain error"); the answer is finite, a probability, and the exact δ up to rounding.
+    got = optimal_composition_log_delta(epsilon0=e0, delta0=d0, count=k, epsilon=0.0)
+    assert math.isfinite(got) and got <= 0.0
+    assert got >= _exact_log_delta(e0, d0, k, 0.0) - 1e-14  # a relative rounding of δ ≈ 1 at most

@@ -18,9 +18,9 @@ from ampfl.accounting.ms_pafl import ldp_sigma
 from ampfl.accounting.random_checkin import calibrate_noise_multiplier
 from ampfl.fl.algorithms import ALGORITHMS
 from ampfl.fl.algorithms.base import ROLE_NOISE
-from ampfl.fl.calibration import calibrate_algorithm
 from ampfl.fl.config import PrivacyConfig
 from ampfl.fl.data import Dataset
+from ampfl.fl.privacy.calibration import calibrate_algorithm
 from ampfl.fl.task import Task
 
 

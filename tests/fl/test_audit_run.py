@@ -1,4 +1,4 @@
-"""``ampfl.fl.audit_run``: canaries, power (a broken algorithm is caught) and consistency (issue 27)."""
+"""``ampfl.fl.audit.run``: canaries, power (a broken algorithm is caught) and consistency (issue 27)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from ampfl.fl.algorithms import ALGORITHMS
-from ampfl.fl.audit_run import audit_run, insert_canaries, secret_coins
+from ampfl.fl.audit.run import audit_run, insert_canaries, secret_coins
 from ampfl.fl.config import RunConfig, parse_config
-from ampfl.fl.run import build_task
+from ampfl.fl.run.experiment import build_task
 
 KEYS = {
     "epsilon_accounted",

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from ampfl.fl.algorithms import ALGORITHMS
-from ampfl.fl.audit_canaries import insert_canaries, model_scores, revealed_scores
-from ampfl.fl.audit_observers import insert_slot_canaries, revealed_participation, smashed_observer
-from ampfl.fl.audit_run import audit_run
+from ampfl.fl.audit.canaries import insert_canaries, model_scores, revealed_scores
+from ampfl.fl.audit.observers import insert_slot_canaries, revealed_participation, smashed_observer
+from ampfl.fl.audit.run import audit_run
 from ampfl.fl.config import RunConfig, load_config, parse_config
-from ampfl.fl.run import build_algorithm, build_task
+from ampfl.fl.run.experiment import build_algorithm, build_task
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -299,7 +299,7 @@ def _padded_images(task: Any) -> Any:
 
 
 def test_input_canary_directions_are_the_gradients_on_a_cnn():
-    from ampfl.fl.audit_canaries import canary_directions
+    from ampfl.fl.audit.canaries import canary_directions
 
     config = _fedavg_mlp("cnn", noise_multiplier=1.0)
     task = _padded_images(build_task(_fedavg_mlp(noise_multiplier=1.0)))

@@ -1,5 +1,6 @@
-"""The run's calibration (ampfl.fl.calibration): one accountant for every target, chosen once; a target with
-alternative descriptions takes the one needing the least noise; the values equal a direct calibration."""
+"""The run's calibration (ampfl.fl.privacy.calibration): one accountant for every target, chosen once; a
+target with alternative descriptions takes the one needing the least noise; the values equal a direct
+calibration."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import pytest
 
 from ampfl.accounting.calibrate import calibrate
 from ampfl.accounting.events import BernoulliMaskEvent, ComposedEvent, GaussianEvent, PoissonSampledEvent
-from ampfl.fl.calibration import NoiseTarget, calibrate_targets, calibration_accountant
 from ampfl.fl.config import PrivacyConfig
+from ampfl.fl.privacy.calibration import NoiseTarget, calibrate_targets, calibration_accountant
 
 
 def _poisson(q: float) -> NoiseTarget:

@@ -183,7 +183,7 @@ def test_engine_section_accepts_every_engine_option():
     import dataclasses
 
     from ampfl.fl.config import EngineConfig
-    from ampfl.fl.engine import EngineOptions
+    from ampfl.fl.engine.vectorised import EngineOptions
 
     fields = {f.name for f in dataclasses.fields(EngineOptions)}
     assert fields <= set(EngineConfig.model_fields)
@@ -202,8 +202,8 @@ def test_engine_threads_default_and_range():
 def test_run_uses_the_configured_threads_and_restores_the_callers(tmp_path, monkeypatch):
     import torch
 
-    from ampfl.fl import run as run_module
     from ampfl.fl.config import parse_config
+    from ampfl.fl.run import experiment as run_module
 
     seen = []
     monkeypatch.setattr(

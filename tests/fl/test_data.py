@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import ampfl.fl.data as data
-from ampfl.fl.data import Dataset, DataUnavailableError, load_dataset, loaders, sources
+from ampfl.fl.data import Dataset, DataUnavailableError, builtin, load_dataset, loaders, sources
 
 # Row and label counts published in UCI's adult.names (shipped next to adult.data): 48842 instances
 # (train=32561, test=16281); 45222 without unknowns (train=30162, test=15060); P(>50K) = 23.93% overall and
@@ -93,7 +93,7 @@ def test_digits_shapes_range_and_stratified_split():
 
 
 def test_digits_checksum_is_verified(monkeypatch):
-    monkeypatch.setattr(data, "DIGITS_SHA256", "0" * 64)
+    monkeypatch.setattr(builtin, "DIGITS_SHA256", "0" * 64)
     with pytest.raises(DataUnavailableError, match="checksum"):
         load_dataset("digits")
 
@@ -183,7 +183,7 @@ def test_cifar10_from_user_path(tmp_path, monkeypatch):
     md5 = _write_cifar(tmp_path / "cifar-10-batches-py")
     with pytest.raises(DataUnavailableError, match="published MD5"):
         load_dataset("cifar10", path=tmp_path, cache_dir=tmp_path / "cache")
-    monkeypatch.setattr(data, "CIFAR10_MD5", md5)
+    monkeypatch.setattr(builtin, "CIFAR10_MD5", md5)
     ds = load_dataset("cifar10", path=tmp_path, cache_dir=tmp_path / "cache")
     assert ds.x_train.shape == (10, 3, 32, 32) and ds.x_test.shape == (2, 3, 32, 32)
     assert ds.x_train[:, 0].min() == 1.0 and ds.x_train[:, 1:].max() == 0.0

@@ -9,8 +9,8 @@ import math
 import pytest
 
 from ampfl.cli import main
-from ampfl.fl.demo import RUNS, TARGET_DELTA, TARGET_EPSILON, run_demo, run_name
-from ampfl.fl.demo_frontier import QUICK_EPSILONS
+from ampfl.fl.demo.amplification import RUNS, TARGET_DELTA, TARGET_EPSILON, run_demo, run_name
+from ampfl.fl.demo.frontier import QUICK_EPSILONS
 
 
 @pytest.mark.slow

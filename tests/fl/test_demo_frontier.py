@@ -1,4 +1,4 @@
-"""The demo frontier's savings (ampfl.fl.demo_frontier): pure functions on synthetic curves, known answers."""
+"""The demo frontier's savings (ampfl.fl.demo.frontier): pure functions on synthetic curves, known answers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ampfl.fl.demo_frontier import (
+from ampfl.fl.demo.frontier import (
     check_epsilons,
     epsilon_at_accuracy,
     epsilon_saved_at_equal_accuracy,

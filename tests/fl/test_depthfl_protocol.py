@@ -18,7 +18,7 @@ import torch
 
 from ampfl.fl.algorithms.round_protocol import ClientInstructions
 from ampfl.fl.config import parse_config
-from ampfl.fl.run import build_algorithm, build_task
+from ampfl.fl.run.experiment import build_algorithm, build_task
 
 NUM_CLIENTS = 6
 

@@ -12,12 +12,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ampfl.fl import device as device_mod
 from ampfl.fl.config import parse_config, with_device
-from ampfl.fl.device import default_memory_cap_mb, is_device_name, model_on, on_device, resolve_device
-from ampfl.fl.engine import Engine, EngineOptions, FunctionalModel
+from ampfl.fl.engine import device as device_mod
+from ampfl.fl.engine.device import default_memory_cap_mb, is_device_name, model_on, on_device, resolve_device
+from ampfl.fl.engine.vectorised import Engine, EngineOptions, FunctionalModel
 from ampfl.fl.models import build_model
-from ampfl.fl.run import run_experiment
+from ampfl.fl.run.experiment import run_experiment
 
 TINY = {
     "seed": 1,
@@ -75,7 +75,8 @@ def test_memory_default_is_sized_to_the_device(monkeypatch):
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda _d=None: (free, 2 * free))
     assert default_memory_cap_mb("cuda:0") == pytest.approx(device_mod.CUDA_MEMORY_SHARE * free / 2**20)
     _fake_cuda(monkeypatch, count=1, current=0)
-    monkeypatch.setattr("ampfl.fl.engine.use_deterministic_cuda", lambda: None)  # global torch flags
+    # global torch flags
+    monkeypatch.setattr("ampfl.fl.engine.vectorised.use_deterministic_cuda", lambda: None)
     engine = Engine(EngineOptions(device="cuda"))
     assert engine.device == "cuda:0" and engine.options.device == "cuda:0"
     # a K = 1000 CNN round (Q·b = 50 examples per client, low-rank path) is one chunk on a 140 GiB card

@@ -1,10 +1,10 @@
 """Record-level DP-SGD at the shared model (issue 32): ``dp_sgd_split``'s fast path equals its general path.
 
-The fast path (:mod:`ampfl.fl.per_example`: per-example gradients at one weight vector, no per-unit weight
-copies, no masks) must release the same update as the general path (per-unit weights through the engine,
-masks, ``clip_parts``): compared with the noise off and with the noise on (the same secret noise stream),
-on logistic regression, an MLP with a shared part (two clip norms) and the CNN. The per-example gradients
-are also checked against an independent autograd loop, one example at a time.
+The fast path (:mod:`ampfl.fl.engine.per_example`: per-example gradients at one weight vector, no per-unit
+weight copies, no masks) must release the same update as the general path (per-unit weights through the
+engine, masks, ``clip_parts``): compared with the noise off and with the noise on (the same secret noise
+stream), on logistic regression, an MLP with a shared part (two clip norms) and the CNN. The per-example
+gradients are also checked against an independent autograd loop, one example at a time.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from torch import nn
 from ampfl.fl.algorithms.dp_sgd_partition import DPSGDPartition
 from ampfl.fl.config import PrivacyConfig
 from ampfl.fl.data import Dataset, load_dataset
-from ampfl.fl.engine import Engine, EngineOptions, FunctionalModel
+from ampfl.fl.engine.per_example import clipped_gradient_sum, layers_path_checked, per_example_gradients
+from ampfl.fl.engine.vectorised import Engine, EngineOptions, FunctionalModel
 from ampfl.fl.models import build_model
 from ampfl.fl.models.base import FLModel
-from ampfl.fl.per_example import clipped_gradient_sum, layers_path_checked, per_example_gradients
 from ampfl.fl.task import Task
 
 DIGITS = load_dataset("digits")

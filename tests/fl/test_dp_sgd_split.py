@@ -15,10 +15,10 @@ import torch
 
 from ampfl.fl.algorithms import ALGORITHMS
 from ampfl.fl.algorithms.dp_sgd_partition import DPSGDPartition, clip_parts
-from ampfl.fl.calibration import calibrate_algorithm
 from ampfl.fl.config import PrivacyConfig
 from ampfl.fl.data import load_dataset
-from ampfl.fl.privacy import RunAccountant
+from ampfl.fl.privacy.calibration import calibrate_algorithm
+from ampfl.fl.privacy.run_accountant import RunAccountant
 from ampfl.fl.task import Task
 
 DIGITS = load_dataset("digits")
@@ -254,7 +254,7 @@ def test_bad_input_names_the_parameter() -> None:
 
 
 def test_cnn_gn_model_vmaps_over_stacked_parameters() -> None:
-    from ampfl.fl.engine import FunctionalModel
+    from ampfl.fl.engine.vectorised import FunctionalModel
     from ampfl.fl.models import build_model
 
     module = build_model("cnn_gn", input_shape=(1, 28, 28), num_classes=10)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from ampfl.fl.engine import Engine, EngineOptions, FunctionalModel
-from ampfl.fl.low_rank import LowRankLinear
+from ampfl.fl.engine.low_rank import LowRankLinear
+from ampfl.fl.engine.vectorised import Engine, EngineOptions, FunctionalModel
 from ampfl.fl.models import build_model
 
 CASES = [

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.func import vmap
 
-from ampfl.fl.engine import Engine, FunctionalModel
+from ampfl.fl.engine.vectorised import Engine, FunctionalModel
 from ampfl.fl.models import build_model
 
 

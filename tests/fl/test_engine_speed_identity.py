@@ -15,11 +15,11 @@ from torch.func import vmap
 
 from ampfl.fl import sampling
 from ampfl.fl.config import parse_config
-from ampfl.fl.engine import Engine, EngineOptions, FunctionalModel, _rows
+from ampfl.fl.engine.vectorised import Engine, EngineOptions, FunctionalModel, _rows
 from ampfl.fl.models import build_model
 from ampfl.fl.models.linear import LogisticRegression
-from ampfl.fl.run import run_experiment
-from ampfl.fl.run_folder import read_lines
+from ampfl.fl.run.experiment import run_experiment
+from ampfl.fl.run.folder import read_lines
 
 
 @pytest.mark.parametrize("classes", [2, 5])
@@ -137,7 +137,7 @@ def test_runs_are_bit_identical_to_per_client_draws(tmp_path: Path, algorithm: d
 
 def test_full_fixed_cohort_skips_the_draw_and_gives_the_drawn_cohort() -> None:
     from ampfl.fl.algorithms.base import ROLE_SAMPLING
-    from ampfl.fl.run import build_algorithm, build_task
+    from ampfl.fl.run.experiment import build_algorithm, build_task
 
     config = _config({"name": "fedavg"})
     algorithm = build_algorithm(config, build_task(config))  # type: ignore[arg-type]

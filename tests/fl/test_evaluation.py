@@ -1,5 +1,5 @@
-"""The evaluation of one model on the CPU (ampfl.fl.evaluation, issue 32): its direct forward pass and NumPy
-counts give bit for bit the numbers of the batched path, and leave the module as it was."""
+"""The evaluation of one model on the CPU (ampfl.fl.engine.evaluation, issue 32): its direct forward pass and
+NumPy counts give bit for bit the numbers of the batched path, and leave the module as it was."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from ampfl.fl.engine import Engine, Evaluator, FunctionalModel
+from ampfl.fl.engine.vectorised import Engine, Evaluator, FunctionalModel
 from ampfl.fl.models import build_model
 from ampfl.fl.models.base import FLModel
 

@@ -15,9 +15,9 @@ from ampfl.accounting.groups import group_epsilon
 from ampfl.fl.algorithms import ALGORITHMS
 from ampfl.fl.algorithms.gdpfed import GroupFederatedAlgorithm
 from ampfl.fl.config import parse_config
-from ampfl.fl.run import build_algorithm, build_task, run_experiment
-from ampfl.fl.run_folder import read_lines
-from ampfl.fl.secure_sum import GroupSums, noise_shares, secure_group_sums
+from ampfl.fl.privacy.secure_sum import GroupSums, noise_shares, secure_group_sums
+from ampfl.fl.run.experiment import build_algorithm, build_task, run_experiment
+from ampfl.fl.run.folder import read_lines
 from ampfl.sparsify import kept_count
 
 DELTA = 1e-5

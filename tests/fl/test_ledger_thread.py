@@ -1,5 +1,5 @@
-"""The run's ledger on its own thread (ampfl.fl.ledger_thread): operations in order, errors kept and raised,
-and whole runs whose metrics and summary are bit for bit those of the sequential loop."""
+"""The run's ledger on its own thread (ampfl.fl.privacy.ledger_thread): operations in order, errors kept and
+raised, and whole runs whose metrics and summary are bit for bit those of the sequential loop."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from ampfl.fl import loop as loop_module
 from ampfl.fl.algorithms import ALGORITHMS
 from ampfl.fl.config import parse_config
-from ampfl.fl.ledger_thread import LedgerThread
-from ampfl.fl.privacy import RunAccountant
-from ampfl.fl.run import load_checkpoint, run_experiment
+from ampfl.fl.privacy.ledger_thread import LedgerThread
+from ampfl.fl.privacy.run_accountant import RunAccountant
+from ampfl.fl.run import loop as loop_module
+from ampfl.fl.run.experiment import load_checkpoint, run_experiment
 
 
 @pytest.mark.parametrize("threaded", [True, False])

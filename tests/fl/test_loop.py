@@ -1,4 +1,4 @@
-"""The round loop both engines share (ampfl.fl.loop): a backend that cannot replay a round (Flower: the
+"""The round loop both engines share (ampfl.fl.run.loop): a backend that cannot replay a round (Flower: the
 server's noise comes from the operating system) has every round checkpointed before its line is written, and
 the loop's numbers do not depend on which kind of backend runs the rounds."""
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from ampfl.fl import loop as loop_module
-from ampfl.fl import run as run_module
 from ampfl.fl.config import parse_config
-from ampfl.fl.run import load_checkpoint, run_experiment
+from ampfl.fl.run import experiment as run_module
+from ampfl.fl.run import loop as loop_module
+from ampfl.fl.run.experiment import load_checkpoint, run_experiment
 
 
 def _config(**privacy: Any) -> Any:

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from ampfl.fl.engine import FunctionalModel
+from ampfl.fl.engine.vectorised import FunctionalModel
 from ampfl.fl.models import build_model, loss_fn, num_parameters
 
 

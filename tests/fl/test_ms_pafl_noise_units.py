@@ -19,8 +19,8 @@ import torch
 from ampfl.accounting.accountants import make_accountant
 from ampfl.accounting.events import MSPAFLRoundEvent
 from ampfl.fl.config import PrivacyConfig, parse_config
-from ampfl.fl.privacy import calibrate_noise
-from ampfl.fl.run import build_algorithm, build_task, run_experiment
+from ampfl.fl.privacy.run_accountant import calibrate_noise
+from ampfl.fl.run.experiment import build_algorithm, build_task, run_experiment
 
 CLIP, P, ROUNDS, DELTA = 2.0, 0.3, 3, 1e-5
 

@@ -153,7 +153,7 @@ def _config(rounds: int, eval_every: int):
 
 
 def test_run_lines_are_labelled_bounds_and_the_last_is_exact(tmp_path):
-    from ampfl.fl.run import run_experiment
+    from ampfl.fl.run.experiment import run_experiment
 
     rounds = 13
     summary = run_experiment(_config(rounds, 1), tmp_path / "run", progress=False, plots=False)
@@ -173,7 +173,7 @@ def test_run_lines_are_labelled_bounds_and_the_last_is_exact(tmp_path):
 
 @pytest.mark.parametrize("stop_after", [9, 11])
 def test_a_resumed_run_reports_the_same_bounds(tmp_path, stop_after):
-    from ampfl.fl.run import run_experiment
+    from ampfl.fl.run.experiment import run_experiment
 
     config = _config(14, 1)
     run_experiment(config, tmp_path / "full", progress=False, plots=False)

@@ -8,7 +8,7 @@ from torch.nn import functional as F
 
 from ampfl.fl.config import parse_config
 from ampfl.fl.models.split_cnn import bottom_forward
-from ampfl.fl.run import build_algorithm, build_task
+from ampfl.fl.run.experiment import build_algorithm, build_task
 from ampfl.fl.split.attack import attack_client, bottom_gradient, reconstruct, returned_gradient
 from ampfl.fl.split.common import unflatten
 
@@ -96,7 +96,7 @@ def test_attack_cli_grad_weight(tmp_path, capsys):
     import json
 
     from ampfl.cli import main
-    from ampfl.fl.run import run_experiment
+    from ampfl.fl.run.experiment import run_experiment
 
     config = _config("splitfed")
     run_experiment(config, tmp_path / "run", plots=False, progress=False)

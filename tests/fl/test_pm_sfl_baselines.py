@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ampfl.fl.config import parse_config
-from ampfl.fl.run import build_algorithm, build_task
+from ampfl.fl.run.experiment import build_algorithm, build_task
 from ampfl.fl.split.depthfl import depthfl_loss, head_logits
 
 

@@ -8,7 +8,7 @@ import torch
 from torch.nn import functional as F
 
 from ampfl.fl.config import parse_config
-from ampfl.fl.run import build_algorithm, build_task
+from ampfl.fl.run.experiment import build_algorithm, build_task
 from ampfl.fl.split.common import unflatten
 
 

@@ -14,7 +14,7 @@ from ampfl.fl.data import DataUnavailableError, cifar100, load_dataset
 from ampfl.fl.data.cifar100 import CIFAR100_MD5, find_cifar100, load_cifar100_arrays
 from ampfl.fl.data.natural import NaturalData
 from ampfl.fl.models.split_cnn import bottom_forward
-from ampfl.fl.run import build_algorithm, build_task
+from ampfl.fl.run.experiment import build_algorithm, build_task
 from ampfl.fl.split.common import unflatten
 
 

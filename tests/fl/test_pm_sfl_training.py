@@ -10,7 +10,7 @@ import torch
 
 from ampfl.accounting.events import BernoulliMaskEvent
 from ampfl.fl.config import parse_config
-from ampfl.fl.run import build_algorithm, build_task
+from ampfl.fl.run.experiment import build_algorithm, build_task
 from ampfl.fl.split.attack import psnr, reconstruct, ssim
 from ampfl.fl.split.masks import aggregate_masks, layer_indicator, select_personalized
 
@@ -211,7 +211,7 @@ def test_attack_cli_on_a_run_folder(tmp_path, capsys):
     import json
 
     from ampfl.cli import main
-    from ampfl.fl.run import run_experiment
+    from ampfl.fl.run.experiment import run_experiment
 
     run_experiment(_config("pm_sfl", rounds=1, c=0.05), tmp_path / "run", plots=False, progress=False)
     code = main(["attack", "dlg", str(tmp_path / "run"), "--steps", "3", "--images", "2", "--json"])

@@ -31,12 +31,12 @@ from ampfl.accounting.events import (
     PoissonSampledEvent,
     PrivacyEvent,
 )
-from ampfl.fl import run as run_module
 from ampfl.fl.algorithms.base import Algorithm
-from ampfl.fl.calibration import NoiseTarget
 from ampfl.fl.config import PrivacyConfig, parse_config
-from ampfl.fl.privacy import RunAccountant, planned_epsilon
-from ampfl.fl.run import build_calibrated, load_checkpoint, run_experiment
+from ampfl.fl.privacy.calibration import NoiseTarget
+from ampfl.fl.privacy.run_accountant import RunAccountant, planned_epsilon
+from ampfl.fl.run import experiment as run_module
+from ampfl.fl.run.experiment import build_calibrated, load_checkpoint, run_experiment
 from ampfl.fl.task import Task
 
 MASK = BernoulliMaskEvent(c=0.3, dim=2)  # PM-SFL's mask bits: exact RDP, no PLD (UnsupportedEventError)
@@ -248,7 +248,7 @@ REAL = [  # (algorithm table, resolved accountant)
 
 @pytest.mark.parametrize(("algorithm", "kind"), REAL, ids=lambda x: x["name"] if isinstance(x, dict) else x)
 def test_real_algorithms_resolve(algorithm: dict[str, Any], kind: str) -> None:
-    from ampfl.fl.run import build_algorithm, build_task
+    from ampfl.fl.run.experiment import build_algorithm, build_task
 
     data = {"rounds": 2, "dataset": {"name": "synthetic"}, "partition": {"scheme": "iid", "num_clients": 12}}
     config = parse_config({**data, "algorithm": algorithm})

@@ -15,8 +15,8 @@ from ampfl.fl.algorithms import ALGORITHMS
 from ampfl.fl.algorithms.base import PUBLIC_ROLES, ROLE_EVAL, ROLE_INIT, ROLE_NOISE
 from ampfl.fl.config import PrivacyConfig, parse_config
 from ampfl.fl.data import Dataset
-from ampfl.fl.release import split_line, threat_model
-from ampfl.fl.run import load_checkpoint, run_experiment
+from ampfl.fl.run.experiment import load_checkpoint, run_experiment
+from ampfl.fl.run.release import split_line, threat_model
 from ampfl.fl.task import Task
 
 #: Keys that are statistics of private training data: never in metrics.jsonl or summary.json.

@@ -23,9 +23,9 @@ import pytest
 import torch
 
 from ampfl.fl.algorithms import ALGORITHMS
-from ampfl.fl.calibration import calibrate_algorithm
 from ampfl.fl.config import PrivacyConfig
 from ampfl.fl.data import Dataset
+from ampfl.fl.privacy.calibration import calibrate_algorithm
 from ampfl.fl.task import Task
 
 KEY = 2**100 + 12345
@@ -308,7 +308,7 @@ def test_replace_one_runs_and_reports_the_relation(tmp_path: Path, name: str) ->
     from ampfl.accounting.accountants import NeighboringRelation, RDPAccountant
     from ampfl.accounting.events import ComposedEvent, GaussianEvent
     from ampfl.fl.config import parse_config
-    from ampfl.fl.run import run_experiment
+    from ampfl.fl.run.experiment import run_experiment
 
     # Prepare: no declared normaliser, the dataset sizes declared public
     rounds = 3
@@ -360,7 +360,7 @@ def test_what_replace_one_cannot_account_fails_in_one_line_naming_neighbouring(
     tmp_path: Path, name: str, params: dict[str, Any], privacy: dict[str, Any]
 ) -> None:
     from ampfl.fl.config import parse_config
-    from ampfl.fl.run import run_experiment
+    from ampfl.fl.run.experiment import run_experiment
 
     config = parse_config(
         {

@@ -25,9 +25,9 @@ from ampfl.accounting.events import GroupRoundEvent
 from ampfl.fl.algorithms.base import ROLE_NOISE
 from ampfl.fl.algorithms.round_protocol import ClientInstructions, GroupedSums, RoundSum, grouped
 from ampfl.fl.config import parse_config
-from ampfl.fl.privacy import RunAccountant
-from ampfl.fl.run import build_algorithm, build_task
-from ampfl.fl.secure_sum import GroupSums, noise_shares, secure_group_sums
+from ampfl.fl.privacy.run_accountant import RunAccountant
+from ampfl.fl.privacy.secure_sum import GroupSums, noise_shares, secure_group_sums
+from ampfl.fl.run.experiment import build_algorithm, build_task
 
 NUM_CLIENTS = 12
 #: name -> extra [algorithm] keys (gdpfed_plus with the planner's κ: after the noise, and on a public mask)

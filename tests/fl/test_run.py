@@ -14,11 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ampfl.accounting.accountants import RDPAccountant
 from ampfl.accounting.events import GaussianEvent
-from ampfl.fl import run as run_module
-from ampfl.fl import run_summary
 from ampfl.fl.algorithms.base import ROLE_NOISE, ROLE_SAMPLING, Algorithm
 from ampfl.fl.config import parse_config
-from ampfl.fl.run import load_checkpoint, run_experiment
+from ampfl.fl.run import experiment as run_module
+from ampfl.fl.run import summary as run_summary
+from ampfl.fl.run.experiment import load_checkpoint, run_experiment
 from ampfl.fl.task import Task
 
 SUMMARY_KEYS = {

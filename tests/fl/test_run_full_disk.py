@@ -14,8 +14,8 @@ import pytest
 
 from ampfl import io as io_module
 from ampfl.fl.config import parse_config
-from ampfl.fl.run import load_checkpoint, run_experiment
-from ampfl.fl.run_folder import CONFIG_JSON, CONFIG_TOML, DIAGNOSTICS, METRICS
+from ampfl.fl.run.experiment import load_checkpoint, run_experiment
+from ampfl.fl.run.folder import CONFIG_JSON, CONFIG_TOML, DIAGNOSTICS, METRICS
 
 DATA = {
     "seed": 3,

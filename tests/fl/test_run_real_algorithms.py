@@ -13,7 +13,7 @@ import torch
 from ampfl.accounting.accountants import RDPAccountant
 from ampfl.accounting.events import GaussianEvent
 from ampfl.fl.config import parse_config
-from ampfl.fl.run import load_checkpoint, run_experiment
+from ampfl.fl.run.experiment import load_checkpoint, run_experiment
 
 REAL_PARAMS = {
     "fedavg": {"cohort_size": 4},

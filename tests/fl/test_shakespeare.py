@@ -6,8 +6,8 @@ import numpy as np
 import torch
 
 from ampfl.fl.data.shakespeare import ALPHABET, build_arrays, parse_roles
-from ampfl.fl.engine import Engine
-from ampfl.fl.functional_model import FunctionalModel
+from ampfl.fl.engine.functional_model import FunctionalModel
+from ampfl.fl.engine.vectorised import Engine
 from ampfl.fl.models import build_model
 
 PLAY = """THE TEMPEST

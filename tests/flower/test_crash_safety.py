@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("flwr")
 
 from ampfl.cli import main
-from ampfl.fl import folder_lock
+from ampfl.fl.run import lock as folder_lock
 from ampfl.flower.local import marked_processes
 
 CONFIG = """
@@ -134,7 +134,8 @@ def test_a_bad_config_fails_before_any_flower_process_starts(tmp_path: Path, cap
     out = tmp_path / "run"
     code = main(["deploy", str(config), "--out", str(out)])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "cohort_size must be <= num_clients = 3" in err
+    expected = "algorithm.cohort_size (10) exceeds partition.num_clients (3)"
+    assert code == 2 and err.count("\n") == 1 and expected in err
     assert not out.exists() and marked_processes(str(out.resolve())) == []
 
 

@@ -19,9 +19,9 @@ pytest.importorskip("flwr")
 pytest.importorskip("torch")
 
 from ampfl.fl.config import parse_config
-from ampfl.fl.release import DIAGNOSTICS_HEADER, MODEL_CONSUMERS
-from ampfl.fl.run import build_algorithm, build_task, run_experiment
-from ampfl.fl.run_folder import read_lines
+from ampfl.fl.run.experiment import build_algorithm, build_task, run_experiment
+from ampfl.fl.run.folder import read_lines
+from ampfl.fl.run.release import DIAGNOSTICS_HEADER, MODEL_CONSUMERS
 from ampfl.flower.deploy import deploy
 from ampfl.flower.ledger import LEDGER, PrivacyLedger
 from ampfl.flower.local import marked_processes
@@ -135,7 +135,7 @@ PRIVATE = {
 @pytest.mark.parametrize("name", sorted(PRIVATE))
 def test_private_run_epsilon_ledger_and_budget(tmp_path: Path, name: str) -> None:
     """ε per round equals ``ampfl run``'s; the ledger holds every client's events; max_epsilon stops it."""
-    from ampfl.fl.privacy import RunAccountant
+    from ampfl.fl.privacy.run_accountant import RunAccountant
 
     def text(budget: str = "") -> str:
         body = RP_BASE.format(name=name, extra=PRIVATE[name])
@@ -202,7 +202,7 @@ def test_interrupted_deploy_leaves_no_process(tmp_path: Path, monkeypatch: pytes
 
 def test_ledger_commits_events_and_budget(tmp_path: Path) -> None:
     """Without processes: rows, per-client ε (the run accountant's), eligibility under max_epsilon."""
-    from ampfl.fl.privacy import RunAccountant
+    from ampfl.fl.privacy.run_accountant import RunAccountant
 
     extra = "clip = 1.0\nnoise_multiplier = 2.0"
     config = parse_config(tomllib.loads(_toml("dp_fedavg", cohort=2, extra=extra)))

@@ -18,8 +18,8 @@ pytest.importorskip("flwr")
 pytest.importorskip("torch")
 
 from ampfl.fl.config import parse_config
-from ampfl.fl.run import run_experiment
-from ampfl.fl.run_folder import read_lines
+from ampfl.fl.run.experiment import run_experiment
+from ampfl.fl.run.folder import read_lines
 from ampfl.flower.deploy import deploy
 from ampfl.flower.local import marked_processes
 

@@ -20,9 +20,9 @@ pytest.importorskip("flwr")
 pytest.importorskip("torch")
 
 from ampfl.fl.config import parse_config
-from ampfl.fl.release import MODEL_CONSUMERS
-from ampfl.fl.run import build_algorithm, build_task, run_experiment
-from ampfl.fl.run_folder import read_lines
+from ampfl.fl.run.experiment import build_algorithm, build_task, run_experiment
+from ampfl.fl.run.folder import read_lines
+from ampfl.fl.run.release import MODEL_CONSUMERS
 from ampfl.flower.deploy import deploy
 from ampfl.flower.ledger import LEDGER
 from ampfl.flower.local import marked_processes

@@ -21,7 +21,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordD
 from flwr.supercore.task_identity import TaskIdentity
 
 from ampfl.fl.config import config_to_dict, parse_config
-from ampfl.fl.run import build_algorithm, build_task
+from ampfl.fl.run.experiment import build_algorithm, build_task
 from ampfl.flower import client_app, node_cache
 from ampfl.flower.common import CONFIG_KEY, encode_config
 
@@ -171,7 +171,7 @@ def test_a_calibrated_noise_multiplier_is_cached_not_recalibrated(
     def refuse(*args: object, **kwargs: object) -> float:
         raise AssertionError("calibrated again")
 
-    monkeypatch.setattr("ampfl.fl.privacy.calibrate_noise", refuse)
+    monkeypatch.setattr("ampfl.fl.privacy.run_accountant.calibrate_noise", refuse)
     node_cache._MEMO.clear()
     _, cached = node_cache.node_algorithm(run_config, node, 0, 3)
     assert cached.noise_multiplier == calibrated > 0  # type: ignore[attr-defined]
@@ -193,7 +193,7 @@ content = RecordDict({"arrays": ArrayRecord({"params": Array(np.zeros(dim, dtype
                       "config": ConfigRecord({"round": 0, "cohort": [0, 1]})})
 reply = client_app.train(Message(content, dst_node_id=11, message_type="train"), context)
 assert "arrays" in reply.content.array_records
-print(json.dumps(sorted(m for m in ("sklearn", "ampfl.fl.privacy") if m in sys.modules)))
+print(json.dumps(sorted(m for m in ("sklearn", "ampfl.fl.privacy.run_accountant") if m in sys.modules)))
 """
 
 

@@ -31,9 +31,9 @@ pytest.importorskip("flwr")
 pytest.importorskip("torch")
 
 from ampfl.fl.config import parse_config
-from ampfl.fl.privacy import RunAccountant
-from ampfl.fl.release import DIAGNOSTICS_HEADER, MODEL_CONSUMERS, SERVER
-from ampfl.fl.run import build_algorithm, build_task
+from ampfl.fl.privacy.run_accountant import RunAccountant
+from ampfl.fl.run.experiment import build_algorithm, build_task
+from ampfl.fl.run.release import DIAGNOSTICS_HEADER, MODEL_CONSUMERS, SERVER
 from ampfl.flower.deploy import deploy
 from ampfl.flower.ledger import LEDGER
 from ampfl.flower.local import marked_processes
@@ -260,7 +260,8 @@ def test_which_algorithms_deploy_is_said_by_their_classes() -> None:
     with pytest.raises(ValueError, match=r"algorithm\.client_sampling"):
         check_deployable(fixed, "secaggplus")
     check_deployable(_config("dp_fedavg"), "secaggplus")  # type: ignore[arg-type]  # Poisson: own coins
-    shares = parse_config(tomllib.loads(text.replace("cohort_size = 3", 'noise_placement = "distributed"')))
+    distributed = text.replace("cohort_size = 3", 'cohort_size = 3\nnoise_placement = "distributed"')
+    shares = parse_config(tomllib.loads(distributed))
     with pytest.raises(ValueError, match=r"algorithm\.noise_placement"):
         check_deployable(shares)
 

@@ -51,7 +51,7 @@ HASIRCIOGLU_SIGMA_COLUMNS = [
 @pytest.fixture
 def quick(monkeypatch: pytest.MonkeyPatch) -> None:
     """Quick mode, a small evaluation set, and a skip (with the reason) when the dataset is unavailable."""
-    import ampfl.fl.run as fl_run
+    import ampfl.fl.run.experiment as fl_run
     from ampfl.fl.data import DataUnavailableError
 
     original = fl_run.build_task

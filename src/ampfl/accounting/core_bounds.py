@@ -17,7 +17,7 @@ Curves (each bounds both directions of the relation it is registered under):
 
 Signatures: ``rdp(event, alphas, relation[, recurse])``, ``pld(event, h[, recurse])``; ``recurse`` is the
 accountant's own dispatcher (``event_rdp``, ``event_pld``, the support predicate, ``without_amplification``).
-Heavy imports (dp-accounting, scipy) stay inside the functions (issue 32: start-up).
+Heavy imports (dp-accounting, scipy) stay inside the functions (start-up).
 """
 
 from __future__ import annotations

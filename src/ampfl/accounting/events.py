@@ -75,7 +75,7 @@ class PrivacyEvent:
     Their ``==``, ``hash`` and ``repr`` are this class's, the same as a dataclass's (the fields' values
     compared as a tuple between events of the same type, ``hash`` of that tuple, ``Type(field=value!r,
     ...)``): subclasses pass ``eq=False, repr=False`` so that ``@dataclass`` does not generate (``exec``) the
-    three methods for each of them, about a third of this module's import (issue 32: ``ampfl account``'s
+    three methods for each of them, about a third of this module's import (``ampfl account``'s
     start-up)."""
 
     __slots__ = ()
@@ -253,7 +253,7 @@ class RandomCheckInEvent(PrivacyEvent):
     the RDP accountant. The PLD accountant uses :func:`ampfl.accounting.random_checkin.pld_pairs.
     random_checkin_pld`: with hidden participation a tighter pair that depends on d, and also composes a
     second one (:func:`~ampfl.accounting.random_checkin.pld_pairs.count_split_alternative`), reporting the
-    smaller ε (docs/pld_random_checkin.md, issue 11).
+    smaller ε (docs/pld_random_checkin.md).
     Thm 4.1's d-dependent bound is not sound (docs/audit.md).
     """
 
@@ -345,7 +345,8 @@ class MSPAFLRoundEvent(PrivacyEvent):
     The record's client uploads with probability ``participation`` (p) and the server sees who uploaded;
     the upload is the clipped public update (norm ≤ C, so sensitivity 2C under replace-one) plus Gaussian
     noise with ``noise_multiplier`` = σ/(2C) (Lemma 1's σ). With ``private_state="persistent"`` the private
-    submodel carries records into later rounds, so local subsampling does not amplify (issue 10, 7c); the
+    submodel carries records into later rounds, so local subsampling does not amplify (the
+    counterexample in :mod:`ampfl.accounting.audit.ms_pafl`); the
     accountants bound the round as :class:`PublicParticipationEvent` of a Gaussian. ``"reset"`` (private
     part re-initialised every round) would allow local-sampling amplification; it is accounted the same
     way here (sound, not tightest) until an analysis for it is checked.

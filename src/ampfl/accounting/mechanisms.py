@@ -1,4 +1,4 @@
-"""The mechanism registry: for each event type, the bounds the papers provide (issue 29, ROUND.md).
+"""The mechanism registry: for each event type, the bounds the papers provide (docs/architecture.md).
 
 The accountants (:mod:`ampfl.accounting.accountants`) and the no-amplification mapping
 (:mod:`ampfl.accounting.unamplified`) know no paper: they look an event up here and call what its entry names.
@@ -18,7 +18,7 @@ An entry (:class:`Mechanism`) says, for one event type,
 - ``unamplified(event[, recurse])``: the event with every amplification removed (``None``: it has no
   guarantee without its randomness);
 - ``alternatives``: named second pairs, each an upper bound on its own (the PLD accountant composes them too
-  and reports the smaller ε: random check-in's count split, issue 11).
+  and reports the smaller ε: random check-in's count split).
 
 Every :class:`Bound` names its function as ``"module:function"`` (imported on first use, so this module
 imports no paper and ``ampfl account …`` loads only what it calls), cites its source, and says whether it is
@@ -122,7 +122,7 @@ REGISTRY: Mapping[type[ev.PrivacyEvent], Mechanism] = MappingProxyType(
             rdp=_b(f"{_CORE}:gaussian_rdp", "Mironov 2017, Prop. 7: alpha / (2 z^2)"),
             rdp_relations=EVERY_RELATION,
             pld=_b(f"{_CORE}:gaussian_pld", "dp-accounting from_gaussian_mechanism (connect-the-dots)"),
-            dense_pld=_b(f"{_CORE}:gaussian_dense_pld", "the same PMFs, numpy only (issue 32)"),
+            dense_pld=_b(f"{_CORE}:gaussian_dense_pld", "the same PMFs, numpy only"),
             poisson_rdp=_b(f"{_CORE}:poisson_gaussian_rdp", "Mironov, Talwar & Zhang 2019, Sec. 3.3"),
             poisson_pld=_b(f"{_CORE}:poisson_gaussian_pld", "dp-accounting from_gaussian_mechanism"),
             swor_rdp=_b(f"{_CORE}:swor_gaussian_rdp", "Wang, Balle & Kasiviswanathan 2019, Thm 27 (rdp_wor)"),
@@ -139,7 +139,7 @@ REGISTRY: Mapping[type[ev.PrivacyEvent], Mechanism] = MappingProxyType(
             rdp=_b(f"{_CORE}:poisson_rdp", "the inner entry's, else Zhu & Wang 2019", recursive=True),
             rdp_support=_b(f"{_CORE}:poisson_rdp_support", "add/remove-one", recursive=True),
             pld=_b(f"{_CORE}:poisson_pld", "the inner entry's poisson_pld", recursive=True),
-            dense_pld=_b(f"{_CORE}:poisson_dense_pld", "the Gaussian's PMFs, numpy only (issue 32)"),
+            dense_pld=_b(f"{_CORE}:poisson_dense_pld", "the Gaussian's PMFs, numpy only"),
             unamplified=_b(f"{_CORE}:inner_unamplified", "the record is always sampled", recursive=True),
         ),
         ev.SampledWithoutReplacementEvent: Mechanism(
@@ -167,14 +167,19 @@ REGISTRY: Mapping[type[ev.PrivacyEvent], Mechanism] = MappingProxyType(
         ),
         # --- 004: random check-in (hidden participation: a tighter pair and a second one)
         ev.RandomCheckInEvent: Mechanism(
-            pld=_b("random_checkin.pld_pairs:random_checkin_pld", "004 Thm 5.2 / count split (issue 11)"),
+            pld=_b("random_checkin.pld_pairs:random_checkin_pld", "004 Thm 5.2 / count split"),
             dominating=_DOMINATING,
             unamplified=_SAME_NOISE,
             alternatives=MappingProxyType(
                 {
                     "count-split": Alternative(
-                        applies=_b("random_checkin.pld_pairs:count_split_alternative", "issue 11"),
-                        pld=_b("random_checkin.pld_pairs:count_split_random_checkin_pld", "issue 11"),
+                        applies=_b(
+                            "random_checkin.pld_pairs:count_split_alternative", "docs/pld_random_checkin.md"
+                        ),
+                        pld=_b(
+                            "random_checkin.pld_pairs:count_split_random_checkin_pld",
+                            "docs/pld_random_checkin.md",
+                        ),
                     )
                 }
             ),
@@ -188,13 +193,13 @@ REGISTRY: Mapping[type[ev.PrivacyEvent], Mechanism] = MappingProxyType(
             pld=_b(
                 f"{_SPLIT}:partition_pld", "exact product form (d <= 2) / log-sum mixture", recursive=True
             ),
-            poisson_pld=_b(f"{_SPLIT}:subsampled_partition_pld", "002, issue 11", recursive=True),
+            poisson_pld=_b(f"{_SPLIT}:subsampled_partition_pld", "002, Poisson-subsampled", recursive=True),
             unamplified=_b(f"{_SPLIT}:split_unamplified", "block and shared part, each its Gaussian"),
         ),
         ev.DropoutEvent: Mechanism(
             rdp=_b(f"{_SPLIT}:dropout_rdp", "002 Thm 3.7"),
             pld=_b(f"{_SPLIT}:partition_pld", "exact product form (d = 2)", recursive=True),
-            poisson_pld=_b(f"{_SPLIT}:subsampled_partition_pld", "002, issue 11", recursive=True),
+            poisson_pld=_b(f"{_SPLIT}:subsampled_partition_pld", "002, Poisson-subsampled", recursive=True),
             unamplified=_b(f"{_SPLIT}:split_unamplified", "block and shared part, each its Gaussian"),
         ),
         ev.BalancedIterationSubsamplingEvent: Mechanism(

@@ -1,4 +1,4 @@
-"""Privacy-loss distributions on the grid i·h: one implementation of each primitive (issue 29).
+"""Privacy-loss distributions on the grid i·h: one implementation of each primitive.
 
 A PMF of the privacy loss L on the grid (mass pᵢ at iᵢ·h, mass p_∞ at +∞) answers
 δ(ε) = p_∞ + Σᵢ pᵢ (1 − e^{ε − iᵢh})₊. Each term increases with its loss, so

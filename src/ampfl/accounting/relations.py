@@ -1,5 +1,5 @@
 """Neighbouring relations: ampfl's copy of dp-accounting's ``NeighboringRelation`` (same names and values), so
-that importing the accountants and the mechanism registry does not import dp-accounting (issue 32: its package
+that importing the accountants and the mechanism registry does not import dp-accounting (its package
 imports scipy.signal and scipy.stats, ~1 s); dp-accounting's members are accepted wherever a relation is
 (:func:`as_relation`) and converted back where dp-accounting is called (:func:`dp_accounting_relation`)."""
 

@@ -27,6 +27,7 @@ from ampfl.accounting._checks import (
     check_positive,
     check_probability,
 )
+from ampfl.accounting._numerics import log_sub_exp
 
 _ULP = float(np.finfo(np.float64).eps)
 
@@ -116,7 +117,8 @@ def optimal_composition_log_delta(*, epsilon0: float, delta0: float, count: int,
         log_rr = min(float(special.logsumexp(log_terms)), 0.0)
     if d0 >= 1.0 or log_rr >= 0.0:
         return 0.0
-    log_keep_all = k * math.log1p(-d0) + (math.log1p(-math.exp(log_rr)) if log_rr > -math.inf else 0.0)
+    # log(1 − δ_RR) through expm1: δ_RR within an ulp of 1 (e^{log_rr} rounding to 1.0) stays finite
+    log_keep_all = k * math.log1p(-d0) + log_sub_exp(0.0, log_rr)
     if log_keep_all >= 0.0:
         return -math.inf
     return float(math.log(-math.expm1(log_keep_all)))

@@ -6,7 +6,7 @@ BIS, 002 Thm 3.8), which part of the model a step touches (002 Thms 3.1–3.6). 
 maps an event to the bound that uses none of it: the record is assumed used, and observed, in every step its
 event covers, so only the Gaussian noise protects it (for the noise multiplier at the event's own
 sensitivity). This is the baseline "how much noise would the same guarantee need without amplification"
-against which ``ampfl demo`` measures what amplification buys (issue 12), and ``[privacy] accounting =
+against which ``ampfl demo`` measures what amplification buys, and ``[privacy] accounting =
 "no-amplification"`` of a run.
 
 Soundness: each mapping drops a mixture (or a sampling step) whose privacy loss is dominated by the inner

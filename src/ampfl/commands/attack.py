@@ -48,10 +48,11 @@ def _attack(args: argparse.Namespace) -> dict[str, Any]:
             "ampfl attack needs the 'train' extra (torch): pip install 'ampfl[train]'."
         ) from None
     from ampfl.fl.config import load_config
-    from ampfl.fl.run import build_algorithm, build_task, load_checkpoint
-    from ampfl.fl.split.attack import attack_client, save_grid
+    from ampfl.fl.run.experiment import build_algorithm, build_task, load_checkpoint
+    from ampfl.fl.split.attack import attack_client
     from ampfl.fl.split.common import SplitAlgorithm
     from ampfl.io import atomic_write_csv
+    from ampfl.reproduce._plot import save_image_grid
 
     run: Path = args.run
     if args.steps < 1:
@@ -79,7 +80,7 @@ def _attack(args: argparse.Namespace) -> dict[str, Any]:
     out: Path = args.out if args.out is not None else run / "attack"
     out.mkdir(parents=True, exist_ok=True)
     label = config.algorithm.name
-    png = save_grid(
+    png = save_image_grid(
         out / "attack.png", x, {f"{label} ({case})": r["reconstruction"] for case, r in found.items()}
     )
     rows = [

@@ -1,5 +1,5 @@
 """``ampfl audit random-checkin``: exact δ(ε) of explicit datasets against the paper-004 analyses;
-``ampfl audit run``: an empirical ε lower bound of a training run from canaries (:mod:`ampfl.fl.audit_run`).
+``ampfl audit run``: an empirical ε lower bound of a training run from canaries (:mod:`ampfl.fl.audit.run`).
 
 The auditor (:func:`ampfl.accounting.audit.audit_random_checkin`) integrates the true output densities of
 one iteration of 004 Algorithm 1 for datasets in which client 1's other ``--d`` samples all have gradient
@@ -170,7 +170,7 @@ def _audit_run(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(
             "ampfl audit run needs the 'train' extra (torch): pip install 'ampfl[train]'."
         ) from None
-    from ampfl.fl.audit_run import audit_run
+    from ampfl.fl.audit.run import audit_run
     from ampfl.fl.config import load_config
     from ampfl.fl.data import DataUnavailableError
 

@@ -1,8 +1,8 @@
 """``ampfl plan groups``: GDPFed / GDPFed+ per-group sampling, noise and sparsification (paper 001).
 
-Keys (issue 4's contract): ``groups`` (per group: ``epsilon``, ``size``, ``q`` = the group's client sampling
+Keys (its JSON contract): ``groups`` (per group: ``epsilon``, ``size``, ``q`` = the group's client sampling
 rate, ``noise_multiplier`` = noise std / C, ``noise_std`` = z·C, ``sigma`` (the same multiplier, kept for the
-issue-4 contract), ``kappa``, ``expected_noise`` = κ d z² C², ...), ``system_epsilon``, ``objective`` and
+contract), ``kappa``, ``expected_noise`` = κ d z² C², ...), ``system_epsilon``, ``objective`` and
 ``baseline`` (DP-FedAvg at the strictest budget). ``--participation`` is the global ratio q (Σ q_g N_g = qN).
 """
 
@@ -134,7 +134,7 @@ def _plan_groups(args: argparse.Namespace) -> dict[str, Any]:
             "q": float(plan.q[i]),
             "noise_multiplier": float(plan.noise_multiplier[i]),
             "noise_std": float(plan.noise_multiplier[i]) * clip,
-            "sigma": float(plan.noise_multiplier[i]),  # issue 4's contract key (= noise_multiplier)
+            "sigma": float(plan.noise_multiplier[i]),  # the contract's key (= noise_multiplier)
             "kappa": float(plan.kappa[i]),
             "expected_noise": float(plan.expected_noise[i]),
             "weight": float(plan.weights[i]),
@@ -152,7 +152,7 @@ def _plan_groups(args: argparse.Namespace) -> dict[str, Any]:
         "baseline": {
             "noise_multiplier": base.noise_multiplier,
             "noise_std": base.noise_multiplier * clip,
-            "sigma": base.noise_multiplier,  # issue 4's contract key (= noise_multiplier)
+            "sigma": base.noise_multiplier,  # the contract's key (= noise_multiplier)
             "expected_noise": base.expected_noise,
             "objective": base.objective,
         },

@@ -4,7 +4,7 @@ Top level (``privacy_report``): the ``public-participation`` analysis, sound wit
 submodel (Eq. 14), against the server (it sees each upload and who sent it). ``analyses`` holds ``first-use``
 (sound, tighter), ``amplified`` (amplification by local subsampling; valid only if the private part carries
 nothing from earlier rounds) and the paper's Theorem 1, Corollary 1, Theorems 3–4 as printed (``sound:
-false``). ``noise_multiplier`` is z = σ/C (std / clip norm, as every command; issue 28, item 5: before, it was
+false``). ``noise_multiplier`` is z = σ/C (std / clip norm, as every command: before, it was
 σ/(2C)) and ``noise_std`` is Lemma 1's σ = C·z; the analyses take σ/(2C) = z/2, the upload's sensitivity
 being 2C (:func:`~ampfl.accounting.ms_pafl.account_ms_pafl` converts). Extra keys for the CLI
 contract: ``q``, ``eps_local``, ``rounds``, ``epsilon_round``, ``delta_round`` and, with ``--rounds``,
@@ -54,7 +54,7 @@ def register(registry: Registry) -> None:
     noise.add_argument(
         "--noise-multiplier",
         type=float,
-        help="z = sigma/C: noise std over the clip norm, multiply a pre-issue-28 value by 2 (instead of "
+        help="z = sigma/C: noise std over the clip norm, multiply an older sigma/(2C) value by 2 (instead of "
         "--eps-local; the analyses use sigma/(2C), the upload's sensitivity being 2C)",
     )
     parser.add_argument("--delta-local", type=float, required=True, help="per-round LDP delta_l in (0, 1)")

@@ -155,7 +155,7 @@ def _poisson_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_accountant(p: argparse.ArgumentParser) -> None:
-    # auto (the default): pld where it applies, else rdp; the report names the resolved one (issue 11)
+    # auto (the default): pld where it applies, else rdp; the report names the resolved one
     p.add_argument("--accountant", choices=("auto", "rdp", "pld"), default=None, help=_ACCOUNTANT_HELP)
 
 

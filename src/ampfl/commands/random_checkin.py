@@ -11,7 +11,7 @@ Cor. 5.3 with ``sound: false``). Per iteration (no ``--iterations``, no ``--acco
 the paper's closed form (``accountant: "closed-form"``); with ``--iterations`` wcs/ols/cs are events composed
 on the PLD accountant (default) or the RDP one, and ``paper`` by optimal composition.
 
-``analyses["hidden-participation"]`` (issue 11) is what an ampfl run accounts: the same event with
+``analyses["hidden-participation"]`` is what an ampfl run accounts: the same event with
 participation hidden from the observer (004 §3.1: trusted server, secure channels; only the models are
 released) and ``--d`` an upper bound on the client's other records, on the PLD accountant — the smaller of
 two compositions, the empty-sample refinement of Thm 5.2's pair and the per-count noise split
@@ -138,7 +138,7 @@ def _hidden(
 
 
 def _each(fn: Any) -> dict[str, tuple[float | None, float | None, str]]:
-    """``fn(name) -> (epsilon, delta)`` per analysis; failures of non-recommended ones become notes (issue 32:
+    """``fn(name) -> (epsilon, delta)`` per analysis; failures of non-recommended ones become notes (
     a listed analysis that cannot be computed says so in ``analyses``, it never fails the command; bad input
     fails the recommended analysis too, which re-raises)."""
     from ampfl.accounting import random_checkin as rc

@@ -1,5 +1,5 @@
 """``ampfl run CONFIG.toml`` (one training run in a run folder) and ``ampfl demo`` (the embedded comparison:
-a table at one ε and the privacy–utility frontier, :mod:`ampfl.fl.demo`).
+a table at one ε and the privacy–utility frontier, :mod:`ampfl.fl.demo.amplification`).
 
 Both need the ``train`` extra (torch, scikit-learn); they import the simulator inside their handlers only.
 """
@@ -55,7 +55,7 @@ def _device(args: argparse.Namespace) -> str | None:
     """``--device`` checked against this machine (one line naming the flag), or None when not given."""
     if args.device is None:
         return None
-    from ampfl.fl.device import resolve_device
+    from ampfl.fl.engine.device import resolve_device
 
     resolve_device(args.device, setting="--device")
     return str(args.device)
@@ -75,7 +75,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     _require_train_extra("run")
     from ampfl.fl.config import load_config
     from ampfl.fl.data import DataUnavailableError
-    from ampfl.fl.run import run_experiment
+    from ampfl.fl.run.experiment import run_experiment
 
     config = load_config(args.config)
     device = _device(args)
@@ -111,7 +111,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
 
 def _demo(args: argparse.Namespace) -> dict[str, Any]:
     _require_train_extra("demo", ("torch", "sklearn"))
-    from ampfl.fl.demo import render_table, run_demo
+    from ampfl.fl.demo.amplification import render_table, run_demo
 
     device = _device(args)
     out = check_out_dir(args.out)

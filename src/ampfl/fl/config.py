@@ -35,9 +35,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from ampfl.fl.device import DEVICE_FORMS, is_device_name
+from ampfl.fl.engine.device import DEVICE_FORMS, is_device_name
 from ampfl.numeric_ranges import config_problems
 
 #: At most this many validation problems are listed in the one-line error.
@@ -53,16 +61,34 @@ class _NoParams(_Section):
 
 
 class DatasetConfig(_Section):
-    """``[dataset]``: which data set to load (see :func:`ampfl.fl.data.load_dataset`)."""
+    """``[dataset]``: which data set to load (see :func:`ampfl.fl.data.load_dataset`).
+
+    ``name`` is an entry of :data:`ampfl.fl.data.DATASETS`; ``path`` a folder for the user-path datasets, or
+    a user's own ``.npz`` file (arrays ``x_train``, ``y_train``, ``x_test``, ``y_test``, optional
+    ``client_train``: :mod:`ampfl.fl.data.user`), which alone selects ``name = "npz"``.
+    """
 
     name: str = "digits"
     path: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _npz_path(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and str(data.get("path") or "").endswith(".npz"):
+            name = data.get("name", "npz")
+            if name != "npz":
+                raise ValueError(
+                    f"dataset.name ({name!r}) and dataset.path ({data['path']!r}) contradict: a .npz path is "
+                    "the npz dataset (leave name out or set it to \"npz\")"
+                )
+            return {**data, "name": "npz"}
+        return data
 
 
 class PartitionConfig(_Section):
     """``[partition]``: how the training set is split into clients (``ampfl.fl.data.partition_clients``)."""
 
-    scheme: Literal["iid", "dirichlet", "label_skew", "fixed"] = "label_skew"
+    scheme: Literal["iid", "dirichlet", "label_skew", "fixed", "natural"] = "label_skew"
     num_clients: int = Field(100, ge=1)
     alpha: float = Field(0.5, gt=0)
     labels_per_client: int = Field(2, ge=1)
@@ -70,10 +96,33 @@ class PartitionConfig(_Section):
 
 
 class ModelConfig(_Section):
-    """``[model]``: the model every client trains (see :func:`ampfl.fl.models.build_model`)."""
+    """``[model]``: the model every client trains (see :func:`ampfl.fl.models.build_model`).
+
+    ``name`` is an entry of :data:`ampfl.fl.models.MODELS`; ``factory`` instead names a function in the user's
+    own code, ``"package.module:function"`` or ``"path/to/file.py:function"``, called with ``input_shape``,
+    ``num_classes`` and ``options``, returning a ``torch.nn.Module`` (checked once to run under vmap).
+    """
 
     name: str = "logreg"
+    factory: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_model(self) -> ModelConfig:
+        if self.factory is not None:
+            if "name" in self.model_fields_set:
+                raise ValueError("model.name and model.factory contradict: give one of them")
+            if ":" not in self.factory:
+                raise ValueError(
+                    "model.factory must be 'package.module:function' or 'file.py:function'. "
+                    f"Found {self.factory!r}"
+                )
+        return self
+
+    @property
+    def reference(self) -> str:
+        """What :func:`~ampfl.fl.models.build_model` builds: the factory reference, else the name."""
+        return self.factory if self.factory is not None else self.name
 
 
 #: The default of ``[engine] threads``.
@@ -81,17 +130,19 @@ DEFAULT_THREADS = 1
 
 
 class EngineConfig(_Section):
-    """``[engine]``: how the clients' local work is executed (see :class:`ampfl.fl.engine.EngineOptions`).
+    """``[engine]``: how the clients' local work is executed (see
+    :class:`ampfl.fl.engine.vectorised.EngineOptions`).
 
     ``None`` leaves the engine's own default in place.
 
     Attributes:
-        device: where the clients' local work runs (:mod:`ampfl.fl.device`): ``"auto"`` (default: the
+        device: where the clients' local work runs (:mod:`ampfl.fl.engine.device`): ``"auto"`` (default: the
             current CUDA device when torch sees one, else the CPU), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``;
             ``ampfl run --device`` overrides it. A CUDA device torch does not see fails when the run starts,
             in one line naming ``engine.device``; ``summary.json`` names the resolved device (``device``).
         memory_cap_mb: working memory of one chunk of clients (MiB); ``None``: sized to the device (1024 on
-            the CPU, half the CUDA device's free memory; :func:`ampfl.fl.device.default_memory_cap_mb`).
+            the CPU, half the CUDA device's free memory;
+            :func:`ampfl.fl.engine.device.default_memory_cap_mb`).
     """
 
     device: str = "auto"
@@ -113,7 +164,8 @@ class EngineConfig(_Section):
 
 
 class PrivacyConfig(_Section):
-    """``[privacy]``: the run's accountant (``ampfl.fl.privacy``), the δ of every reported ε, and a budget.
+    """``[privacy]``: the run's accountant (``ampfl.fl.privacy.run_accountant``), the δ of every reported ε,
+    and a budget.
 
     Attributes:
         accountant: ``"auto"`` (default: the tightest sound one, ``"pld"`` when the PLD accountant accounts
@@ -178,6 +230,50 @@ class RunConfig(_Section):
     engine: EngineConfig = Field(default_factory=lambda: EngineConfig.model_validate({}))
     privacy: PrivacyConfig = Field(default_factory=lambda: PrivacyConfig.model_validate({}))
 
+    @model_validator(mode="after")
+    def _no_contradiction(self) -> RunConfig:
+        """Settings that cannot hold together are refused, naming both keys."""
+        params = self.algorithm.params
+        target = getattr(params, "target_epsilon", None)
+        budget = self.privacy.max_epsilon
+        if budget is not None and isinstance(target, int | float) and budget < target:
+            raise ValueError(
+                f"privacy.max_epsilon ({budget}) is below algorithm.target_epsilon ({target}): the run would "
+                "stop before its first round; raise the budget or lower the target"
+            )
+        part = self.partition
+        expected = getattr(params, "expected_clients", None)
+        if (
+            isinstance(expected, int | float)
+            and part.scheme != "natural"
+            and expected > part.num_clients
+        ):
+            raise ValueError(
+                f"algorithm.expected_clients ({expected}) exceeds partition.num_clients ({part.num_clients})"
+            )
+        cohort = getattr(params, "cohort_size", None)
+        fixed = getattr(params, "client_sampling", "fixed") == "fixed"  # a Poisson cohort has no size
+        if isinstance(cohort, int) and fixed and part.scheme != "natural" and cohort > part.num_clients:
+            raise ValueError(
+                f"algorithm.cohort_size ({cohort}) exceeds partition.num_clients ({part.num_clients})"
+            )
+        scheme_keys = {"iid": (), "fixed": ("samples_per_client",), "natural": (), "dirichlet": ("alpha",),
+                       "label_skew": ("labels_per_client",)}  # fmt: skip
+        # a key set away from its default (a resolved config lists every key at its default: it round-trips)
+        used = {
+            key
+            for key in ("alpha", "labels_per_client", "samples_per_client")
+            if getattr(part, key) != PartitionConfig.model_fields[key].default
+        }
+        for key in sorted(used - set(scheme_keys[part.scheme])):
+            if part.scheme == "fixed" and key == "samples_per_client":
+                continue
+            raise ValueError(
+                f"partition.{key} and partition.scheme = {part.scheme!r} contradict: {key} applies only to "
+                + " / ".join(repr(s) for s, keys in scheme_keys.items() if key in keys)
+            )
+        return self
+
 
 def _location(prefix: tuple[str, ...], loc: tuple[int | str, ...]) -> str:
     parts = [*prefix, *(str(part) for part in loc)]
@@ -191,7 +287,7 @@ def _describe(prefix: tuple[str, ...], exc: ValidationError) -> list[str]:
         message = str(error["msg"]).removeprefix("Value error, ")  # a validator's own message
         if error["type"] == "extra_forbidden":
             message = "unknown key"
-        elif error["type"] != "missing":
+        elif error["type"] != "missing" and error["loc"]:  # a whole-table validator names its own values
             found = repr(error["input"])
             message += f" (found {found if len(found) <= 60 else found[:57] + '...'})"
         lines.append(f"{where}: {message}")

@@ -1,4 +1,4 @@
-"""Training that diverges: detected after each round, reported as one line, never checkpointed (issue 17)."""
+"""Training that diverges: detected after each round, reported as one line, never checkpointed."""
 
 from __future__ import annotations
 

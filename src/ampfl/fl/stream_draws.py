@@ -1,4 +1,4 @@
-"""numpy's bounded integer draws, for many calls at once, bit for bit (issue 17).
+"""numpy's bounded integer draws, for many calls at once, bit for bit.
 
 A ``np.random.Generator`` on ``PCG64`` serves every bounded integer in [0, r] with r < 2³² −1 (``integers``,
 ``choice(..., replace=False)`` by Floyd's algorithm and its shuffle) from one stream of 32-bit words: each

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from ampfl.fl.data import Dataset
+    from ampfl.fl.data.dataset import Dataset
 
 
 @dataclass

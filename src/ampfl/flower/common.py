@@ -28,7 +28,7 @@ OUT_KEY = "out-dir"
 RESUME_KEY = "resume"
 #: ``none`` or ``secaggplus`` (:mod:`ampfl.flower.secagg`).
 SECAGG_KEY = "secure-aggregation"
-#: The run folder lock's token (:mod:`ampfl.fl.folder_lock`): the ServerApp writes only while it owns it.
+#: The run folder lock's token (:mod:`ampfl.fl.run.lock`): the ServerApp writes only while it owns it.
 TOKEN_KEY = "run-token"
 #: Message types beyond Flower's ``train``: the server asks each node which partition it holds.
 QUERY = "query"
@@ -88,6 +88,6 @@ def check_deployable(config: RunConfig, secure_aggregation: str = "none") -> Non
 def algorithm_from_config(config: RunConfig, *, privacy_key: int | None = None) -> Algorithm:
     """The simulator's algorithm for ``config`` (same data, partition, model initialisation and seed);
     ``privacy_key``: a resumed run's key (None: a fresh one, or the seed under ``[privacy] reproducible``)."""
-    from ampfl.fl.run import build_algorithm, build_task
+    from ampfl.fl.run.experiment import build_algorithm, build_task
 
     return build_algorithm(config, build_task(config), privacy_key=privacy_key)

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ampfl.fl.folder_lock import acquire, release
+from ampfl.fl.run.lock import acquire, release
 from ampfl.flower.common import (
     CONFIG_KEY,
     OUT_KEY,
@@ -153,9 +153,9 @@ def write_app(
 def validate_run(config: RunConfig) -> None:
     """Build the task, the algorithm and the run's accountant exactly as ``ampfl run`` does, before any
     process starts, so a config ``ampfl run`` refuses fails here with the same one-line ValueError
-    (issue 31)."""
+   ."""
     from ampfl.fl.data import DataUnavailableError
-    from ampfl.fl.run import build_calibrated, build_task
+    from ampfl.fl.run.experiment import build_calibrated, build_task
 
     try:
         task = build_task(config)
@@ -221,7 +221,7 @@ def deploy(
             half second; the message names the process and its log; the run keeps its last checkpoint).
     """
     from ampfl.fl.config import config_to_dict
-    from ampfl.fl.run import CONFIG_JSON, METRICS, SUMMARY
+    from ampfl.fl.run.experiment import CONFIG_JSON, METRICS, SUMMARY
     from ampfl.flower.secagg import SECURE_AGGREGATION, check_secure_aggregation
 
     if secure_aggregation in SECURE_AGGREGATION:  # else the next check names the flag
@@ -279,7 +279,7 @@ def _deploy(
 ) -> dict[str, Any]:
     """:func:`deploy` once the checks passed and the folder's lock is held (``token``)."""
     from ampfl.fl.config import to_toml
-    from ampfl.fl.run import CONFIG_JSON, CONFIG_TOML, SUMMARY
+    from ampfl.fl.run.experiment import CONFIG_JSON, CONFIG_TOML, SUMMARY
     from ampfl.io import atomic_write_json, atomic_write_text
 
     marker = f"{out.resolve()}#{token}"  # this run's processes only (the watchdog sweeps by it)
@@ -382,7 +382,7 @@ def _progress(
 
 
 def _check_resumable(out: Path, resolved: dict[str, Any]) -> None:
-    from ampfl.fl.run import CHECKPOINT, CONFIG_JSON, SUMMARY
+    from ampfl.fl.run.experiment import CHECKPOINT, CONFIG_JSON, SUMMARY
     from ampfl.io import dumps_json
 
     if (out / SUMMARY).exists():

@@ -10,8 +10,8 @@
   parties the event's ε protects against (JSON list, e.g. ``["model consumers", "server"]``;
   docs/threat_model.md);
 - ``privacy_spent(client TEXT, epsilon REAL, delta REAL)``: each client's ε at the run's δ, composed by a
-  per-client :class:`~ampfl.fl.privacy.RunAccountant` (the same accountant, relation and δ as the run's),
-  refreshed in the same transaction as the events.
+  per-client :class:`~ampfl.fl.privacy.run_accountant.RunAccountant` (the same accountant, relation and δ as
+  the run's), refreshed in the same transaction as the events.
 
 :meth:`PrivacyLedger.record` commits a round's rows in one transaction (``synchronous=FULL``); the ServerApp
 calls it before it releases the round's aggregate (the new global model), so whatever was released is in the
@@ -66,7 +66,7 @@ class PrivacyLedger:
         *,
         protects_against: Sequence[str] = (),
     ) -> None:
-        from ampfl.fl.privacy import RunAccountant
+        from ampfl.fl.privacy.run_accountant import RunAccountant
 
         self.path = Path(path)
         self.privacy = privacy

@@ -1,4 +1,4 @@
-"""A SuperNode's own shard of the task, built once and cached on disk across messages (issue 31, part 4).
+"""A SuperNode's own shard of the task, built once and cached on disk across messages.
 
 Flower 1.41 starts a fresh ``flwr-clientapp`` process for every message, so a client that rebuilt the whole
 task per message (load the dataset, partition it, build and calibrate the algorithm) paid for it every
@@ -8,7 +8,7 @@ round. Instead the node keeps, in its cache folder, one file per (run configurat
 - ``sizes``: every client's local dataset size (the mini-batch draws of a cohort depend on them);
 - ``meta``: JSON with the cache key, the dataset name and class count, the noise the run calibrated for
   each of the algorithm's noise targets (``noise``: key → noise multiplier, accountant, choice; empty when
-  the config states the noise; :mod:`ampfl.fl.calibration`), so a message never recalibrates, and the
+  the config states the noise; :mod:`ampfl.fl.privacy.calibration`), so a message never recalibrates, and the
   probability of the client's own participation coin (``own_coin``, ``None`` when the server samples the
   cohort: the round protocol's ``own_coin``), so that a node whose coin says no declines without importing
   torch (:func:`cached_coin`).
@@ -45,8 +45,8 @@ from ampfl.flower.common import CONFIG_KEY, decode_config
 
 if TYPE_CHECKING:
     from ampfl.fl.algorithms.base import Algorithm
-    from ampfl.fl.calibration import CalibratedNoise
     from ampfl.fl.config import RunConfig
+    from ampfl.fl.privacy.calibration import CalibratedNoise
     from ampfl.fl.task import Task
 
 #: Node config keys: the cache folder, and the folder of node-local state (MS-PAFL's private submodel).
@@ -119,7 +119,7 @@ def read_shard(
     Raises:
         OSError, ValueError, KeyError: a missing, damaged or foreign file.
     """
-    from ampfl.fl.data import Dataset
+    from ampfl.fl.data.dataset import Dataset
     from ampfl.fl.data.partitions import ClientPartition
     from ampfl.fl.task import Task
 
@@ -144,10 +144,10 @@ def read_shard(
     task = Task(
         dataset=dataset,
         client_indices=ClientPartition(flat, offsets),
-        model=config.model.name,
+        model=config.model.reference,
         model_options=dict(config.model.options),
     )
-    from ampfl.fl.calibration import CalibratedNoise
+    from ampfl.fl.privacy.calibration import CalibratedNoise
 
     noise = {
         str(k): CalibratedNoise(float(z), str(accountant), None if choice is None else str(choice))
@@ -178,10 +178,11 @@ def cached_coin(
 
 
 def _calibrated_build(config: RunConfig) -> tuple[Algorithm, dict[str, CalibratedNoise]]:
-    """A full build as the run does it (:func:`ampfl.fl.run.build_calibrated`), and the noise it calibrated
-    for the algorithm's targets (what :meth:`~ampfl.fl.algorithms.base.Algorithm.set_noise` received last)."""
-    from ampfl.fl.calibration import calibrate_algorithm
-    from ampfl.fl.run import build_task, construct_algorithm
+    """A full build as the run does it (:func:`ampfl.fl.run.experiment.build_calibrated`), and the noise it
+    calibrated for the algorithm's targets (what :meth:`~ampfl.fl.algorithms.base.Algorithm.set_noise`
+    received last)."""
+    from ampfl.fl.privacy.calibration import calibrate_algorithm
+    from ampfl.fl.run.experiment import build_task, construct_algorithm
 
     algorithm = construct_algorithm(config, build_task(config))
     resolved: dict[str, CalibratedNoise] = {}
@@ -234,7 +235,7 @@ def node_algorithm(
         except (OSError, ValueError, KeyError, TypeError):
             pass  # damaged or foreign: rebuilt below
         else:
-            from ampfl.fl.run import construct_algorithm
+            from ampfl.fl.run.experiment import construct_algorithm
 
             algorithm = construct_algorithm(config, task)
             if noise:  # the full build's calibrated noise: never calibrated again

@@ -1,11 +1,11 @@
-"""The ServerApp of ``ampfl deploy``: the run's round loop (:mod:`ampfl.fl.loop`, the one ``ampfl run`` uses)
-over a Flower Grid, with a per-client privacy ledger.
+"""The ServerApp of ``ampfl deploy``: the run's round loop (:mod:`ampfl.fl.run.loop`, the one ``ampfl run``
+uses) over a Flower Grid, with a per-client privacy ledger.
 
 :func:`main` discovers which SuperNode holds which client (``partition-id``), builds the algorithm and the
 run's accountant from the config exactly as ``ampfl run`` does, opens the per-client ledger
 (``ledger.sqlite``, :class:`~ampfl.flower.ledger.PrivacyLedger`), resumes from ``checkpoint.pt`` with the run
 config ``resume = true`` (the ledger drops the rows of a round committed but never released) and hands the
-rounds to :func:`ampfl.fl.loop.run_rounds` with a :class:`FlowerBackend`. Per round the backend
+rounds to :func:`ampfl.fl.run.loop.run_rounds` with a :class:`FlowerBackend`. Per round the backend
 
 1. asks only the clients whose own ε stays within ``[privacy] max_epsilon`` (:meth:`PrivacyLedger.eligible`,
    on the worst case of dropouts under SecAgg+ noise shares) and the round protocol's cohort among them
@@ -19,7 +19,7 @@ rounds to :func:`ampfl.fl.loop.run_rounds` with a :class:`FlowerBackend`. Per ro
 
 The backend is not replayable (that noise is not derived from the run's key), so the loop checkpoints every
 round before its line is written or its model broadcast. At the end ``summary.json`` (the simulator's
-keys, :mod:`ampfl.fl.run_summary`, ``engine = "flower"``) and the plots from the released lines.
+keys, :mod:`ampfl.fl.run.summary`, ``engine = "flower"``) and the plots from the released lines.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 from flwr.app import Context, Message, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-from ampfl.fl.folder_lock import owns
-from ampfl.fl.loop import RoundOutcome, RunState, finish_run, restore, run_rounds
-from ampfl.fl.release import DIAGNOSTICS
-from ampfl.fl.run_summary import run_threat_model
+from ampfl.fl.run.lock import owns
+from ampfl.fl.run.loop import RoundOutcome, RunState, finish_run, restore, run_rounds
+from ampfl.fl.run.release import DIAGNOSTICS
+from ampfl.fl.run.summary import run_threat_model
 from ampfl.flower.common import (
     CONFIG_KEY,
     OUT_KEY,
@@ -95,7 +95,7 @@ def _discover(grid: Grid, count: int, timeout: float) -> dict[int, int]:
 
 
 class FlowerBackend:
-    """A round on the SuperNodes (:class:`ampfl.fl.loop.RoundBackend`): the eligible clients (per-client
+    """A round on the SuperNodes (:class:`ampfl.fl.run.loop.RoundBackend`): the eligible clients (per-client
     ledger), the round protocol's cohort, :func:`~ampfl.flower.transport.collect_round`, the ledger's commit,
     then :func:`~ampfl.flower.transport.release_round`. Not ``replayable``: the server's noise (or the
     clients' shares) comes from the operating system, so every round is checkpointed before it is shown."""
@@ -172,8 +172,8 @@ def main(grid: Grid, context: Context) -> None:
     import torch
 
     from ampfl.fl.config import config_to_dict
-    from ampfl.fl.privacy import RunAccountant
-    from ampfl.fl.run import (
+    from ampfl.fl.privacy.run_accountant import RunAccountant
+    from ampfl.fl.run.experiment import (
         CHECKPOINT,
         CONFIG_JSON,
         CONFIG_TOML,

@@ -1,4 +1,4 @@
-"""The watchdog of a local federation: its processes die with ``ampfl deploy``, whatever kills it (issue 31).
+"""The watchdog of a local federation: its processes die with ``ampfl deploy``, whatever kills it.
 
 ``python -m ampfl.flower.watchdog PARENT_PID MARKER`` runs in a session of its own (so a signal to the
 deploy's process group does not reach it) and checks every :data:`POLL_SECONDS` whether ``ampfl deploy``

@@ -176,7 +176,7 @@ def run_figure(
     if device is not None:
         if not has_quick(function):
             raise ValueError(f"--device applies to the training figures only; {name} trains nothing.")
-        from ampfl.fl.device import resolve_device
+        from ampfl.fl.engine.device import resolve_device
 
         resolve_device(device, setting="--device")
     token = _DEVICE.set(device)

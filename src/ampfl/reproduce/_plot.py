@@ -61,3 +61,36 @@ def save(fig: Any, path: Path, *, note: str | None = None) -> Path:
     written = atomic_save_figure(fig, path)
     plt.close(fig)
     return written
+
+
+def save_image_grid(path: Path, originals: Any, rows: dict[str, Any], *, note: str | None = None) -> Path:
+    """PNG grid: the original images on the first row, one row of reconstructions per method.
+
+    Each batch is ``[n, channels, height, width]`` with values in [0, 1] (NumPy arrays or CPU tensors).
+    """
+    import textwrap
+
+    import numpy as np
+
+    def pixels(image: Any) -> Any:
+        detach = getattr(image, "detach", None)
+        return np.asarray(detach().cpu().numpy() if detach is not None else image)
+
+    labels = ["original", *rows]
+    images = [originals, *rows.values()]
+    n = originals.shape[0]
+    fig, _ = new_figure(width=1.1 * n + 1.2, height=1.15 * len(labels) + 0.3)
+    fig.clf()
+    axes = fig.subplots(len(labels), n, squeeze=False)
+    for r, (label, batch) in enumerate(zip(labels, images, strict=True)):
+        for col in range(n):
+            ax = axes[r][col]
+            img = pixels(batch[col])
+            ax.imshow(
+                img[0] if img.shape[0] == 1 else img.transpose(1, 2, 0), cmap="gray", vmin=0.0, vmax=1.0
+            )
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if col == 0:
+                ax.set_ylabel(textwrap.fill(label, 18), fontsize=6)
+    return save(fig, path, note=note)

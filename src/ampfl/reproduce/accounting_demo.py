@@ -1,4 +1,4 @@
-"""The accounting demo of ``make demo`` (issue 2): paper 004's Section 6 table and Fig. 1 curves.
+"""The accounting demo of ``make demo``: paper 004's Section 6 table and Fig. 1 curves.
 
 :func:`run_accounting_demo` writes ``hasircioglu_sec6.{csv,png}`` and ``hasircioglu_fig1.{csv,png}`` into
 ``out`` and returns a summary dict (``files``, the Section 6 noise multipliers, the recommended analysis).

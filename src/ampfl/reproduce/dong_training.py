@@ -2,7 +2,7 @@
 
 002 Sec. 4 fine-tunes ResNet-101 (GroupNorm) on CIFAR-10 with DP-SGD after a non-private pre-training on 8 of
 the 10 classes of the other half of the data, and compares model splitting (d = 3, 8) with and without its
-amplification against no splitting. Here, scaled to this machine (docs/partition.md "Training (issue 14)"):
+amplification against no splitting. Here, scaled to this machine (docs/partition.md "Training"):
 
 - **data**: Fashion-MNIST; the training set is split in two halves with a fixed seed. Half A restricted to
   the classes 0-7 pre-trains the model without DP (plain SGD, momentum 0.9); DP fine-tuning runs on (a subset
@@ -13,14 +13,14 @@ amplification against no splitting. Here, scaled to this machine (docs/partition
   second block and the hidden FC layer are split into d blocks of units; C_s = C_ns = C/√2 and one noise
   multiplier z for both parts, so the noise std on every coordinate is z·C/√2 — the column
   ``noise_std_over_clip`` (σ/C, comparable with standard DP-SGD's z).
-- **methods**, each calibrated to the same (ε, δ) by :func:`ampfl.fl.privacy.calibrate_noise` on the event
-  its run composes: ``standard`` (DP-SGD, Poisson at q, no split: 002's "relaxation"), ``standard-bis``
-  (its twin with Balanced Iteration Subsampling, k = 1 of T_e = 1/q steps per epoch), ``split-d`` (002
-  Alg. 1, Poisson, the sound bound of ``ampfl account model-split --rate``: the better of Zhu–Wang over
-  Thm 3.4 and the no-split bound: 002's "amplification") and ``split-d-no-amplification`` (the same training
-  accounted without the split credit: 002's "baseline"), d ∈ {3, 8}. The noise multiplier of the paper's
-  own Table 1 reading (binomial expansion, remove direction only, not sound) is listed next to each split
-  method (``paper_reading_noise_std_over_clip``) but never trained with.
+- **methods**, each calibrated to the same (ε, δ) by :func:`ampfl.fl.privacy.run_accountant.calibrate_noise`
+  on the event its run composes: ``standard`` (DP-SGD, Poisson at q, no split: 002's "relaxation"),
+  ``standard-bis`` (its twin with Balanced Iteration Subsampling, k = 1 of T_e = 1/q steps per epoch),
+  ``split-d`` (002 Alg. 1, Poisson, the sound bound of ``ampfl account model-split --rate``: the better of
+  Zhu–Wang over Thm 3.4 and the no-split bound: 002's "amplification") and ``split-d-no-amplification`` (the
+  same training accounted without the split credit: 002's "baseline"), d ∈ {3, 8}. The noise multiplier of the
+  paper's own Table 1 reading (binomial expansion, remove direction only, not sound) is listed next to each
+  split method (``paper_reading_noise_std_over_clip``) but never trained with.
 - every method runs the same learning-rate grid and is reported at its best final accuracy (the grid search
   is not accounted, as in 002).
 - scales: ``FULL``, ``QUICK`` (``--quick``) and ``MEDIUM`` (``--medium``, several seeds: the quick
@@ -196,7 +196,7 @@ def _engine() -> Any:
     device = figure_device()
     if device is None:
         return None
-    from ampfl.fl.engine import Engine, EngineOptions
+    from ampfl.fl.engine.vectorised import Engine, EngineOptions
 
     return Engine(EngineOptions(device=device))
 
@@ -204,8 +204,8 @@ def _engine() -> Any:
 def finetune(task: Any, start: Any, params: dict[str, Any], *, seed: int = 0) -> dict[str, Any]:
     """One DP fine-tuning run from ``start``: the run's accountant composes every round's events."""
     from ampfl.fl.algorithms.dp_sgd_partition import DPSGDPartition
-    from ampfl.fl.calibration import calibrate_algorithm
     from ampfl.fl.config import PrivacyConfig
+    from ampfl.fl.privacy.calibration import calibrate_algorithm
 
     privacy = PrivacyConfig.model_validate({"accountant": "rdp", "delta": DELTA, "reproducible": True})
     if "expected_clients" not in params:  # 002's expected batch: q·N (BIS: N/T_e), N the published set size

@@ -186,7 +186,7 @@ def _dp_fedavg_noise(config: Any, task: Any) -> dict[str, float]:
     import torch
 
     from ampfl.fl.algorithms.base import ROLE_NOISE
-    from ampfl.fl.run import build_algorithm
+    from ampfl.fl.run.experiment import build_algorithm
 
     alg = build_algorithm(config, task)
     shape = alg.global_params.shape  # type: ignore[attr-defined]
@@ -308,8 +308,8 @@ def table2(
     import matplotlib
 
     from ampfl.fl.data import DataUnavailableError
-    from ampfl.fl.run import build_task, run_or_reuse
-    from ampfl.fl.run_folder import read_lines
+    from ampfl.fl.run.experiment import build_task, run_or_reuse
+    from ampfl.fl.run.folder import read_lines
     from ampfl.io import atomic_write_csv
     from ampfl.reproduce._plot import legend_below, save
 

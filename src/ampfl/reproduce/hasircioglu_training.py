@@ -22,7 +22,7 @@ Per-iteration guarantee ε = 0.015, δ = 1e-6 (Sec. 6), C = 1; the non-private r
 Analyses: ``paper`` (Thm 4.1 — see ``ampfl.accounting.random_checkin`` for why it is not a proven bound),
 ``wcs`` (Thm 5.2's closed-form per-iteration calibration, participation revealed, as in the paper) and
 ``ols`` (Thm 5.1). (A DP-DSGD-RP run left to calibrate itself uses the PLD accountant on its own event,
-participation hidden: at Fig. 6's rescaled rates that needs z = 4.88 instead of Thm 5.2's 13.55, issue 11.)
+participation hidden: at Fig. 6's rescaled rates that needs z = 4.88 instead of Thm 5.2's 13.55.)
 Whatever chose the noise, every run's ε (at δ = ``DELTA_TOTAL``) comes from the run's accountant over
 ``RandomCheckInEvent`` (sound); a run without noise reports ε = ∞. The returned dict also
 lists the noise multiplier of each analysis at the paper's own (p, q, d), next to the values printed in
@@ -199,8 +199,8 @@ def sigma_cross_check(figure: str) -> list[dict[str, Any]]:
 
 def _figure(figure: str, out: Path, *, quick: bool, medium: bool = False, seed: int = 0) -> dict[str, Any]:
     from ampfl.fl.data import DataUnavailableError
-    from ampfl.fl.run import build_task, run_or_reuse
-    from ampfl.fl.run_folder import read_lines
+    from ampfl.fl.run.experiment import build_task, run_or_reuse
+    from ampfl.fl.run.folder import read_lines
     from ampfl.io import atomic_write_csv
     from ampfl.reproduce._plot import legend_below, new_figure, save
 

@@ -5,13 +5,13 @@ subset of the labels (here: one of the two labels, ``label_skew`` with one label
 regression of Eq. (20)–(21), half of the parameters private (d_α = d_p = 0.5), Q = 5 local steps of b = 5
 examples sampled without (WOR, Fig. 2a) or with (WR, Fig. 2b) replacement, ε_ℓ = 1, δ_ℓ = 1e-4, C = 1.
 
-Not stated in the paper, chosen here: the number of rounds (``ROUNDS``), the learning rate
-(``LEARNING_RATE``) and γ (``GAMMA``). The composed ε of each curve (at δ = ``DELTA``) comes from the run's
-accountant over MS-PAFL's round events (participation public to the server, persistent private state, so no
-amplification by local sampling: issue 10 part 7c) and is written to the CSV; it is larger than the paper's
-amplified numbers, which do not hold with persistent private state (docs/ms_pafl.md). Both the public model's
-accuracy (solid) and the mean accuracy of the clients' recombined models (dashed) are plotted: the paper does
-not say which one its figure shows.
+Not stated in the paper, chosen here: the number of rounds (``ROUNDS``), the learning rate (``LEARNING_RATE``)
+and γ (``GAMMA``). The composed ε of each curve (at δ = ``DELTA``) comes from the run's accountant over
+MS-PAFL's round events (participation public to the server, persistent private state, so no amplification by
+local sampling: :mod:`ampfl.accounting.audit.ms_pafl`) and is written to the CSV; it is larger than the
+paper's amplified numbers, which do not hold with persistent private state (docs/ms_pafl.md). Both the public
+model's accuracy (solid) and the mean accuracy of the clients' recombined models (dashed) are plotted: the
+paper does not say which one its figure shows.
 
 Controls (p = 0.3, WOR), so that the figure says why the curves sit where they sit: the majority-class rate
 of the test set (dotted line); the same run with σ = 0 (no noise, same clipping); the variant that clips
@@ -104,8 +104,8 @@ def _config(
 def fig2(out: Path, *, quick: bool = False, medium: bool = False, seed: int = 0) -> dict[str, Any]:
     """000 Fig. 2 (a) WOR and (b) WR: accuracy over rounds for p_i ∈ {0.1, 0.3, 0.7}."""
     from ampfl.fl.data import DataUnavailableError
-    from ampfl.fl.run import build_task, run_or_reuse
-    from ampfl.fl.run_folder import read_lines
+    from ampfl.fl.run.experiment import build_task, run_or_reuse
+    from ampfl.fl.run.folder import read_lines
     from ampfl.io import atomic_write_csv
     from ampfl.reproduce._plot import legend_below, new_figure, save
 

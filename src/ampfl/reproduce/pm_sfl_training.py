@@ -190,9 +190,13 @@ def _config(
             "checkpoint_every": 0,
             "dataset": {"name": dataset, **({"path": str(data_path)} if data_path is not None else {})},
             "partition": {
-                "scheme": "dirichlet" if dataset in ("fmnist", "cifar100") else "iid",
                 "num_clients": clients if clients is not None else s["num_clients"],
-                "alpha": ALPHA,
+                # Dirichlet(α) label shares on the image sets, IID elsewhere (α applies to Dirichlet only)
+                **(
+                    {"scheme": "dirichlet", "alpha": ALPHA}
+                    if dataset in ("fmnist", "cifar100")
+                    else {"scheme": "iid"}
+                ),
             },
             "model": {"name": "split_cnn", "options": {"channels": s["channels"], **MODEL}},
             "algorithm": params,
@@ -221,7 +225,7 @@ def _task(config: Any, figure: str, quick: bool = True) -> Any:
     """The task of ``config``'s dataset: a Dirichlet partition, or the natural one of ``fmnist_styles`` /
     ``femnist`` (one client per writer style / writer, each with its own test examples)."""
     from ampfl.fl.data import DataUnavailableError
-    from ampfl.fl.run import build_task
+    from ampfl.fl.run.experiment import build_task
 
     name, path = config.dataset.name, config.dataset.path
     if name not in DATASETS:
@@ -314,8 +318,8 @@ def _compare(
     medium: bool = False,
     seed: int = 0,
 ) -> dict[str, Any]:
-    from ampfl.fl.run import run_or_reuse
-    from ampfl.fl.run_folder import read_lines
+    from ampfl.fl.run.experiment import run_or_reuse
+    from ampfl.fl.run.folder import read_lines
     from ampfl.io import atomic_write_csv
     from ampfl.reproduce._plot import legend_below, new_figure, save
 
@@ -418,7 +422,7 @@ def _trained(
     data_path: str | None,
     seed: int = 0,
 ) -> tuple[Any, dict[str, Any]]:
-    from ampfl.fl.run import build_algorithm, load_checkpoint, run_or_reuse
+    from ampfl.fl.run.experiment import build_algorithm, load_checkpoint, run_or_reuse
 
     config = _config(algorithm, {}, ATTACK_LR[algorithm], s, dataset, data_path, task.num_clients, seed)
     folder = out / algorithm
@@ -439,8 +443,9 @@ def attack(
 ) -> dict[str, Any]:
     """003 Sec. 3 / Fig. 5: DLG-style reconstruction from smashed data, SplitFed vs PM-SFL (PSNR, SSIM);
     ``dataset`` as :func:`table1` (the victim is client 0, its first training images)."""
-    from ampfl.fl.split.attack import attack_client, save_grid
+    from ampfl.fl.split.attack import attack_client
     from ampfl.io import atomic_write_csv
+    from ampfl.reproduce._plot import save_image_grid
 
     if dataset not in DATASETS:
         raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {dataset!r}.")
@@ -491,7 +496,7 @@ def attack(
         + (" QUICK RUN (--quick)." if quick else " MEDIUM RUN (--medium)." if medium else "")
         + f" Seed {seed}."
     )
-    png = save_grid(out / "pm_sfl_attack.png", x, recon_rows, note=note)
+    png = save_image_grid(out / "pm_sfl_attack.png", x, recon_rows, note=note)
     csv_path = atomic_write_csv(out / "pm_sfl_attack.csv", ["method", "image", "psnr", "ssim"], csv_rows)
     return {
         "files": [str(png), str(csv_path)],

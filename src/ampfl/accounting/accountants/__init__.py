@@ -48,7 +48,7 @@ def make_accountant(name: str = "rdp", **kwargs: Any) -> Accountant:
 
 def composed(event: PrivacyEvent, count: int = 1, accountant: str = "pld", **kwargs: Any) -> Accountant:
     """A fresh accountant by name (:func:`make_accountant`) that composed ``count`` × ``event``: what every
-    paper's "build an accountant for this analysis" wrapper is (issue 29)."""
+    paper's "build an accountant for this analysis" wrapper is."""
     return make_accountant(accountant, **kwargs).compose(event, check_int("count", count))
 
 

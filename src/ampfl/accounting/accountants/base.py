@@ -6,7 +6,7 @@ run: the state is unchanged) and ``state_dict()`` / ``load_state_dict()`` (JSON-
 answers exactly as the one that was saved). Events are ampfl :mod:`~ampfl.accounting.events`; standard
 dp-accounting events are converted with :func:`~ampfl.accounting.events.from_dp_accounting`.
 
-Start-up (issue 32): this module does not import dp-accounting (whose package imports scipy.signal and
+Start-up: this module does not import dp-accounting (whose package imports scipy.signal and
 scipy.stats, ~1 s), so :class:`Accountant` implements dp-accounting's ``PrivacyAccountant`` contract itself
 (``supports``, ``compose``, ``_maybe_compose``, ``CompositionErrorDetails``, ``neighboring_relation``) instead
 of subclassing it, and :class:`NeighboringRelation` is ampfl's copy of its enum (same names and values);
@@ -116,7 +116,7 @@ class Accountant(abc.ABC):
 
     def epsilon_reading(self, target_delta: float) -> tuple[float, bool]:
         """``(ε, exact)``: :meth:`get_epsilon`, or (``exact`` False) a cheaper certified upper bound on it —
-        what a run reports every round (issue 32). This accountant's readings are all exact."""
+        what a run reports every round. This accountant's readings are all exact."""
         return self.get_epsilon(target_delta), True
 
     def _maybe_compose(self, event: Any, count: int, do_compose: bool) -> CompositionErrorDetails | None:

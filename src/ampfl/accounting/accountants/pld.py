@@ -11,16 +11,16 @@ Each event's PLD comes from its entry in the mechanism registry (:mod:`ampfl.acc
 - model splitting, dropout and BIS, Poisson-subsampled or not (002,
   :mod:`ampfl.accounting.partition.event_bounds`).
 
-Second pairs (issue 11): an entry may register named alternatives, each a dominating pair of its own (a
+Second pairs: an entry may register named alternatives, each a dominating pair of its own (a
 hidden-participation random check-in round has two, neither below the other at every ε). Once such an event
 is composed, the accountant keeps a second composition of the same history with each of those rounds on its
 second pair (:func:`second_pld`) and answers the smaller ε (δ) of the two: both are upper bounds.
 
 Error: pessimistic rounding makes every reported ε and δ an upper bound; the discretisation interval
 (default 1e-4) bounds how loose (docs/accounting.md); small ε (below 2 × compositions × interval) are
-recomputed on 4× finer grids until two agree to 0.5% (``refine``, issue 11).
+recomputed on 4× finer grids until two agree to 0.5% (``refine``).
 
-Speed (issues 11, 17): the Gaussian PLD, compositions and ε(δ) go through the vectorised kernels of
+Speed: the Gaussian PLD, compositions and ε(δ) go through the vectorised kernels of
 :mod:`~ampfl.accounting.accountants.pld_fast` (dp-accounting's algorithms without its per-point loops), and
 the accountant is incremental (:mod:`~ampfl.accounting.accountants.pld_cache`): one spectrum product per
 composed round on each grid in use, one inverse FFT per reading, answers cached until the history changes.
@@ -42,18 +42,25 @@ from ampfl.accounting.pld_grid import dp_accounting_guard
 if TYPE_CHECKING:
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-__all__ = ["PLD_DISCRETIZATION", "PLDAccountant", "event_pld", "has_second_pair", "second_pld"]
+__all__ = [
+    "PLD_DELTA_FLOOR",
+    "PLD_DISCRETIZATION",
+    "PLDAccountant",
+    "event_pld",
+    "has_second_pair",
+    "second_pld",
+]
 
 #: Default value discretisation interval of the privacy-loss grid.
 PLD_DISCRETIZATION = 1e-4
-#: Adaptive refinement (issue 11): an answer whose ε is below ``PLD_REFINE_BELOW`` × (compositions × grid)
+#: Adaptive refinement: an answer whose ε is below ``PLD_REFINE_BELOW`` × (compositions × grid)
 #: is recomputed on 4× finer grids until two agree to ``PLD_REFINE_RTOL`` (or the grid reaches
 #: ``PLD_MIN_INTERVAL``). Pessimistic rounding adds at most one grid step per composition to ε, so only small
 #: ε need it (q = 1e-4, z = 3, T = 1000, δ = 1e-5: ε 0.0035 on the 1e-4 grid, 0.00217 exact).
 PLD_REFINE_BELOW = 2.0
 PLD_REFINE_RTOL = 0.005
 PLD_MIN_INTERVAL = 1e-7
-#: Bounded readings (issue 32, :meth:`PLDAccountant.epsilon_reading`): anchors S_1 = 1, S_{k+1} = S_k +
+#: Bounded readings (:meth:`PLDAccountant.epsilon_reading`): anchors S_1 = 1, S_{k+1} = S_k +
 #: max(1, S_k // BOUND_STRIDE) draws; between two anchors a reading reports the bound at the next one.
 BOUND_STRIDE = 4
 #: The bounds' own grid, BOUND_GRID × the reporting interval, whose composed PMF they fold by BOUND_FOLD
@@ -61,6 +68,14 @@ BOUND_STRIDE = 4
 #: over 200 rounds 43 → 11 ms, within 0.001 of the fine-grid bounds up to 1113 draws).
 BOUND_GRID = 8
 BOUND_FOLD = 2
+#: Absolute numerical floor of a δ read off a composed PMF. The FFT composition and the tail guard leave an
+#: absolute error of order 1e-15 in the δ(ε) sum (round-off of FFT-composed entries is relative to the peak,
+#: not to the tiny upper-tail entries that decide small δ): with q = 1 (closed form, Balle–Wang Thm 8 with
+#: μ = √T / z) the reading fell up to 1.5e-15 below the exact δ, so ε(δ = 1e-12) came out ~4e-4 below the
+#: truth. Every reading therefore answers ε at δ − PLD_DELTA_FLOOR and reports δ(ε) + PLD_DELTA_FLOOR, and
+#: a δ not above 2 × PLD_DELTA_FLOOR is refused (the RDP accountant answers it). Tested against the closed
+#: form at δ down to 1e-12 (tests/accounting/test_exact_small_delta.py).
+PLD_DELTA_FLOOR = 1e-14
 
 
 def bound_anchors(steps: int) -> tuple[int, int]:
@@ -111,7 +126,7 @@ def second_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> pld
 def accountant_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) -> Any:
     """The PLD the accountant composes for ``event``: the registry's ``dense_pld`` where it has one (the
     Gaussian, Poisson-subsampled or not: :func:`pld_dense.gaussian_pld`, the PMFs of :func:`event_pld`'s,
-    without importing dp-accounting: issue 32); for every other event :func:`event_pld`."""
+    without importing dp-accounting: start-up); for every other event :func:`event_pld`."""
     dense = lookup(event).dense_pld
     if dense is not None:
         out = dense(event, check_positive("value_discretization_interval", interval))
@@ -120,10 +135,20 @@ def accountant_pld(event: PrivacyEvent, interval: float = PLD_DISCRETIZATION) ->
     return event_pld(event, interval)
 
 
+def _below_floor(delta: float) -> float:
+    """The δ a reading answers ε at: ``delta`` less the numerical floor (:data:`PLD_DELTA_FLOOR`)."""
+    if delta <= 2.0 * PLD_DELTA_FLOOR:
+        raise NumericalError(
+            f"delta must be above {2.0 * PLD_DELTA_FLOOR:g} for the PLD accountant (its numerical floor); "
+            f"got {delta!r}: use the RDP accountant."
+        )
+    return delta - PLD_DELTA_FLOOR
+
+
 class PLDAccountant(Accountant):
     """Composes pessimistic PLDs; answers ε(δ), δ(ε) from the composed distribution (add/remove-one).
 
-    Incremental (issue 17): each grid's composed PLD is extended, not rebuilt — a repeated event by one
+    Incremental: each grid's composed PLD is extended, not rebuilt — a repeated event by one
     spectrum product per call, a change of event by one convolution — and rebuilt from the spectrum only when
     read (:mod:`~ampfl.accounting.accountants.pld_cache`); an answer on an unchanged history is cached, on the
     reporting grid and on every finer grid of ``refine`` alike.
@@ -257,7 +282,7 @@ class PLDAccountant(Accountant):
         self._version += 1
 
     def get_epsilon(self, target_delta: float) -> float:
-        dlt = check_delta("delta", target_delta)
+        dlt = _below_floor(check_delta("delta", target_delta))
 
         def value(grid: GridState) -> float:
             return grid.epsilon(dlt)
@@ -265,7 +290,7 @@ class PLDAccountant(Accountant):
         return max(0.0, self._best("epsilon", dlt, value, None))
 
     def epsilon_reading(self, target_delta: float) -> tuple[float, bool]:
-        """``(ε, exact)`` at ``target_delta``: a run's per-round reading, amortised (issue 32).
+        """``(ε, exact)`` at ``target_delta``: a run's per-round reading, amortised.
 
         With ``steps`` draws composed and the next anchor at or after them (:func:`bound_anchors`: every round
         at first, then 25 % apart), a certified upper bound on the ε(δ) of the history
@@ -282,6 +307,9 @@ class PLDAccountant(Accountant):
         uninterrupted one does). A history of different events, or an event whose PMF is too small to bin, is
         read exactly (``exact`` True)."""
         dlt = check_delta("delta", target_delta)
+        if self._steps == 0 or self._single is None:
+            return self.get_epsilon(dlt), True
+        dlt = _below_floor(dlt)
         anchor = bound_anchors(self._steps)[1]
         event = self._single
         if self._steps == 0 or event is None:
@@ -298,7 +326,7 @@ class PLDAccountant(Accountant):
             with dp_accounting_guard("PLD composition"):
                 bound = self._bounds[1].at(anchor, dlt)
         if bound is None:
-            return self.get_epsilon(dlt), True
+            return self.get_epsilon(target_delta), True
         return max(0.0, bound), False
 
     def get_delta(self, target_epsilon: float) -> float:
@@ -307,7 +335,8 @@ class PLDAccountant(Accountant):
         def value(grid: GridState) -> float:
             return float(grid.composed().get_delta_for_epsilon(eps))
 
-        return min(1.0, max(0.0, self._best("delta", eps, value, eps)))
+        got = self._best("delta", eps, value, eps)
+        return min(1.0, max(0.0, got + PLD_DELTA_FLOOR if self._steps else got))
 
     def _state(self) -> dict[str, Any]:
         return {"value_discretization_interval": self._interval}

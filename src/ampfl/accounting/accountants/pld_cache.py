@@ -1,4 +1,4 @@
-"""Incremental composition for the PLD accountant (issue 17: a run composes every round, reads ε at some).
+"""Incremental composition for the PLD accountant (a run composes every round, reads ε at some).
 
 The history of calls ``[(event, count), …]`` is split into runs of equal consecutive events. A run's PLD is
 its event's PLD self-composed ``Σ count`` times in the Fourier domain (:class:`_Spectrum`: the real FFT of
@@ -207,7 +207,7 @@ class _Spectrum:
 
     def _spectrum_at(self, length: int) -> np.ndarray:
         """The PMF's real FFT on ``length`` (read-only; the last length's is kept: the bounds of successive
-        anchors mostly share one, issue 32). The same floats as computing it afresh."""
+        anchors mostly share one). The same floats as computing it afresh."""
         if self._at_length[0] != length:
             spectrum = fft.rfft(self._probs, length)
             spectrum.flags.writeable = False
@@ -285,7 +285,7 @@ class _Run:
 class Bounds:
     """Certified upper bounds on the ε(δ) of up to ``times`` draws of one event, each built afresh from the
     event's PLD ``pld`` alone (:meth:`_Spectrum.bound_at` with bins of ``factor`` points, both adjacencies:
-    the larger), cached per (``times``, δ): the PLD accountant's amortised readings (issue 32). Nothing here
+    the larger), cached per (``times``, δ): the PLD accountant's amortised readings. Nothing here
     touches the composition's own state."""
 
     def __init__(self, event: PrivacyEvent, pld: Any, factor: int = COARSE) -> None:

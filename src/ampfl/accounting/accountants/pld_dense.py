@@ -1,4 +1,4 @@
-"""Dense pessimistic PLDs in numpy alone (issue 32): the accountant's own PMF and PLD types, and the Gaussian
+"""Dense pessimistic PLDs in numpy alone: the accountant's own PMF and PLD types, and the Gaussian
 (Poisson-subsampled or not) PLD built without dp-accounting.
 
 Why: importing any part of dp-accounting runs its package ``__init__``, which imports scipy.signal and

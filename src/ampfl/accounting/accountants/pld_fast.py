@@ -1,4 +1,4 @@
-"""Vectorised PLD kernels (issues 11 and 17): dp-accounting's algorithms without its per-point Python loops.
+"""Vectorised PLD kernels: dp-accounting's algorithms without its per-point Python loops.
 
 dp-accounting 0.6 builds a Poisson-subsampled Gaussian PLD by inverting the privacy loss one grid point at a
 time, truncates composed tails and answers ε(δ) with Python loops over the PMF; on the 1e-4 grid those loops
@@ -169,7 +169,7 @@ def log_mgfs(probs: np.ndarray) -> list[tuple[float, float]]:
     A sum of products with powers of one base (two exponentials per point, not forty log-sum-exps); every
     term is scaled into [e^-20, 1] first, so none over- or underflows. NumPy's own sum, not a BLAS dot: above
     10^4 points OpenBLAS runs a dot on its thread pool, whose idle worker then spins for ~0.1 s and, on two
-    cores, took a core from the training while a run's ledger thread composed (issue 17)."""
+    cores, took a core from the training while a run's ledger thread composed."""
     n = len(probs)
     k = np.arange(n, dtype=np.float64)
     out = []

@@ -31,7 +31,7 @@ _ADD_REMOVE = NeighboringRelation.ADD_OR_REMOVE_ONE
 
 def unsupported(event: PrivacyEvent, relation: NeighboringRelation = _ADD_REMOVE) -> str | None:
     """Why :func:`event_rdp` has no curve for ``event`` under ``relation`` (``None``: it has one), without
-    computing a curve (issue 32: the support check of a run, before its first round, used to compute the
+    computing a curve (the support check of a run, before its first round, used to compute the
     whole curve). The registry entry's ``rdp_support``, else its ``rdp_relations``; an entry with no curve of
     its own answers for its dominating pair."""
     mech = lookup(event)

@@ -1,6 +1,6 @@
 """RDP of the Gaussian mechanism on a sample drawn without replacement (replace-one), without dp-accounting.
 
-Issue 32: a fixed-size-cohort DP run (m of N clients without replacement) paid ≈ 1 CPU-s at set-up, most of
+Why: a fixed-size-cohort DP run (m of N clients without replacement) paid ≈ 1 CPU-s at set-up, most of
 it dp-accounting's ``_compute_rdp_sample_wor_gaussian`` (Wang, Balle & Kasiviswanathan 2019, Theorem 27, with
 its strengthening for the subsampled Gaussian), which recomputes the forward differences of exp(cgf) — O(α²)
 pure-Python steps — for every order, plus the import of dp-accounting itself (≈ 1 s).
@@ -76,7 +76,7 @@ def _forward_diffs_at(sigma: float, n: int, digits: int) -> tuple[list[float], f
 
 def _forward_diffs(sigma: float, n: int) -> list[float]:
     """log |Δ^(i+1)| of (1, e^cgf(0), …) at 0, i = 0..n+1: the quantities of dp-accounting's
-    ``_get_forward_diffs(cgf, n)[0]``, computed without cancellation (issue 32).
+    ``_get_forward_diffs(cgf, n)[0]``, computed without cancellation.
 
     In floating point (dp-accounting's way) the k-th difference of values ≈ 1 loses about k·log10 2 +
     (k/2)·log10(2σ²) digits: at q = 0.9, σ = 12, α = 32 the RDP came out 4e-6 below the bound, at σ = 20,

@@ -1,13 +1,14 @@
 """Auditor of MS-PAFL with a persistent private submodel (paper 000, Eq. 14): exact δ(ε) of two datasets.
 
-Issue 10, part 7c. Mechanism (arXiv:2509.25906v1, Algorithm 1, one client, p = 1, T = 2 rounds): the model
-is ``a·z + b`` with squared loss ½(a z + b − y)²; ``a`` is the private submodel (never reset, Eq. 14) and
-``b`` the public one. Each round the client draws one record (z, y) uniformly from its n records (q = 1/n,
-Eq. 9 with Q = b = 1), takes one SGD step at learning rate 1 from (a, b̄) where b̄ is the global public model,
-and uploads clip_C(b) + N(0, σ²) (Eqs. 11–12). At learning rate 1 the public step gives b = y − a z, which
-does not depend on b̄ (so the noisy global model never enters a mean), and a ← a − (a z + b̄ − y) z, which
-matters only for round 3 on. Hence the law of the two uploads (Y₁, Y₂) is an exact finite mixture of
-N((m₁, m₂), σ² I₂) over the n² draw sequences (:func:`upload_mixture`).
+The counterexample to local-sampling amplification with persistent state. Mechanism (arXiv:2509.25906v1,
+Algorithm 1, one client, p = 1, T = 2 rounds): the model is ``a·z + b`` with squared loss ½(a z + b − y)²;
+``a`` is the private submodel (never reset, Eq. 14) and ``b`` the public one. Each round the client draws one
+record (z, y) uniformly from its n records (q = 1/n, Eq. 9 with Q = b = 1), takes one SGD step at learning
+rate 1 from (a, b̄) where b̄ is the global public model, and uploads clip_C(b) + N(0, σ²) (Eqs. 11–12). At
+learning rate 1 the public step gives b = y − a z, which does not depend on b̄ (so the noisy global model
+never enters a mean), and a ← a − (a z + b̄ − y) z, which matters only for round 3 on. Hence the law of the
+two uploads (Y₁, Y₂) is an exact finite mixture of N((m₁, m₂), σ² I₂) over the n² draw sequences
+(:func:`upload_mixture`).
 
 Counterexample (:data:`COUNTEREXAMPLE_D`, :data:`COUNTEREXAMPLE_D_PRIME`): D = twelve copies of (0.5, −2)
 plus the target (−0.5, 16); D' replaces the target by a thirteenth copy; a₀ = b₀ = 0, C = 1, ε_ℓ = 1,
@@ -65,7 +66,7 @@ __all__ = [
 FloatArray = NDArray[np.float64]
 Record = tuple[float, float]
 
-#: D of issue 10 part 7c: twelve copies of (z, y) = (0.5, −2) and the target (−0.5, 16).
+#: D of the counterexample: twelve copies of (z, y) = (0.5, −2) and the target (−0.5, 16).
 COUNTEREXAMPLE_D: tuple[Record, ...] = ((0.5, -2.0),) * 12 + ((-0.5, 16.0),)
 #: D': the target replaced by a thirteenth copy of (0.5, −2).
 COUNTEREXAMPLE_D_PRIME: tuple[Record, ...] = ((0.5, -2.0),) * 13
@@ -290,7 +291,7 @@ def audit_ms_pafl_counterexample(
     records: Sequence[Record] = COUNTEREXAMPLE_D,
     neighbour_records: Sequence[Record] = COUNTEREXAMPLE_D_PRIME,
 ) -> MSPAFLAudit:
-    """Audit the MS-PAFL analyses on the two-round example (defaults: issue 10 part 7c's counterexample).
+    """Audit the MS-PAFL analyses on the two-round example (defaults: the counterexample of docs/ms_pafl.md).
 
     p = 1, T = 2, q = 1/n with n = len(records); z = σ/(2C) from Lemma 1 for (ε_ℓ, δ_ℓ).
     """

@@ -63,7 +63,7 @@ def audit_smashed_pair(
 
 
 def audit_smashed_counterexample() -> SmashedAudit:
-    """The issue-10 counterexample: zero input outside the domain (w = 1, x = 10, x′ = 10.1, θ = 0.9)."""
+    """The domain counterexample: zero input outside the domain (w = 1, x = 10, x′ = 10.1, θ = 0.9)."""
     return audit_smashed_pair(
         weight=1.0, x=10.0, x_prime=10.1, keep_probability=0.9, epsilon=1.0, sensitivity=0.1
     )

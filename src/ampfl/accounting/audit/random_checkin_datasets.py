@@ -1,4 +1,4 @@
-"""Random check-in (004): explicit datasets with NON-identical records (lower bounds, issue 11 step 2a).
+"""Random check-in (004): explicit datasets with NON-identical records (lower bounds).
 
 Mechanism (C = 1, std z, participation hidden, one round): client 1 holds x′ (gradient u) and d other records
 with gradients g_1 … g_d (‖g_i‖ ≤ 1); Q = (1 − p) N(0) + p·E[N(S)], P = (1 − p) N(0) + p·E[(1 − q) N(S) +

@@ -1,5 +1,5 @@
 """Random check-in (004): privacy-loss distributions of explicit datasets (lower bounds) and of the
-empty-sample refinement of the WCS dominating pair (a sound upper bound), composed over T rounds (issue 11).
+empty-sample refinement of the WCS dominating pair (a sound upper bound), composed over T rounds.
 
 **Explicit pair (lower bound).** The auditor's family (:mod:`ampfl.accounting.audit.random_checkin`): other
 clients contribute 0, client 1's d other records all have gradient a·C·u, x′ has C·u; along u the output is
@@ -30,7 +30,7 @@ local dataset, for a record at an unknown client).
 **Noise split (upper bound).** :func:`split_pld`: reveal Y = B·S + N₁ with part N₁ of the noise; given Y
 the round is an r(Y)-subsampled Gaussian with the rest of the noise (Blackwell–Jensen: docstring there).
 
-Provenance: [C] (our derivation, docs/accounting.md "RDP vs PLD vs exact, per mechanism (issue 11)").
+Provenance: [C] (our derivation, docs/accounting.md "RDP vs PLD vs exact, per mechanism").
 """
 
 from __future__ import annotations
@@ -389,7 +389,7 @@ def split_pld(
     logit_step: float = 0.25,
     max_components: int = 24,
 ) -> pld_lib.PrivacyLossDistribution:
-    """Pessimistic PLD of one round under the noise-split bound (sound; docs/accounting.md, issue 11).
+    """Pessimistic PLD of one round under the noise-split bound (sound; docs/accounting.md).
 
     The noise N(0, z²) is split as N₁ + N₂, z₁ = ``split``·z, z₂ = √(z² − z₁²); publishing Y = B·S + N₁ (B
     participation, S the sampled other records' sum) leaves, given Y, an r(Y)-subsampled Gaussian with noise

@@ -16,8 +16,8 @@ Record level, against the server (it sees each noisy upload and who sent it). Mo
 Units: the analyses' ``noise_multiplier`` (as :class:`~ampfl.accounting.events.MSPAFLRoundEvent`'s) is
 σ/(2C) with Lemma 1's σ; the 2C is the L2 sensitivity of the clipped upload (‖ŵ_{i,p}‖ ≤ C, Eq. 11) to any
 change of the local dataset. :func:`account_ms_pafl`, ``ampfl account ms-pafl`` and the simulator's
-``[algorithm] noise_multiplier`` take and report z = σ/C (std / clip norm, docs/units.md) and convert
-(issue 28, item 5). ε in nats. Findings: ``docs/ms_pafl.md``.
+``[algorithm] noise_multiplier`` take and report z = σ/C (std / clip norm, docs/units.md) and convert.
+ε in nats. Findings: ``docs/ms_pafl.md``.
 """
 
 from __future__ import annotations

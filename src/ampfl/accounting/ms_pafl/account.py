@@ -14,7 +14,7 @@ Noise: either ``eps_local`` (Lemma 1 gives σ = 2C√(2 ln(1.25/δ_ℓ))/ε_ℓ)
 z = σ/C directly, the noise std over the clip norm as everywhere in ampfl (docs/units.md; the printed analyses
 then use the ε_ℓ Lemma 1 assigns to σ, and are left out when it exceeds 1). The sensitivity of the clipped
 upload is 2C (Eq. C.3), so the analyses below (and :class:`~ampfl.accounting.events.MSPAFLRoundEvent`) take
-their own multiplier σ/(2C) = z/2: :func:`account_ms_pafl` converts, nowhere else (issue 28, item 5; before
+their own multiplier σ/(2C) = z/2: :func:`account_ms_pafl` converts, nowhere else (before
 it, this function's ``noise_multiplier`` was σ/(2C): multiply an old value by 2).
 """
 

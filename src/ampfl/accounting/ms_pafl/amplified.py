@@ -9,7 +9,7 @@ distribution under both datasets". That holds if every round starts from a state
 the data (e.g. the private submodel is re-initialised each round); it **fails** for MS-PAFL as printed,
 whose private submodel persists (Eq. 14): the explicit counterexample of
 :mod:`ampfl.accounting.audit.ms_pafl` has this analysis claim ε = 0.0817 at δ = 4.03e-5 where the exact δ
-at that ε is 8.10e-4 (issue 10, part 7c). Kept as a labelled alternative; never recommended.
+at that ε is 8.10e-4. Kept as a labelled alternative; never recommended.
 
 Why the Poisson pair is the worst case under that assumption (docs/ms_pafl.md): with P = (1−q)R + qP₁,
 Q = (1−q)R + qQ₁ and all components mixtures of N(m, σ²I), ‖m‖ ≤ C, advanced joint convexity (Balle,

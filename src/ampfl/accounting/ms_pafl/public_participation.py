@@ -4,7 +4,7 @@ Paper 000 (arXiv:2509.25906v1), MS-PAFL, record level (one sample of one client'
 paper's Definitions 1–2), against the server: it receives every noisy upload (Eq. 12) and knows who sent
 it, so participation is public to it. The private submodel persists across rounds (Eq. 14), so a record
 drawn in round s shapes every later upload; local subsampling therefore does **not** amplify a round
-(issue 10, part 7c; counterexample in :mod:`ampfl.accounting.audit.ms_pafl`).
+(counterexample in :mod:`ampfl.accounting.audit.ms_pafl`).
 
 What holds: the upload of a participating client is ``clip_C(w_p) + N(0, σ² I)`` with ‖clip_C(w_p)‖ ≤ C
 (Eqs. 11–12). Given everything the server saw before, the round's upload is a mixture (over the client's

@@ -37,7 +37,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): this package is imported by the
-    # reports of ``ampfl account poisson``, which must not import SciPy (issue 32)
+    # reports of ``ampfl account poisson``, which must not import SciPy
     from ampfl.accounting.partition.calibration import calibrate_bis, calibrate_dropout, calibrate_model_split
     from ampfl.accounting.partition.mechanisms import (
         BOUND_CHOICES,

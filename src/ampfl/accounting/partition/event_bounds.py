@@ -97,7 +97,7 @@ def partition_pld(event: ModelSplitEvent | DropoutEvent, h: float, recurse: Recu
 
 
 def subsampled_partition_pld(event: PoissonSampledEvent, h: float, recurse: Recurse) -> Any:
-    """A Poisson-subsampled split (or dropout) step (002 Table 1's setting; issue 11)."""
+    """A Poisson-subsampled split (or dropout) step (002 Table 1's setting)."""
     from ampfl.accounting.partition.subsampled_pld import subsampled_event_pld
 
     return subsampled_event_pld(event, h, lambda e, hh: partition_pld(e, hh, recurse))

@@ -26,7 +26,7 @@ The four analyses (:data:`ANALYSES`; :data:`SOUND` says which are upper bounds, 
 * ``cs`` — Cor. 5.3: a pq-subsampled Gaussian. It describes central sampling, another mechanism; here it is
   the exact δ of the dataset a = 0, a LOWER bound for random check-in (``sound: false``).
 
-Hidden participation (issue 11-f): ``RandomCheckInEvent.participation_hidden`` (default True: the observer
+Hidden participation: ``RandomCheckInEvent.participation_hidden`` (default True: the observer
 sees the released sums only, 004 §3.1) lets the PLD accountant compose the empty-sample refinement of the
 ``wcs`` pair (:mod:`.pld_pairs`, never looser) and, as a second composition, the per-count noise split
 (:mod:`.count_split`; splits chosen at the refinement's one-round ε(1e-5)), reporting the smaller ε;

@@ -1,4 +1,4 @@
-"""Random check-in (004), hidden participation: the **per-count noise split** pair (issue 11, sound).
+"""Random check-in (004), hidden participation: the **per-count noise split** pair (sound).
 
 Notation of :mod:`ampfl.accounting.random_checkin.pld_pairs`: X = B·(S + b′·x′) + N(0, z² I), M ~ Bin(d, q)
 sampled other records of x′'s client, ‖S‖ ≤ M.

@@ -1,4 +1,4 @@
-"""Random check-in (004): the dominating pair the PLD accountant composes for one round (issue 11).
+"""Random check-in (004): the dominating pair the PLD accountant composes for one round.
 
 Mechanism (:class:`~ampfl.accounting.events.RandomCheckInEvent`, C = 1, std z): the released sum is
 X = B·(S + b′·x′) + N(0, z² I), B ~ Bern(p) the participation of client 1 (the holder of x′), S the sum of the

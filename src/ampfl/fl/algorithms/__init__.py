@@ -1,53 +1,72 @@
 """Federated algorithms on the simulator, by name (the ``[algorithm] name`` of a run config).
 
-``ALGORITHMS`` maps each ``[algorithm] name`` ("fedavg", "local_only", "dp_fedavg", "ms_pafl",
-"dp_dsgd_rp", ...) to its class.
+``ALGORITHMS`` is the :class:`~ampfl.registry.Registry` that maps each ``[algorithm] name`` ("fedavg",
+"local_only", "dp_fedavg", "ms_pafl", "dp_dsgd_rp", ...) to its class. Entries are references, imported on
+first use, so this package imports no algorithm: an algorithm's module imports ``ampfl.fl.algorithms.base``
+and the config without forming an import cycle through the table. The classes are also attributes of this
+package (``from ampfl.fl.algorithms import FedAvg``), imported on first access.
 """
 
 from __future__ import annotations
 
-from ampfl.fl.algorithms.base import Algorithm
-from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
-from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
-from ampfl.fl.algorithms.dp_sgd_partition import DPSGDPartition
-from ampfl.fl.algorithms.fedavg import FedAvg
-from ampfl.fl.algorithms.gdpfed import GDPFed, GDPFedMinus, GDPFedPlus
-from ampfl.fl.algorithms.idp_fedavg import IDPFedAvg
-from ampfl.fl.algorithms.local_only import LocalOnly
-from ampfl.fl.algorithms.ms_pafl import MSPAFL
-from ampfl.fl.algorithms.p_fedavg import PFedAvg
-from ampfl.fl.algorithms.pfa import PFA
-from ampfl.fl.split.algorithms import ALGORITHMS as SPLIT_ALGORITHMS
+from typing import TYPE_CHECKING, Any
 
-ALGORITHMS: dict[str, type[Algorithm]] = {
-    FedAvg.name: FedAvg,
-    LocalOnly.name: LocalOnly,
-    DPFedAvg.name: DPFedAvg,
-    MSPAFL.name: MSPAFL,
-    DPDSGDRandomParticipation.name: DPDSGDRandomParticipation,
-    DPSGDPartition.name: DPSGDPartition,
-    PFedAvg.name: PFedAvg,
-    GDPFed.name: GDPFed,
-    GDPFedMinus.name: GDPFedMinus,
-    GDPFedPlus.name: GDPFedPlus,
-    IDPFedAvg.name: IDPFedAvg,
-    PFA.name: PFA,
-    **SPLIT_ALGORITHMS,
+from ampfl.registry import Registry
+
+if TYPE_CHECKING:
+    from ampfl.fl.algorithms.base import Algorithm
+
+#: Class name -> module, for the classes this package exports.
+_CLASSES = {
+    "Algorithm": "ampfl.fl.algorithms.base",
+    "FedAvg": "ampfl.fl.algorithms.fedavg",
+    "LocalOnly": "ampfl.fl.algorithms.local_only",
+    "DPFedAvg": "ampfl.fl.algorithms.dp_fedavg",
+    "MSPAFL": "ampfl.fl.algorithms.ms_pafl",
+    "DPDSGDRandomParticipation": "ampfl.fl.algorithms.dp_dsgd_rp",
+    "DPSGDPartition": "ampfl.fl.algorithms.dp_sgd_partition",
+    "PFedAvg": "ampfl.fl.algorithms.p_fedavg",
+    "GDPFed": "ampfl.fl.algorithms.gdpfed",
+    "GDPFedMinus": "ampfl.fl.algorithms.gdpfed",
+    "GDPFedPlus": "ampfl.fl.algorithms.gdpfed",
+    "IDPFedAvg": "ampfl.fl.algorithms.idp_fedavg",
+    "PFA": "ampfl.fl.algorithms.pfa",
 }
 
-__all__ = [
-    "ALGORITHMS",
-    "MSPAFL",
-    "PFA",
-    "Algorithm",
-    "DPDSGDRandomParticipation",
-    "DPFedAvg",
-    "DPSGDPartition",
-    "FedAvg",
-    "GDPFed",
-    "GDPFedMinus",
-    "GDPFedPlus",
-    "IDPFedAvg",
-    "LocalOnly",
-    "PFedAvg",
-]
+ALGORITHMS: Registry[type[Algorithm]] = Registry(
+    "algorithm.name",
+    {
+        "fedavg": "ampfl.fl.algorithms.fedavg:FedAvg",
+        "local_only": "ampfl.fl.algorithms.local_only:LocalOnly",
+        "dp_fedavg": "ampfl.fl.algorithms.dp_fedavg:DPFedAvg",
+        "ms_pafl": "ampfl.fl.algorithms.ms_pafl:MSPAFL",
+        "dp_dsgd_rp": "ampfl.fl.algorithms.dp_dsgd_rp:DPDSGDRandomParticipation",
+        "dp_sgd_split": "ampfl.fl.algorithms.dp_sgd_partition:DPSGDPartition",
+        "p_fedavg": "ampfl.fl.algorithms.p_fedavg:PFedAvg",
+        "gdpfed": "ampfl.fl.algorithms.gdpfed:GDPFed",
+        "gdpfed_minus": "ampfl.fl.algorithms.gdpfed:GDPFedMinus",
+        "gdpfed_plus": "ampfl.fl.algorithms.gdpfed:GDPFedPlus",
+        "idp_fedavg": "ampfl.fl.algorithms.idp_fedavg:IDPFedAvg",
+        "pfa": "ampfl.fl.algorithms.pfa:PFA",
+        # Split learning and personalised masks (paper 003), with their baselines.
+        "splitfed": "ampfl.fl.split.algorithms:SplitFed",
+        "standalone": "ampfl.fl.split.algorithms:Standalone",
+        "pm_sfl": "ampfl.fl.split.algorithms:PMSFL",
+        "splitfed_pm": "ampfl.fl.split.algorithms:SplitFedPM",
+        "pm_sfl_hetero": "ampfl.fl.split.hetero:PMSFLHetero",
+        "depthfl": "ampfl.fl.split.depthfl:DepthFL",
+        "lg_fedavg": "ampfl.fl.split.lg_fedavg:LGFedAvg",
+        "splitfed_dp": "ampfl.fl.split.splitfed_dp:SplitFedDP",
+    },
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CLASSES:
+        import importlib
+
+        return getattr(importlib.import_module(_CLASSES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["ALGORITHMS", *_CLASSES]

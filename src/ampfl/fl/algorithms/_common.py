@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ampfl.fl.algorithms.base import ROLE_DATA, ROLE_EVAL, ROLE_INIT, ROLE_SAMPLING, Algorithm
 from ampfl.fl.data.partitions import ClientPartition
-from ampfl.fl.engine import Engine, FunctionalModel
+from ampfl.fl.engine.vectorised import Engine, FunctionalModel
 from ampfl.fl.models import build_model
 from ampfl.fl.sampling import FixedSizeSampler, PoissonSampler, Sampler, local_batches
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from ampfl.fl.algorithms.round_protocol import ClientInstructions
     from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine import GradHook, LocalResult
+    from ampfl.fl.engine.vectorised import GradHook, LocalResult
     from ampfl.fl.task import Task
 
 
@@ -246,7 +246,7 @@ class FederatedAlgorithm(Algorithm):
         of each label weighted by the label's share in the client's training data: the score of a test split
         drawn like the client's own data, 000's personal metric), one value per evaluated client (``test``
         has one value for one model). Float64 NumPy arrays: the per-label accuracies are the engine's; the
-        few weighted sums after them are cheaper in NumPy than as torch calls (issue 32: a global model is
+        few weighted sums after them are cheaper in NumPy than as torch calls (a global model is
         evaluated every round).
         """
         self.eval_clients()

@@ -1,17 +1,17 @@
 """The algorithm interface shared by every federated method of the simulator.
 
 An :class:`Algorithm` holds one paper's math (client step, privatisation, server step) and nothing about I/O
-or accounting: ``ampfl.fl.run`` asks :meth:`Algorithm.round_events` for round r's privacy events, composes
-them in the run's one accountant (``ampfl.fl.privacy``), calls :meth:`Algorithm.run_round`,
-:meth:`Algorithm.evaluate` every few rounds, and checkpoints with :meth:`Algorithm.state_dict`. Algorithms
-never compute ε themselves (issue 10, part 6).
+or accounting: ``ampfl.fl.run.experiment`` asks :meth:`Algorithm.round_events` for round r's privacy events,
+composes them in the run's one accountant (``ampfl.fl.privacy.run_accountant``), calls
+:meth:`Algorithm.run_round`, :meth:`Algorithm.evaluate` every few rounds, and checkpoints with
+:meth:`Algorithm.state_dict`. Algorithms never compute ε themselves.
 
 Randomness rule: every random draw of round r comes from a generator seeded by
 ``np.random.SeedSequence([root, r, role])`` (see :meth:`Algorithm.rng` and :meth:`Algorithm.torch_generator`),
 one per role (sampling, data, noise, ...), never from a global RNG. A run resumed from a checkpoint after
 round r therefore continues bit-identically to an uninterrupted one.
 
-Two roots (issue 26, docs/threat_model.md): the *public* roles (:data:`PUBLIC_ROLES`: initialisation and
+Two roots (docs/threat_model.md): the *public* roles (:data:`PUBLIC_ROLES`: initialisation and
 evaluation) use the run's ``seed``, which the config and the summary publish; every other role — the
 randomness a privacy guarantee rests on: participation, cohort and local sampling, noise, secret blocks and
 masks — uses :attr:`Algorithm.privacy_key`, a 128-bit key drawn from the operating system's entropy unless
@@ -35,9 +35,9 @@ if TYPE_CHECKING:
 
     from ampfl.accounting.events import PrivacyEvent
     from ampfl.fl.algorithms.round_protocol import RoundProtocol
-    from ampfl.fl.calibration import CalibratedNoise, NoiseTarget
     from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine import Engine
+    from ampfl.fl.engine.vectorised import Engine
+    from ampfl.fl.privacy.calibration import CalibratedNoise, NoiseTarget
     from ampfl.fl.task import Task
 
 #: The units a guarantee can protect (``privacy_unit`` of an algorithm, ``summary.json``).
@@ -87,7 +87,7 @@ class Algorithm(ABC):
         privacy: the run's ``[privacy]`` settings (δ, neighbouring relation, reproducibility; a paper's
             closed-form calibration uses δ); the defaults when None. A ``target_epsilon`` is not calibrated
             here: the algorithm states it in :meth:`noise_targets` and the run calibrates it
-            (:mod:`ampfl.fl.calibration`).
+            (:mod:`ampfl.fl.privacy.calibration`).
         privacy_key: the root of the privacy randomness (module docstring); when None, the seed if
             ``privacy.reproducible`` else a fresh key from the operating system (:func:`new_privacy_key`).
     """
@@ -124,7 +124,7 @@ class Algorithm(ABC):
         if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer. Found {seed!r}.")
         if engine is None:
-            from ampfl.fl.engine import Engine
+            from ampfl.fl.engine.vectorised import Engine
 
             engine = Engine()
         if privacy is None:
@@ -188,9 +188,9 @@ class Algorithm(ABC):
         return []
 
     def noise_targets(self) -> list[NoiseTarget]:
-        """The noise multipliers the run calibrates for this algorithm (:mod:`ampfl.fl.calibration`): one
-        :class:`~ampfl.fl.calibration.NoiseTarget` per target ε (default: none, the noise is configured). A
-        target's noise is set by :meth:`set_noise` before the first round."""
+        """The noise multipliers the run calibrates for this algorithm (:mod:`ampfl.fl.privacy.calibration`):
+        one :class:`~ampfl.fl.privacy.calibration.NoiseTarget` per target ε (default: none, the noise is
+        configured). A target's noise is set by :meth:`set_noise` before the first round."""
         return []
 
     def set_noise(self, resolved: Mapping[str, CalibratedNoise]) -> None:
@@ -201,9 +201,9 @@ class Algorithm(ABC):
 
     def threat_model(self) -> dict[str, list[str]]:
         """``protects_against`` and ``participation_hidden_from`` of this algorithm on the simulator
-        (:func:`ampfl.fl.release.threat_model`). Default: noise added by the (trusted) server, so ε protects
-        against the consumers of the released models, from whom participation is hidden."""
-        from ampfl.fl.release import threat_model
+        (:func:`ampfl.fl.run.release.threat_model`). Default: noise added by the (trusted) server, so ε
+        protects against the consumers of the released models, from whom participation is hidden."""
+        from ampfl.fl.run.release import threat_model
 
         return threat_model(private=self.privacy_unit is not None)
 

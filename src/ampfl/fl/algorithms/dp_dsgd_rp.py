@@ -13,7 +13,7 @@ arXiv:2205.01556v1. Iteration t:
 Noise: z = ``noise_multiplier`` (σ/C, so σ = z·C), or, when it is not given, calibrated for a per-iteration
 (``round_epsilon``, ``round_delta``) as in 004 Sec. 6 by the analysis named ``analysis``: ``wcs`` (Thm 5.2,
 the default) calibrates with the run's ``[privacy]`` accountant on exactly the event the run composes
-(one round, by the run: :mod:`ampfl.fl.calibration`); ``paper`` (Thm 4.1, not a proven bound), ``ols``
+(one round, by the run: :mod:`ampfl.fl.privacy.calibration`); ``paper`` (Thm 4.1, not a proven bound), ``ols``
 (Thm 5.1) and ``cs`` (Cor. 5.3, a lower bound) use that analysis's own calibration
 (:func:`ampfl.accounting.random_checkin.calibrate_noise_multiplier`, closed forms), so that 004's figures
 can be reproduced.
@@ -31,7 +31,7 @@ z = 0 gives no guarantee (``privacy_unit`` None, ε = ∞).
 
 004 has "N clients with d samples each". d is ``local_dataset_size``, a declared public bound: a client
 holding more records is refused (one line), never truncated — truncation to a random d-subset is not an
-add/remove-one mechanism (see below). A private run must declare it (issue 26): the server divides by
+add/remove-one mechanism (see below). A private run must declare it: the server divides by
 p·N·q·d, and a d computed from the data (the largest local dataset) changes with one added record, so the
 released noise's scale would itself reveal membership (measured: ε ≥ 1770 for a sub-release where 14.5 was
 reported; docs/threat_model.md). N, the number of clients, is public for this record-level guarantee (adding a
@@ -39,10 +39,10 @@ record adds no client). Without ``local_dataset_size`` only ``[privacy] neighbou
 or a non-private run (z = 0) may take d from the data; a private run without it is refused in one line
 (``algorithm.local_dataset_size: required: ...``). Replace-one declares the dataset sizes public: the run then
 accounts each round's ``RandomCheckInEvent`` as the Gaussian at sensitivity 2C with neither participation nor
-sampling amplification (noise multiplier z/2, :func:`ampfl.fl.privacy.replace_one_event`; the replaced
-record's client and coins are shared by both neighbours), ``analysis = "wcs"`` calibrates z for that event,
-and the closed-form analyses (``paper``, ``ols``, ``cs``: add/remove with amplification) are refused in one
-line naming ``privacy.neighbouring``. Every client uses all its records. (Until issue 11
+sampling amplification (noise multiplier z/2, :func:`ampfl.fl.privacy.run_accountant.replace_one_event`; the
+replaced record's client and coins are shared by both neighbours), ``analysis = "wcs"`` calibrates z for that
+event, and the closed-form analyses (``paper``, ``ols``, ``cs``: add/remove with amplification) are refused in
+one line naming ``privacy.neighbouring``. Every client uses all its records. (Earlier versions, where
 clients with more than d = min_i |D_i| records kept a random d-subset: that is not an add/remove-one
 mechanism — an added record displaces a used one, and adding to the smallest client changed d and every
 client's subset — so the accounted ε did not cover unequal datasets.)
@@ -67,9 +67,9 @@ from ampfl.fl.sampling import RandomCheckInSampler, poisson_local_batches
 
 if TYPE_CHECKING:
     from ampfl.fl.algorithms.round_protocol import ClientInstructions, RoundProtocol
-    from ampfl.fl.calibration import CalibratedNoise, NoiseTarget
     from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine import Engine
+    from ampfl.fl.engine.vectorised import Engine
+    from ampfl.fl.privacy.calibration import CalibratedNoise, NoiseTarget
     from ampfl.fl.task import Task
 
 
@@ -185,7 +185,7 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
         """``analysis = "wcs"``: z for (round_epsilon, round_delta) after one round of :meth:`event_at`."""
         if not self._calibrated_by_run():
             return []
-        from ampfl.fl.calibration import NoiseTarget
+        from ampfl.fl.privacy.calibration import NoiseTarget
 
         return [
             NoiseTarget(

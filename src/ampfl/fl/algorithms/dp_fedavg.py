@@ -7,15 +7,15 @@ broadcasts w^t; each selected client runs Q local SGD steps and forms Δ_i = w_i
 
     w^{t+1} = w^t + η_s · (Σ_i Δ̃_i + ξ) / m̄,   ξ ~ N(0, z² C² I_d),   m̄ = E|S^t| (m, or qN),
 
-where m̄ is a public constant (issue 26, docs/threat_model.md): the cohort size m for fixed-size sampling;
+where m̄ is a public constant (docs/threat_model.md): the cohort size m for fixed-size sampling;
 for Poisson sampling the declared ``expected_clients`` (qN depends on N, the number of clients, which the
 add/remove-one-client relation makes private: dividing by it would change the released noise's scale between
 neighbours). A private Poisson config without ``expected_clients`` is refused in one line, unless ``[privacy]
 neighbouring = "replace-one"`` declares N public (then m̄ = qN and the run accounts each Poisson round as the
 Gaussian at sensitivity 2C without the sampling amplification, noise multiplier z/2:
-:func:`ampfl.fl.privacy.replace_one_event`; ``target_epsilon`` calibrates z for that event). Fixed-size
-sampling needs no declaration (m is public configuration; ``expected_clients``, if given, overrides it) and is
-replace-one already (below), whatever ``neighbouring`` says.
+:func:`ampfl.fl.privacy.run_accountant.replace_one_event`; ``target_epsilon`` calibrates z for that event).
+Fixed-size sampling needs no declaration (m is public configuration; ``expected_clients``, if given, overrides
+it) and is replace-one already (below), whatever ``neighbouring`` says.
 
 where z = ``noise_multiplier``. ``noise_placement="distributed"`` draws ξ as per-client shares
 ξ_i ~ N(0, z² C² / m · I_d) that sum to N(0, z² C² I_d) under secure aggregation (Alg. 3 step 4); it requires
@@ -24,12 +24,13 @@ shares would sum to less noise than accounted. With Poisson sampling the noise i
 was sampled.
 
 Privacy (unit: one client). Each round reports one event (:meth:`DPFedAvg.round_events`), composed by the
-run's accountant (``ampfl.fl.privacy``): Poisson sampling, add/remove one client (Δ₂ = C):
+run's accountant (``ampfl.fl.privacy.run_accountant``): Poisson sampling, add/remove one client (Δ₂ = C):
 ``PoissonSampledEvent(q, GaussianEvent(z))``; fixed-size sampling, replace one client (Δ₂ = 2C):
 ``SampledWithoutReplacementEvent(N, m, GaussianEvent(z/2))`` with the accountant's relation REPLACE_ONE (the
 event's noise multiplier is σ/Δ₂; see docs/units.md and dp-accounting #378). ``target_epsilon`` calibrates z
 for that event over ``num_rounds`` rounds with the run's ``[privacy]`` accountant and δ
-(the run calibrates it: :mod:`ampfl.fl.calibration`). z = 0 gives no guarantee (``privacy_unit`` None, ε = ∞).
+(the run calibrates it: :mod:`ampfl.fl.privacy.calibration`). z = 0 gives no guarantee (``privacy_unit`` None,
+ε = ∞).
 """
 
 from __future__ import annotations
@@ -51,9 +52,9 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ampfl.fl.algorithms.round_protocol import ClientInstructions, RoundProtocol
-    from ampfl.fl.calibration import CalibratedNoise, NoiseTarget
     from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine import Engine
+    from ampfl.fl.engine.vectorised import Engine
+    from ampfl.fl.privacy.calibration import CalibratedNoise, NoiseTarget
     from ampfl.fl.task import Task
 
 
@@ -124,7 +125,7 @@ class DPFedAvg(FederatedAlgorithm):
         """z for ``target_epsilon`` after ``num_rounds`` rounds of :meth:`event_at`, calibrated by the run."""
         if self.p.target_epsilon is None:
             return []
-        from ampfl.fl.calibration import NoiseTarget
+        from ampfl.fl.privacy.calibration import NoiseTarget
 
         assert self.p.num_rounds is not None
         return [

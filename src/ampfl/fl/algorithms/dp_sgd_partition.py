@@ -19,20 +19,20 @@ public, 002 §3.2.1). Round t (one DP-SGD step):
 4. w^{t+1} = w^t + η_s (Σ_i Δ_i + ξ)/m̄ with ξ ~ N(0, z²C_s²) on **every** split coordinate (all blocks: which
    block a unit trained stays hidden) and N(0, z²C_ns²) on the shared coordinates, m̄ the expected cohort:
    a public constant, the declared ``expected_clients`` (qN, Nk/T or N computed from the data would change
-   with one added unit, and with it the released noise's scale: issue 26, docs/threat_model.md); a private
+   with one added unit, and with it the released noise's scale: docs/threat_model.md); a private
    config without it is refused in one line unless ``[privacy] neighbouring = "replace-one"`` declares N
    public (then m̄ comes from the data and the run accounts every event under replace-one, sensitivity 2C
    with no sampling, BIS or split amplification: each part's Gaussian at z/2, k of them per BIS epoch,
-   :func:`ampfl.fl.privacy.replace_one_event`; ``target_epsilon`` calibrates z for that). The sampled units
-   are clients (one record each in the DP-SGD case below), hence one key, as DP-FedAvg's.
+   :func:`ampfl.fl.privacy.run_accountant.replace_one_event`; ``target_epsilon`` calibrates z for that). The
+   sampled units are clients (one record each in the DP-SGD case below), hence one key, as DP-FedAvg's.
 
 DP-SGD is the special case Q = 1, b = 1, local learning rate 1 and one example per client (Δ_i = −∇ℓ_i, so
 C clips per-example gradients and η_s is the learning rate); the privacy unit is then one record
 (``privacy_unit = "record"`` when every client holds exactly one example), otherwise one client.
 d = 1 without a shared part is standard DP-SGD / DP-FedAvg and is accounted exactly as such. When a round is
 exactly one unmasked DP-SGD step (Q = 1, b = 1, d = 1 blocks or nothing to split, vectorised engine) it runs
-at the one shared model (:meth:`DPSGDPartition._fast_round`, :mod:`ampfl.fl.per_example`: no per-unit weight
-copies, masks or ``[K, d]`` buffers; the same release, issue 32).
+at the one shared model (:meth:`DPSGDPartition._fast_round`, :mod:`ampfl.fl.engine.per_example`: no per-unit
+weight copies, masks or ``[K, d]`` buffers; the same release).
 
 Privacy (add/remove one unit; one noise multiplier z for both parts, each relative to its own clip norm):
 
@@ -46,8 +46,8 @@ Privacy (add/remove one unit; one noise multiplier z for both parts, each relati
 - ``"bis"``: one ``BalancedIterationSubsamplingEvent(T, k, z_unsplit)`` per epoch, charged in the epoch's
   first round (no bound combines BIS with the split credit, so the split credit is ignored: sound).
 
-``target_epsilon`` (with ``num_rounds``) is calibrated by the run (:mod:`ampfl.fl.calibration`) on the very
-event it composes (under ``split_credit = "auto"``: both descriptions, the smaller z kept).
+``target_epsilon`` (with ``num_rounds``) is calibrated by the run (:mod:`ampfl.fl.privacy.calibration`) on the
+very event it composes (under ``split_credit = "auto"``: both descriptions, the smaller z kept).
 
 Deployment (``ampfl deploy``): :mod:`ampfl.fl.algorithms.dp_sgd_partition_protocol`, a round in two halves.
 """
@@ -76,9 +76,9 @@ from ampfl.fl.algorithms.dp_sgd_partition_protocol import DPSGDPartitionProtocol
 from ampfl.fl.sampling import BalancedIterationSampler, PoissonSampler
 
 if TYPE_CHECKING:
-    from ampfl.fl.calibration import CalibratedNoise, NoiseTarget
     from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine import Engine
+    from ampfl.fl.engine.vectorised import Engine
+    from ampfl.fl.privacy.calibration import CalibratedNoise, NoiseTarget
     from ampfl.fl.task import Task
 
 #: Role of the per-unit masks (block choice / dropout coins); the check-in role id is unused here.
@@ -179,7 +179,7 @@ class DPSGDPartition(DPSGDPartitionProtocol, FederatedAlgorithm):
         smaller z is used (:meth:`set_noise`)."""
         if self.p.target_epsilon is None:
             return []
-        from ampfl.fl.calibration import NoiseTarget
+        from ampfl.fl.privacy.calibration import NoiseTarget
 
         choices: dict[str, Callable[[float], PrivacyEvent]] = {}
         if self.p.split_credit == "auto" and self._split_counts():
@@ -346,7 +346,7 @@ class DPSGDPartition(DPSGDPartitionProtocol, FederatedAlgorithm):
             return "split"
         if self.p.target_epsilon is not None:  # the run calibrates both and keeps the smaller z (set_noise)
             return "split"
-        from ampfl.fl.privacy import planned_epsilon
+        from ampfl.fl.privacy.run_accountant import planned_epsilon
 
         assert self.p.noise_multiplier is not None
         eps = {
@@ -377,10 +377,10 @@ class DPSGDPartition(DPSGDPartitionProtocol, FederatedAlgorithm):
 
     def _fast_round(self, round_index: int, clients: np.ndarray) -> tuple[torch.Tensor, dict[str, float]]:
         """Σ_i of the clipped updates Δ_i = −η ∇ℓ(w; x_i, y_i) of one-example steps, computed at the one
-        shared model (:func:`ampfl.fl.per_example.clipped_gradient_sum`: no per-unit weight copies, no masks);
-        the same numbers as the general path up to float rounding (tests/fl/test_dp_sgd_fast_path.py).
+        shared model (:func:`ampfl.fl.engine.per_example.clipped_gradient_sum`: no per-unit weight copies, no
+        masks); the same numbers as the general path up to float rounding (tests/fl/test_dp_sgd_fast_path.py).
         Clipping Δ_i to C is clipping ∇ℓ_i to C/η."""
-        from ampfl.fl.per_example import clipped_gradient_sum
+        from ampfl.fl.engine.per_example import clipped_gradient_sum
 
         p = self.p
         lr = p.learning_rate

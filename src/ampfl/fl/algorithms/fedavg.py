@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from ampfl.fl.algorithms.round_protocol import ClientInstructions, GaussianShares, RoundProtocol
     from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine import Engine
+    from ampfl.fl.engine.vectorised import Engine
     from ampfl.fl.task import Task
 
 

@@ -6,9 +6,10 @@ Round t, for every group g still within its budget:
 1. the server samples each client of g independently with probability q_g (Poisson; see below);
 2. each sampled client runs Q local SGD steps from w^t, forms Δ_i = w_i − w^t, (GDPFed+ with the public
    mask: keeps only the mask's coordinates,) clips to C and adds its noise share N(0, z_g² C² / m_g)
-   (m_g = the group's participants), so the secure sum carries N(0, z_g² C² I) (:mod:`ampfl.fl.secure_sum`);
-3. the server receives only the group sums U_g (:class:`~ampfl.fl.secure_sum.GroupSums`), (GDPFed+ with
-   ``mask = "after_noise"``: Û_g = top_κ(U_g), Algorithm 1 line 17,) and updates
+   (m_g = the group's participants), so the secure sum carries N(0, z_g² C² I)
+   (:mod:`ampfl.fl.privacy.secure_sum`);
+3. the server receives only the group sums U_g (:class:`~ampfl.fl.privacy.secure_sum.GroupSums`), (GDPFed+
+   with ``mask = "after_noise"``: Û_g = top_κ(U_g), Algorithm 1 line 17,) and updates
    w^{t+1} = w^t + η_s Σ_g λ_g Û_g / (q_g N_g) with λ_g = q_g N_g / Σ_{g' active} q_g' N_g' (the paper's one
    reweighting rule for every group method, [I], :func:`ampfl.accounting.groups.reweighting`), i.e.
    η_s Σ_g Û_g / (Σ_{g' active} q_g' N_g').
@@ -32,9 +33,9 @@ group sampling would need replace-one accounting, which the planner does not off
 participants per group is disclosed by secure aggregation, as in any such protocol.
 
 Privacy (unit: one client): each round reports one ``GroupRoundEvent(q_g, z_g, group=g)`` per active group;
-the run keeps one accountant per group (``ampfl.fl.privacy``), reports ``epsilon_by_group`` against
-:meth:`GDPFed.group_budgets`, and retires a group (:meth:`GDPFed.retire_groups`) before a round that would
-take it over its budget; run ε = max over groups (Corollary 1, disjoint client datasets).
+the run keeps one accountant per group (``ampfl.fl.privacy.run_accountant``), reports ``epsilon_by_group``
+against :meth:`GDPFed.group_budgets`, and retires a group (:meth:`GDPFed.retire_groups`) before a round that
+would take it over its budget; run ε = max over groups (Corollary 1, disjoint client datasets).
 
 Deployment (``ampfl deploy``, :class:`~ampfl.fl.algorithms.round_protocol.GroupedSums`; every variant, and
 IDP-FedAvg, PFA and P-FedAvg): one sum per secure-aggregation aggregate. With a trusted server the server
@@ -48,7 +49,7 @@ whose SecAgg+ round lost noise shares is accounted at its realised multiplier z_
 on the worst case; each group's SecAgg+ sum needs at least 3 clients (:meth:`deploy_problem`). The
 client-to-group assignment comes from the public seed (the server and the clients must agree on it).
 
-Public normalisation (issue 26, docs/threat_model.md): the plan (q_g, z_g) and the server step's
+Public normalisation (docs/threat_model.md): the plan (q_g, z_g) and the server step's
 1 / Σ_g q_g N̂_g use the declared group sizes ``expected_group_sizes`` N̂_g, public constants, one per group
 (their number must match the groups, else a one-line refusal); group sizes counted from the data would
 change with one added client, and with them the plan and the released noise's scale. (``group_sizes`` is not
@@ -57,9 +58,9 @@ add/remove one client.) A private config without ``expected_group_sizes`` is ref
 (``algorithm.expected_group_sizes: required: ...``) unless ``[privacy] neighbouring = "replace-one"``
 declares the group sizes public: N̂_g are then the partition's sizes, the run accounts every
 ``GroupRoundEvent`` as the Gaussian at sensitivity 2C without the group-sampling amplification (noise
-multiplier z_g/2, :func:`ampfl.fl.privacy.replace_one_event`), and z_g is calibrated for that event over
-``num_rounds`` by the run's accountant (:meth:`GDPFed.noise_targets`, :mod:`ampfl.fl.calibration`), so ε_g
-is met. The
+multiplier z_g/2, :func:`ampfl.fl.privacy.run_accountant.replace_one_event`), and z_g is calibrated for that
+event over ``num_rounds`` by the run's accountant (:meth:`GDPFed.noise_targets`,
+:mod:`ampfl.fl.privacy.calibration`), so ε_g is met. The
 planner's variants (``gdpfed_minus``, ``gdpfed_plus``, IDP-FedAvg) and ``analysis = "paper"`` plan for
 add/remove with amplification and are refused under replace-one in one line naming ``privacy.neighbouring``.
 """
@@ -83,9 +84,9 @@ from ampfl.fl.algorithms.gdpfed_groups import (
 from ampfl.sparsify import kept_count
 
 if TYPE_CHECKING:
-    from ampfl.fl.calibration import CalibratedNoise, NoiseTarget
     from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine import Engine
+    from ampfl.fl.engine.vectorised import Engine
+    from ampfl.fl.privacy.calibration import CalibratedNoise, NoiseTarget
     from ampfl.fl.task import Task
 
 #: Plans by their inputs (plan_groups is deterministic given them and costs seconds).
@@ -217,7 +218,7 @@ class GDPFed(GroupFederatedAlgorithm):
         planner's calibration, a named analysis: module docstring)."""
         if self.privacy.neighbouring != "replace-one":
             return []
-        from ampfl.fl.calibration import NoiseTarget
+        from ampfl.fl.privacy.calibration import NoiseTarget
 
         def event(g: int) -> Callable[[float], PrivacyEvent]:
             rate = float(self.rates[g])

@@ -1,7 +1,8 @@
 """Shared machinery of the group methods of paper 001 (GDPFed family, P-FedAvg): budget groups, per-group
-Poisson sampling, noise shares through :mod:`ampfl.fl.secure_sum`, the λ_g-reweighted server step, and the
-noise-energy measurements. The algorithms and their math are described in :mod:`ampfl.fl.algorithms.gdpfed`;
-their deploy round (client and server halves, one sum per group): :mod:`ampfl.fl.algorithms.gdpfed_protocol`.
+Poisson sampling, noise shares through :mod:`ampfl.fl.privacy.secure_sum`, the λ_g-reweighted server step, and
+the noise-energy measurements. The algorithms and their math are described in
+:mod:`ampfl.fl.algorithms.gdpfed`; their deploy round (client and server halves, one sum per group):
+:mod:`ampfl.fl.algorithms.gdpfed_protocol`.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from ampfl.fl.algorithms._common import FederatedAlgorithm, LocalTrainingParams,
 from ampfl.fl.algorithms.base import ROLE_NOISE, ROLE_SAMPLING
 from ampfl.fl.algorithms.gdpfed_protocol import SECAGG_MIN_CLIENTS as SECAGG_MIN_CLIENTS
 from ampfl.fl.algorithms.gdpfed_protocol import GroupRoundProtocol
-from ampfl.fl.secure_sum import GroupSums, noise_shares, secure_group_sums
+from ampfl.fl.privacy.secure_sum import GroupSums, noise_shares, secure_group_sums
 from ampfl.sparsify import kept_count, top_kappa
 
 if TYPE_CHECKING:
     from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine import Engine
+    from ampfl.fl.engine.vectorised import Engine
     from ampfl.fl.task import Task
 
 __all__ = ["ROLE_GROUPS", "GroupFederatedAlgorithm", "GroupParams", "top_kappa_noise_share"]
@@ -148,7 +149,7 @@ class GroupFederatedAlgorithm(GroupRoundProtocol, FederatedAlgorithm):
     def _public_sizes(self) -> np.ndarray:
         """N̂_g: the declared ``expected_group_sizes`` (public), used by the plan (q_g, z_g) and the server
         step's 1 / Σ_g q_g N̂_g. Sizes counted from the data would change with one added client, and with them
-        the noise and its scale (issue 26, docs/threat_model.md): a private run must declare them, unless
+        the noise and its scale (docs/threat_model.md): a private run must declare them, unless
         ``[privacy] neighbouring = "replace-one"`` declares the sizes public."""
         declared = self.p.expected_group_sizes
         g = self.sizes.size

@@ -22,7 +22,7 @@ import torch
 
 from ampfl.fl.algorithms._common import clip_rows
 from ampfl.fl.algorithms.round_protocol import ClientMessage, GaussianShares, RoundSum
-from ampfl.fl.secure_sum import noise_shares, secure_group_sums
+from ampfl.fl.privacy.secure_sum import noise_shares, secure_group_sums
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ampfl.fl.algorithms._common import FederatedAlgorithm as _Base
     from ampfl.fl.algorithms.gdpfed_groups import GroupParams
     from ampfl.fl.algorithms.round_protocol import ClientInstructions, RoundProtocol
-    from ampfl.fl.secure_sum import GroupSums
+    from ampfl.fl.privacy.secure_sum import GroupSums
 else:
     _Base = object
 
@@ -198,9 +198,9 @@ class GroupRoundProtocol(_Base):
     def aggregate_sums(self, sums: Sequence[RoundSum], *, generator: torch.Generator | None) -> None:
         """The server step (:meth:`server_update`) on the per-aggregate sums: with ``generator`` (a trusted
         server, which summed the clipped messages) each active aggregate's noise N(0, z² C² I) on its mask,
-        drawn here, one row per aggregate (:func:`~ampfl.fl.secure_sum.noise_shares` with no client); else
-        the sums carry the clients' shares already. A sum with ``total`` None (nothing decoded) is absent.
-        The server sees only the per-aggregate sums: no count travels (``GroupSums.counts`` are 0)."""
+        drawn here, one row per aggregate (:func:`~ampfl.fl.privacy.secure_sum.noise_shares` with no client);
+        else the sums carry the clients' shares already. A sum with ``total`` None (nothing decoded) is
+        absent. The server sees only the per-aggregate sums: no count travels (``GroupSums.counts`` are 0)."""
         num = int(self.sum_index.max()) + 1
         if len(sums) != num:
             raise ValueError(f"sums must hold one RoundSum per aggregate ({num}). Found {len(sums)}.")

@@ -1,6 +1,6 @@
 """Local-only training: every client trains its own model on its own data and never communicates.
 
-The lower end of every federated comparison (issue 12): what a client gets without collaboration. Round t:
+The lower end of every federated comparison: what a client gets without collaboration. Round t:
 each client (or, with ``participation`` < 1, each client that checks in, as in 000 Eq. 10) runs Q local SGD
 steps (000 Eq. 2) from its own current model, kept in a :class:`~ampfl.fl.state.ClientStore` row (all rows
 start from the same seeded initial model). Nothing leaves a client, so there is no privacy event and the run
@@ -24,7 +24,7 @@ from ampfl.fl.state import ClientStore
 
 if TYPE_CHECKING:
     from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine import Engine
+    from ampfl.fl.engine.vectorised import Engine
     from ampfl.fl.task import Task
 
 

@@ -20,12 +20,13 @@ simulator computes ν from the clients' p_i (``nu_correction=False`` uses the pl
 ν makes the average *larger* by 1/ν given X^t ≠ ∅, so it is not unbiased as claimed (the conditional mean of
 the plain average already is); for the paper's settings ν ≈ 1 (N = 100, p = 0.1: 1 − 0.9^100 ≈ 1 − 2.7e−5).
 
-Units (issue 28, item 5): ``noise_multiplier`` z is σ/C, the noise std over the clip norm, in the TOML, the
-run's ``summary.json`` and metrics, as for every other algorithm (before issue 28 it was σ/(2C): multiply an
-old value by 2 for the same σ). The upload's sensitivity under replace-one is 2C (Eq. C.3), so the accounting
-event's own multiplier is σ/(2C) = z/2; that factor 2 lives only in :meth:`MSPAFL.event_at`.
+Units: ``noise_multiplier`` z is σ/C, the noise std over the clip norm, in the TOML, the
+run's ``summary.json`` and metrics, as for every other algorithm (an older
+run's value of σ/(2C) is multiplied by 2 for the same σ). The upload's sensitivity under replace-one is 2C
+(Eq. C.3), so the accounting event's own multiplier is σ/(2C) = z/2; that factor 2 lives only in
+:meth:`MSPAFL.event_at`.
 
-Privacy (unit: one record; issue 10 part 7c). Each round reports
+Privacy (unit: one record). Each round reports
 ``MSPAFLRoundEvent(participation=max_i p_i, noise_multiplier=z/2, private_state="persistent")`` and the
 run's accountant composes it: the server sees every upload and who sent it, so participation is public to it,
 and the private submodel persists across rounds, so local subsampling does not amplify (each participated
@@ -54,7 +55,7 @@ from ampfl.fl.state import ClientStore
 if TYPE_CHECKING:
     from ampfl.fl.algorithms.round_protocol import ClientInstructions, GaussianShares, RoundProtocol
     from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine import Engine
+    from ampfl.fl.engine.vectorised import Engine
     from ampfl.fl.task import Task
 
 
@@ -140,10 +141,10 @@ class MSPAFL(FederatedAlgorithm):
 
     # -- privacy events -------------------------------------------------------------------------------
     def event_at(self, noise_multiplier: float) -> PrivacyEvent:
-        """One round at noise multiplier z = σ/C, seen by the server (module docstring; issue 10, 7c).
+        """One round at noise multiplier z = σ/C, seen by the server (module docstring).
 
         The event's multiplier is relative to the upload's replace-one sensitivity 2C (Eq. C.3): σ/(2C) = z/2.
-        This is the only place the factor 2 of the neighbouring relation appears (issue 28, item 5).
+        This is the only place the factor 2 of the neighbouring relation appears.
         """
         return MSPAFLRoundEvent(
             participation=self.sampler.participation,
@@ -154,7 +155,7 @@ class MSPAFL(FederatedAlgorithm):
     def threat_model(self) -> dict[str, list[str]]:
         """ε holds against the server too: each client noises its own public part before upload (Eq. 12)
         and the accounted event holds with participation public (the server sees who uploads)."""
-        from ampfl.fl.release import threat_model
+        from ampfl.fl.run.release import threat_model
 
         return threat_model(
             private=self.privacy_unit is not None,

@@ -23,7 +23,7 @@ import torch
 from pydantic import Field
 
 from ampfl.fl.algorithms.gdpfed import GDPFed, GDPFedParams
-from ampfl.fl.secure_sum import GroupSums
+from ampfl.fl.privacy.secure_sum import GroupSums
 
 
 class PFAParams(GDPFedParams):

@@ -1,8 +1,8 @@
-"""A round in two halves, client and server, for engines that run the clients elsewhere (issue 28).
+"""A round in two halves, client and server, for engines that run the clients elsewhere.
 
 ``Algorithm.run_round`` runs a whole round in-process (the simulator, vectorised over the cohort). An
 algorithm that deploys (``ampfl deploy``: each client on its own Flower SuperNode) also implements
-:class:`RoundProtocol` — the shape of pfl-research and ``../shared/ROUND.md`` — and returns itself from
+:class:`RoundProtocol` — the shape of pfl-research's round — and returns itself from
 :meth:`~ampfl.fl.algorithms.base.Algorithm.round_protocol`:
 
 1. server: :meth:`RoundProtocol.plan_round` names the clients asked in round r (the run's sampler, seeded by

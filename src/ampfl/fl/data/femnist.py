@@ -137,7 +137,7 @@ def load_femnist(
         ValueError: ``writers`` < 1.
         DataUnavailableError: the folder is missing or holds no LEAF FEMNIST data.
     """
-    from ampfl.fl.data import Dataset
+    from ampfl.fl.data.dataset import Dataset
 
     if writers is not None and writers < 1:
         raise ValueError(f"writers must be >= 1 (or None for all). Found {writers}.")

@@ -20,7 +20,7 @@ import numpy as np
 from ampfl.fl.task import Task
 
 if TYPE_CHECKING:
-    from ampfl.fl.data import Dataset
+    from ampfl.fl.data.dataset import Dataset
 
 __all__ = ["NaturalData", "NaturalTask", "client_test_indices"]
 

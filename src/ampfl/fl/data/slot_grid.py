@@ -12,7 +12,7 @@ stood at the chunk's start, vectorised except for a short scalar chain (the next
 repeat, from lookup tables), then the first repeat whose outcome could depend on a swap made earlier in the
 chunk (a try, or the repeat's own row, on a row that swap changed) is found, and the chunk is cut there. The
 cut repeat starts the next chunk, on the updated grid, so the result is the one-swap-at-a-time walk's, bit
-for bit (issue 17; tests in ``tests/fl/test_partitions*.py`` against the one-``rng.integers``-at-a-time loop
+for bit (tests in ``tests/fl/test_partitions*.py`` against the one-``rng.integers``-at-a-time loop
 and against digests of splits made by the code before). Three or more labels per client (labels in [0, 63]):
 :func:`~ampfl.fl.data.slot_rows.walk_many`, chunks walked on precomputed words per try; other labels, and
 passes whose try budget is shorter than a chunk's window, keep the one-swap-at-a-time :func:`_walk_rows`.
@@ -21,6 +21,7 @@ Only numpy is imported here.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -80,7 +81,13 @@ def _repair(
     draws = _PairDraws(rng, num_clients, per_client)
     grid = np.array(grid, copy=True)
     t = 0  # pairs taken
-    walk = _walk_pairs if per_client == 2 else walk_many if fits(grid) else _walk_rows
+    walk = (
+        _walk_pairs
+        if per_client == 2
+        else partial(walk_many, one_at_a_time=_walk_rows)
+        if fits(grid)
+        else _walk_rows
+    )
     try:
         for _ in range(_REPAIR_PASSES):
             bad = np.flatnonzero(_repeats(grid))

@@ -1,4 +1,4 @@
-"""The repair walk of :mod:`ampfl.fl.data.slot_grid` for 3+ labels per client, in chunks (issue 17).
+"""The repair walk of :mod:`ampfl.fl.data.slot_grid` for 3+ labels per client, in chunks.
 
 The walk visits the rows holding a label twice in order; a repeat (row r, position a, label v: v also sits
 earlier in r) takes tries (s, b) until one qualifies — v not in row s, and s[b] not among r's labels as they
@@ -29,7 +29,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ampfl.fl.data.slot_grid import _PairDraws
+
+    _Walk = Callable[[np.ndarray, np.ndarray, int, int, _PairDraws], tuple[int, bool]]
 
 __all__ = ["fits", "walk_many"]
 
@@ -45,9 +49,13 @@ def fits(grid: np.ndarray) -> bool:
     )
 
 
-def walk_many(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _PairDraws) -> tuple[int, bool]:
+def walk_many(
+    grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _PairDraws, *, one_at_a_time: _Walk
+) -> tuple[int, bool]:
     """One pass of the walk over rows ``bad`` (in order), any number of labels per row, labels in [0, 63]
-    (:func:`fits`); ``grid`` changes in place. Returns (pairs taken, whether some repeat found no swap)."""
+    (:func:`fits`); ``grid`` changes in place. Returns (pairs taken, whether some repeat found no swap).
+    ``one_at_a_time`` is the one-swap-at-a-time walk (same signature) that takes over the rest of the pass
+    when a repeat could spend its whole try budget inside one chunk's window."""
     n, p = grid.shape
     cells = grid.reshape(-1)
     width = int(cells.max()) + 1
@@ -74,9 +82,7 @@ def walk_many(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _Pai
             continue
         span = max(span_min, int(per_rep * ri.size * 1.08) + 64)
         if span >= tries:  # a repeat could spend its budget in the window: the rest one swap at a time
-            from ampfl.fl.data.slot_grid import _walk_rows
-
-            t, missed = _walk_rows(grid, bad[i:], t, tries, draws)
+            t, missed = one_at_a_time(grid, bad[i:], t, tries, draws)
             return t, missed
         s_all, b_all = draws.upto(t + span)
         s_try, b_try = s_all[t : t + span], b_all[t : t + span]

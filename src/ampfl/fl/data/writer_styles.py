@@ -98,7 +98,8 @@ def load_fmnist_styles(
     num_clients: int, *, seed: int = 0, path: str | Path | None = None, cache_dir: Path | None = None
 ) -> NaturalData:
     """Fashion-MNIST with one fixed writer style per client (module docstring); a stand-in for FEMNIST."""
-    from ampfl.fl.data import Dataset, load_dataset
+    from ampfl.fl.data import load_dataset
+    from ampfl.fl.data.dataset import Dataset
 
     base = load_dataset("fmnist", path=path, cache_dir=cache_dir)
     x_tr, x_te, train, test, styles = style_clients(base.x_train, base.x_test, num_clients, seed)

@@ -30,7 +30,7 @@ class HasirciogluCNN(FLModel):
     fused_linear_weights = ("classifier.0.weight",)
     """Stacked linear layer whose product z = h Wᵀ :meth:`forward_stacked` lets the caller compute
     (``linears``): the engine then keeps its K weight matrices as a shared base plus a low-rank update
-    (:class:`ampfl.fl.low_rank.LowRankLinear`) during the local steps."""
+    (:class:`ampfl.fl.engine.low_rank.LowRankLinear`) during the local steps."""
 
     def __init__(self, *, input_shape: tuple[int, ...], num_classes: int) -> None:
         super().__init__()
@@ -78,7 +78,7 @@ class HasirciogluCNN(FLModel):
         )
         # ReLUs in place (the same values): the backward of the operation before each (convolution, baddbmm,
         # add) does not need its output, and a buffer as large as it is saved (12.5 MB after conv 1 at
-        # K = 100, b = 10; forward and backward of that step ≈ 5 % less CPU time, issue 32)
+        # K = 100, b = 10; forward and backward of that step ≈ 5 % less CPU time)
         h = F.max_pool2d(F.relu_(h), kernel_size=2, stride=1)
         w2 = params["features.3.weight"]
         h = F.conv2d(

@@ -1,4 +1,4 @@
-"""A small CNN with GroupNorm for the private fine-tuning of paper 002 Sec. 4 (issue 14), scaled to FMNIST.
+"""A small CNN with GroupNorm for the private fine-tuning of paper 002 Sec. 4, scaled to FMNIST.
 
 002 trains ResNet-101 with its BatchNorm layers replaced by GroupNorm (per-example gradients, DP); this is the
 same idea at the size of this machine: Conv(c→16, k5, s2, p2) → GroupNorm(4) → ReLU → Conv(16→32, k5, s2,

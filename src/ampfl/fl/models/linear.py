@@ -65,7 +65,7 @@ class LogisticRegression(FLModel):
     def forward_stacked(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """k models at once (``params`` stacked ``[k, *shape]``, ``x`` ``[k, b, *input]``): the batched
         product that ``vmap`` of :meth:`forward` runs (``bmm`` with the transposed weights, then + bias), so
-        the same numbers without the per-call cost of ``vmap`` (issue 17)."""
+        the same numbers without the per-call cost of ``vmap``."""
         out = torch.bmm(x.flatten(start_dim=2), params["linear.weight"].transpose(1, 2))
         if "linear.bias" in params:
             out = params["linear.bias"][:, None, :] + out
@@ -80,7 +80,7 @@ class LogisticRegression(FLModel):
         self, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
     ) -> tuple[dict[str, torch.Tensor], torch.Tensor] | None:
         """For γ = 0: the per-client gradients (by parameter name, ``[k, *shape]``) and losses ``[k]`` of
-        Σ_j w_ij ℓ(w_i; x_ij, y_ij) without autograd (issue 17): the forward pass of :meth:`forward_stacked`
+        Σ_j w_ij ℓ(w_i; x_ij, y_ij) without autograd: the forward pass of :meth:`forward_stacked`
         and :meth:`per_sample_loss`, then the backward kernels autograd runs, on tensors of the same values
         and layouts (layouts decide vectorised vs scalar loops), so bit for bit the engine's autograd result
         (``tests/fl/test_engine_speed_identity.py``). None for γ > 0 (autograd then runs)."""

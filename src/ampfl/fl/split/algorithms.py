@@ -41,14 +41,14 @@ import torch
 from pydantic import BaseModel, Field
 
 from ampfl.accounting.events import BernoulliMaskEvent, PrivacyEvent
-from ampfl.fl.algorithms.base import ROLE_EVAL, ROLE_NOISE, Algorithm
+from ampfl.fl.algorithms.base import ROLE_EVAL, ROLE_NOISE
 from ampfl.fl.models.split_cnn import keep_probability, sample_mask, score_from_probability
 from ampfl.fl.split.common import SplitAlgorithm, SplitParams, unflatten
 from ampfl.fl.split.masks import aggregate_masks, layer_indicator, select_personalized
 
 if TYPE_CHECKING:
     from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine import Engine
+    from ampfl.fl.engine.vectorised import Engine
     from ampfl.fl.task import Task
 
 
@@ -298,18 +298,3 @@ class SplitFedPM(PMSFL):
 
     name: ClassVar[str] = "splitfed_pm"
     Params: ClassVar[type[BaseModel]] = SplitFedPMParams
-
-
-def _registry() -> dict[str, type[Algorithm]]:
-    from ampfl.fl.split.depthfl import DepthFL
-    from ampfl.fl.split.hetero import PMSFLHetero
-    from ampfl.fl.split.lg_fedavg import LGFedAvg
-    from ampfl.fl.split.splitfed_dp import SplitFedDP
-
-    return {
-        cls.name: cls
-        for cls in (SplitFed, Standalone, PMSFL, SplitFedPM, PMSFLHetero, DepthFL, LGFedAvg, SplitFedDP)
-    }
-
-
-ALGORITHMS: dict[str, type[Algorithm]] = _registry()

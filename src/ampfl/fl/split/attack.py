@@ -24,9 +24,7 @@ K₂ = 0.03, 'valid' windows, population moments), per image, data range L.
 from __future__ import annotations
 
 import math
-import textwrap
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,7 +38,6 @@ __all__ = [
     "psnr",
     "reconstruct",
     "returned_gradient",
-    "save_grid",
     "ssim",
 ]
 
@@ -153,32 +150,6 @@ def returned_gradient(top: torch.nn.Module, smashed: torch.Tensor, labels: torch
     loss = F.cross_entropy(top(q), labels)
     (r,) = torch.autograd.grad(loss, q)
     return r
-
-
-def save_grid(
-    path: Path, originals: torch.Tensor, rows: dict[str, torch.Tensor], *, note: str | None = None
-) -> Path:
-    """PNG grid: the original images on the first row, one row of reconstructions per method."""
-    from ampfl.reproduce._plot import new_figure, save
-
-    labels = ["original", *rows]
-    images = [originals, *rows.values()]
-    n = originals.shape[0]
-    fig, _ = new_figure(width=1.1 * n + 1.2, height=1.15 * len(labels) + 0.3)
-    fig.clf()
-    axes = fig.subplots(len(labels), n, squeeze=False)
-    for r, (label, batch) in enumerate(zip(labels, images, strict=True)):
-        for col in range(n):
-            ax = axes[r][col]
-            img = batch[col].detach().cpu().numpy()
-            ax.imshow(
-                img[0] if img.shape[0] == 1 else img.transpose(1, 2, 0), cmap="gray", vmin=0.0, vmax=1.0
-            )
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if col == 0:
-                ax.set_ylabel(textwrap.fill(label, 18), fontsize=6)
-    return save(fig, path, note=note)
 
 
 def finite_mean(values: torch.Tensor) -> float:

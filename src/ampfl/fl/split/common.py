@@ -34,7 +34,7 @@ from ampfl.fl.sampling import FixedSizeSampler, local_batches
 
 if TYPE_CHECKING:
     from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine import Engine
+    from ampfl.fl.engine.vectorised import Engine
     from ampfl.fl.task import Task
 
 #: The ``[model] name`` the split algorithms require; ``[model] options``: channels, groups, split_layer.

@@ -70,7 +70,7 @@ from ampfl.fl.split.depthfl_protocol import DepthFLProtocol, holder_mean
 
 if TYPE_CHECKING:
     from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine import Engine
+    from ampfl.fl.engine.vectorised import Engine
     from ampfl.fl.task import Task
 
 

@@ -1,5 +1,5 @@
 """DepthFL's round as a client half and a server half (:mod:`ampfl.fl.algorithms.round_protocol`): ``ampfl
-deploy`` runs ``depthfl`` (issue 28 item 3).
+deploy`` runs ``depthfl``.
 
 DepthFL is not split learning: a client trains a prefix of the network (blocks and heads 1..d_k) on its own
 and uploads the trained weights; nothing goes back and forth during the local steps. The halves:

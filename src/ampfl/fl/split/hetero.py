@@ -41,7 +41,7 @@ from ampfl.fl.split.common import client_depths
 
 if TYPE_CHECKING:
     from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine import Engine
+    from ampfl.fl.engine.vectorised import Engine
     from ampfl.fl.task import Task
 
 

@@ -46,7 +46,7 @@ from ampfl.fl.split.common import SplitParams, make_optimizer, unflatten
 
 if TYPE_CHECKING:
     from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine import Engine
+    from ampfl.fl.engine.vectorised import Engine
     from ampfl.fl.task import Task
 
 
@@ -93,7 +93,7 @@ class SplitFedDP(SplitFed):
     def threat_model(self) -> dict[str, list[str]]:
         """ε holds against the server too: each client noises its smashed rows and its gradient sums
         itself, and no amplification by participation or sampling is claimed."""
-        from ampfl.fl.release import threat_model
+        from ampfl.fl.run.release import threat_model
 
         return threat_model(
             private=self.privacy_unit is not None,
