@@ -123,7 +123,8 @@ def build_model(name: str, *, input_shape: tuple[int, ...], num_classes: int, **
         ValueError: for an unknown name, a bad shape, an unknown option or a model that is not functional.
     """
     if ":" not in name and name not in MODELS:
-        raise ValueError(f"model must be one of {sorted(MODELS)}. Found {name!r}.")
+        named = sorted(n for n in MODELS if not n.startswith("python:"))  # not the Python API's own objects
+        raise ValueError(f"model must be one of {named}. Found {name!r}.")
     if not input_shape or any(int(s) < 1 for s in input_shape):
         raise ValueError(f"input_shape must be a non-empty tuple of positive sizes. Found {input_shape!r}.")
     if isinstance(num_classes, bool) or int(num_classes) < 2:
