@@ -206,3 +206,38 @@ def test_every_private_algorithm_releases_only_model_values(tmp_path, name):
     assert str(load_checkpoint(folder)["privacy_key"]) not in released
     lines = [json.loads(line) for line in (folder / "diagnostics.jsonl").read_text().splitlines()]
     assert lines[0]["diagnostics"] == "NOT differentially private" and len(lines) == 3
+
+
+def test_a_checkpoint_without_a_privacy_key_is_refused_on_resume(tmp_path):
+    """A checkpoint written before runs had a key followed the public seed: resuming it as a secret run would
+    say "secret" of seeded randomness. Refused in one line; a reproducible (seeded) run resumes."""
+    for name, privacy in (("secret", None), ("seeded", {"reproducible": True})):
+        _run(tmp_path, name, privacy, stop_after=2)
+        path = tmp_path / name / "checkpoint.pt"
+        state = torch.load(path, weights_only=False)
+        del state["privacy_key"]
+        torch.save(state, path)
+    refused = r"^privacy\.reproducible: the checkpoint holds no privacy key"
+    with pytest.raises(ValueError, match=refused) as info:
+        _run(tmp_path, "secret", resume=True)
+    assert "\n" not in str(info.value)
+    done = _run(tmp_path, "seeded", {"reproducible": True}, resume=True)
+    assert done["privacy_randomness"] == "seeded: a simulation, not a release"
+
+
+def test_a_run_without_a_guarantee_follows_its_seed(tmp_path):
+    """FedAvg (ε = ∞) has no randomness to keep secret: two runs of one config and seed are identical."""
+    config = parse_config(
+        {
+            "seed": 5,
+            "rounds": 3,
+            "eval_every": 1,
+            "algorithm": {"name": "fedavg", "cohort_size": 3, "batch_size": 4},
+        }
+    )
+    a = run_experiment(config, tmp_path / "a", task=_task(), progress=False, plots=False)
+    run_experiment(config, tmp_path / "b", task=_task(), progress=False, plots=False)
+    assert a["privacy_randomness"].startswith("seeded: no privacy guarantee")
+    wa = load_checkpoint(tmp_path / "a")["algorithm"]["global_params"]
+    wb = load_checkpoint(tmp_path / "b")["algorithm"]["global_params"]
+    assert torch.equal(wa, wb) and load_checkpoint(tmp_path / "a")["privacy_key"] == 5

@@ -181,6 +181,7 @@ def main(grid: Grid, context: Context) -> None:
         SUMMARY,
         load_checkpoint,
         run_privacy_key,
+        seeded_without_guarantee,
     )
 
     started = time.perf_counter()
@@ -198,7 +199,11 @@ def main(grid: Grid, context: Context) -> None:
     guard()
     checkpoint = load_checkpoint(out) if bool(context.run_config.get(RESUME_KEY, False)) else None
     # a resumed run keeps its privacy key from the start, as ampfl run's resume: construction may draw from it
-    algorithm = algorithm_from_config(config, privacy_key=run_privacy_key(config, checkpoint))
+    key = run_privacy_key(config, checkpoint)
+    algorithm = algorithm_from_config(config, privacy_key=key)
+    seeded = seeded_without_guarantee(key, config, algorithm.privacy_unit is not None, checkpoint is None)
+    if seeded is not None:  # no guarantee: every draw follows the seed, as ampfl run's
+        algorithm = algorithm_from_config(config, privacy_key=seeded)
     timeout = float(context.run_config.get("reply-timeout", 600.0))
     secure = str(context.run_config.get(SECAGG_KEY, "none")) == "secaggplus"
     n = config.partition.num_clients

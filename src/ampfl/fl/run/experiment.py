@@ -82,6 +82,7 @@ __all__ = [  # the run folder's names and checkpoint functions are re-exported f
     "run_or_reuse",
     "run_privacy_key",
     "save_checkpoint",
+    "seeded_without_guarantee",
 ]
 
 if TYPE_CHECKING:
@@ -238,13 +239,35 @@ def construct_algorithm(
 
 
 def run_privacy_key(config: RunConfig, checkpoint: Mapping[str, Any] | None) -> int:
-    """The privacy key of a run: the checkpoint's on resume (a checkpoint written before keys existed was
-    seeded), the seed under ``[privacy] reproducible``, else a fresh key from the operating system."""
+    """The privacy key of a run: the checkpoint's on resume, the seed under ``[privacy] reproducible``, else a
+    fresh key from the operating system (:func:`seeded_without_guarantee` then keys a run without a guarantee
+    by its seed).
+
+    Raises:
+        ValueError: resuming a checkpoint that holds no key (written before runs had one: its privacy
+            randomness followed the public seed) of a run without ``[privacy] reproducible``.
+    """
     from ampfl.fl.algorithms.base import new_privacy_key
 
     if checkpoint is not None:
-        return int(checkpoint.get("privacy_key", config.seed))
+        if "privacy_key" not in checkpoint:
+            if not config.privacy.reproducible:
+                raise ValueError(
+                    "privacy.reproducible: the checkpoint holds no privacy key, so its privacy randomness "
+                    "followed the public seed and the run cannot go on as a secret one; start afresh"
+                )
+            return config.seed
+        return int(checkpoint["privacy_key"])
     return config.seed if config.privacy.reproducible else new_privacy_key()
+
+
+def seeded_without_guarantee(key: int, config: RunConfig, private: bool, fresh: bool) -> int | None:
+    """The key a fresh run without a privacy guarantee (ε = ∞) must use instead of ``key``: its seed, so
+    that ``seed`` reproduces it; ``None`` when ``key`` stands (a private run, a resume, or already the
+    seed)."""
+    if private or not fresh or key == config.seed:
+        return None
+    return int(config.seed)
 
 
 def _run_experiment(
@@ -298,6 +321,9 @@ def _run_experiment(
         task = build_task(config, **overrides)
     key = run_privacy_key(config, checkpoint)
     algorithm, ledger = build_calibrated(config, task, algorithms=algorithms, privacy_key=key)
+    seeded = seeded_without_guarantee(key, config, ledger.private, checkpoint is None)
+    if seeded is not None:  # no guarantee: every draw follows the seed, so the run reproduces
+        algorithm, ledger = build_calibrated(config, task, algorithms=algorithms, privacy_key=seeded)
     out.mkdir(parents=True, exist_ok=True)
     # left untouched on a resume unless rounds/eval_every/checkpoint_every changed (a full disk cannot hit it)
     write_text_if_changed(out / CONFIG_JSON, dumps_json(resolved, indent=2) + "\n")

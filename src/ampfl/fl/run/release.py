@@ -52,6 +52,7 @@ SERVER = "server"
 #: ``privacy_randomness`` in a summary.
 SECRET_RANDOMNESS = "secret: a per-run key from the operating system, kept in the private checkpoint"
 SEEDED_RANDOMNESS = "seeded: a simulation, not a release"
+NO_GUARANTEE_RANDOMNESS = "seeded: no privacy guarantee (epsilon = inf), so every draw follows seed"
 
 
 def split_line(line: Mapping[str, Any], released: Collection[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -104,6 +105,9 @@ def threat_model(
     }
 
 
-def privacy_randomness(reproducible: bool) -> str:
-    """The summary's ``privacy_randomness``: secret by default, seeded under ``[privacy] reproducible``."""
+def privacy_randomness(reproducible: bool, private: bool = True) -> str:
+    """The summary's ``privacy_randomness``: secret by default, seeded under ``[privacy] reproducible`` and
+    for a run without a guarantee (nothing to keep secret: its seed reproduces it)."""
+    if not private:
+        return NO_GUARANTEE_RANDOMNESS
     return SEEDED_RANDOMNESS if reproducible else SECRET_RANDOMNESS

@@ -165,7 +165,7 @@ def build_summary(
         "neighbouring": config.privacy.neighbouring if private else None,
         "protects_against": list(threats["protects_against"]),
         "participation_hidden_from": list(threats["participation_hidden_from"]),
-        "privacy_randomness": privacy_randomness(config.privacy.reproducible),
+        "privacy_randomness": privacy_randomness(config.privacy.reproducible, private),
         "accountant": ledger.kind,  # the resolved one ("pld" or "rdp"; None without a guarantee)
         "accountant_requested": config.privacy.accountant if private else None,
         "accounting": config.privacy.accounting if private else "none",
