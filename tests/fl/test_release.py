@@ -143,8 +143,8 @@ def test_split_line_and_threat_model():
     line = {"round": 3, "accuracy": 0.5, "epsilon": 1.0, "delta": 1e-5, "train_loss": 0.1}
     line["wall_seconds"] = 2.0
     release, diagnostics = split_line(line, ("accuracy",))
-    assert release == {"round": 3, "accuracy": 0.5, "epsilon": 1.0, "delta": 1e-5, "wall_seconds": 2.0}
-    assert diagnostics == {"round": 3, "train_loss": 0.1}
+    assert release == {"round": 3, "accuracy": 0.5, "epsilon": 1.0, "delta": 1e-5}  # time is not released
+    assert diagnostics == {"round": 3, "train_loss": 0.1, "wall_seconds": 2.0}
     assert threat_model(private=False) == {"protects_against": [], "participation_hidden_from": []}
     both = threat_model(private=True, server_sees_only_noised_sum=True)
     assert both["protects_against"] == ["model consumers", "server"]

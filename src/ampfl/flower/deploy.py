@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ampfl.fl.run.lock import acquire, release
+from ampfl.fl.run.release import TIMING
 from ampfl.flower.common import (
     CONFIG_KEY,
     OUT_KEY,
@@ -336,8 +337,12 @@ def _deploy(
     if code != 0 or not (out / SUMMARY).is_file():
         raise RuntimeError(f"the Flower run failed (flwr run exit code {code}); see {logs / 'flwr-run.log'}")
     summary: dict[str, Any] = json.loads((out / SUMMARY).read_text(encoding="utf-8"))
-    summary.update(timings)
-    atomic_write_json(out / SUMMARY, summary)
+    timing_path = out / TIMING
+    timing = json.loads(timing_path.read_text(encoding="utf-8")) if timing_path.is_file() else {}
+    atomic_write_json(timing_path, {**timing, **timings})
+    if summary.get("protects_against") == []:  # no guarantee: the launcher's timings are reported too
+        summary.update(timings)
+        atomic_write_json(out / SUMMARY, summary)
     return summary
 
 

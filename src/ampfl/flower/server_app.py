@@ -34,7 +34,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from ampfl.fl.run.lock import owns
 from ampfl.fl.run.loop import RoundOutcome, RunState, finish_run, restore, run_rounds
-from ampfl.fl.run.release import DIAGNOSTICS
+from ampfl.fl.run.release import DIAGNOSTICS, TIMING
 from ampfl.fl.run.summary import run_threat_model
 from ampfl.flower.common import (
     CONFIG_KEY,
@@ -237,7 +237,7 @@ def main(grid: Grid, context: Context) -> None:
         engine="flower",
         threats=threats,
         num_clients=n,
-        files=(CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, LEDGER, CHECKPOINT, SUMMARY),
+        files=(CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, TIMING, LEDGER, CHECKPOINT, SUMMARY),
         secure_aggregation="secaggplus" if secure else None,
         discovery_seconds=bring_up,
     )

@@ -59,7 +59,7 @@ from ampfl.fl.run.folder import (
 )
 from ampfl.fl.run.lines import evaluation_line
 from ampfl.fl.run.loop import RoundOutcome, RunState, finish_run, restore, run_rounds
-from ampfl.fl.run.release import DIAGNOSTICS
+from ampfl.fl.run.release import DIAGNOSTICS, TIMING
 from ampfl.fl.run.summary import run_threat_model
 from ampfl.io import dumps_json, write_text_if_changed
 
@@ -350,7 +350,7 @@ def _run_experiment(
         engine="simulator",
         threats=run_threat_model(algorithm, private=ledger.private),
         num_clients=task.num_clients,
-        files=(CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, CHECKPOINT, SUMMARY),
+        files=(CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, TIMING, CHECKPOINT, SUMMARY),
         plots=plots,
     )
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ampfl.fl.run.lock import LOCK
 from ampfl.fl.run.plots import ACCURACY_PNG, EPSILON_PNG
-from ampfl.fl.run.release import DIAGNOSTICS
+from ampfl.fl.run.release import DIAGNOSTICS, TIMING
 from ampfl.io import atomic_write_bytes
 
 if TYPE_CHECKING:
@@ -57,7 +57,8 @@ def clear_run_folder(folder: str | Path) -> None:
     Used by the demo and the figure reproductions, which own their run folders and may run again.
     """
     path = Path(folder)
-    names = (CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, CHECKPOINT, SUMMARY, ACCURACY_PNG, EPSILON_PNG)
+    names = [CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, TIMING, CHECKPOINT, SUMMARY, ACCURACY_PNG]
+    names.append(EPSILON_PNG)
     (path / LOCK).unlink(missing_ok=True)
     for name in names:
         (path / name).unlink(missing_ok=True)

@@ -44,8 +44,8 @@ from ampfl.fl.divergence import TrainingDiverged, diverged_message, numerical_fa
 from ampfl.fl.privacy.ledger_thread import LedgerThread
 from ampfl.fl.run.folder import METRICS, save_checkpoint
 from ampfl.fl.run.lines import privacy_fields, with_privacy
-from ampfl.fl.run.release import DIAGNOSTICS, DIAGNOSTICS_HEADER, split_line
-from ampfl.io import AppendLog, dumps_json, write_text_if_changed
+from ampfl.fl.run.release import DIAGNOSTICS, DIAGNOSTICS_HEADER, TIMING, released_timing, split_line
+from ampfl.io import AppendLog, atomic_write_json, dumps_json, write_text_if_changed
 
 if TYPE_CHECKING:
     from ampfl.accounting.events import PrivacyEvent
@@ -351,6 +351,8 @@ def finish_run(
         discovery_seconds=discovery_seconds,
     )
     backend.guard()
+    summary, timing = released_timing(summary, ledger.private)
+    atomic_write_json(out / TIMING, timing)
     write_summary(out, summary)
     return summary
 

@@ -9,6 +9,10 @@ The guarantee is about what leaves the trusted side, so the release is the mecha
   participants, examples, train loss, clipped fraction, accuracy weighted by clients' own data, realised noise
   energy. They are *not* differentially private: keep them on the trusted side (never publish them next to
   ε). The file's first line says so.
+- **timing** (``timing.json``, and the ``wall_seconds`` of each diagnostics line): wall-clock time depends on
+  how many clients took part and how much data they used, so for a run with a guarantee it is kept apart too;
+  ``summary.json`` then holds ``null`` for its timing keys (:data:`TIMING_KEYS`). A run without a guarantee
+  reports them in its summary as well.
 
 :func:`split_line` divides one round's line between the two; :func:`threat_model` states, next to every ε,
 which parties it protects against and from whom participation is hidden.
@@ -32,18 +36,39 @@ DIAGNOSTICS_HEADER: dict[str, Any] = {
     ),
 }
 
-#: Keys of a metrics line that are released whatever the algorithm: the round, privacy, wall-clock time.
+#: Keys of a metrics line that are released whatever the algorithm: the round and privacy (not the wall-clock
+#: time: it reveals how much work the round's participants did).
 RELEASE_KEYS = frozenset(
     {
         "round",
         "epsilon",
         "epsilon_upper_bound",
         "delta",
-        "wall_seconds",
         "epsilon_by_group",
         "budget_by_group",
     }
 )
+
+#: The timing file of a run folder (kept apart for a private run: module docstring).
+TIMING = "timing.json"
+#: The summary's timing keys: ``null`` in the summary of a run with a guarantee; values in ``timing.json``.
+TIMING_KEYS = (
+    "wall_seconds",
+    "round_seconds_mean",
+    "discovery_seconds",
+    "bring_up_seconds",
+    "teardown_seconds",
+    "deploy_seconds",
+)
+
+
+def released_timing(summary: Mapping[str, Any], private: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(summary as released, timing)``: the timing keys of ``summary`` moved out (set to ``None``) when the
+    run is private; ``timing`` holds their values either way."""
+    timing = {key: summary.get(key) for key in TIMING_KEYS}
+    if not private:
+        return dict(summary), timing
+    return {**summary, **dict.fromkeys(TIMING_KEYS)}, timing
 
 #: The parties a guarantee can protect against (``protects_against``, ``participation_hidden_from``).
 MODEL_CONSUMERS = "model consumers"
