@@ -56,8 +56,9 @@ def register(registry: Registry) -> None:
         default="none",
         choices=("none", "secaggplus"),
         help=(
-            "secaggplus: Flower's SecAgg+ (dp_dsgd_rp, dp_fedavg with poisson sampling, ms_pafl): clients "
-            "add their noise shares, the server sees only the noised sum, not who checked in"
+            "secaggplus: Flower's SecAgg+ (dp_dsgd_rp, dp_fedavg with poisson sampling, ms_pafl, "
+            "dp_sgd_split, gdpfed, gdpfed_minus, gdpfed_plus, idp_fedavg, pfa): clients add their noise "
+            "shares, the server sees only the noised sum, not who checked in"
         ),
     )
     parser.add_argument(
