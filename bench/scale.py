@@ -107,15 +107,18 @@ def main() -> None:
 
     def warm_up() -> None:
         DPFedAvg(DPFedAvg.Params(cohort_size=2, noise_multiplier=1.0), small, seed=0).run_round(0)
-        rp = DPDSGDRandomParticipation.Params(participation=1.0, sampling_rate=1.0, noise_multiplier=1.0)
+        rp = DPDSGDRandomParticipation.Params(
+            participation=1.0, sampling_rate=1.0, noise_multiplier=1.0, local_dataset_size=per
+        )  # public constants: the server divides only by declared sizes
         DPDSGDRandomParticipation(rp, small, seed=0).run_round(0)
 
     _timed("torch warm-up (10 clients, both algorithms)", warm_up)
     totals = {}
     for cls, options in (
         (DPFedAvg, {"client_sampling": "poisson", "sampling_rate": 0.001, "noise_multiplier": 1.0,
-                    "num_local_steps": 1, "batch_size": 2}),
-        (DPDSGDRandomParticipation, {"participation": 0.01, "sampling_rate": 0.5, "noise_multiplier": 1.0}),
+                    "num_local_steps": 1, "batch_size": 2, "expected_clients": max(0.001 * n_clients, 1.0)}),
+        (DPDSGDRandomParticipation, {"participation": 0.01, "sampling_rate": 0.5, "noise_multiplier": 1.0,
+                                     "local_dataset_size": per}),
     ):  # fmt: skip
         print(f"{cls.name}:")
         algo, t_init = _timed(
