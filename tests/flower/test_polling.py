@@ -48,7 +48,7 @@ def test_every_reply_is_collected_promptly() -> None:
     replies = grid.send_and_receive(["a", "b", "c"], timeout=10.0)
     waited = time.monotonic() - started
     assert _replied(replies) == ["m0", "m1", "m2"]  # each reply once, none lost between pulls
-    assert 0.3 <= waited < 1.0  # Flower's own grid would return at the 3 s poll
+    assert 0.3 <= waited < 2.5  # Flower's own grid would return at the 3 s poll (slack for a loaded machine)
     assert inner.pulls >= 3
 
 
@@ -57,7 +57,7 @@ def test_the_timeout_returns_what_arrived() -> None:
     started = time.monotonic()
     replies = grid.send_and_receive(["a", "b"], timeout=0.3)
     assert _replied(replies) == ["m0"]
-    assert 0.3 <= time.monotonic() - started < 1.0
+    assert 0.3 <= time.monotonic() - started < 2.5  # well before a 3 s poll, with slack for load
 
 
 def test_other_calls_go_to_the_wrapped_grid() -> None:
