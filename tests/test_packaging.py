@@ -1,0 +1,34 @@
+"""What a packaged ampfl carries: a license, a changelog, type information, ``python -m ampfl``, bounded
+dependencies."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_license_changelog_and_type_marker_exist() -> None:
+    assert "Apache License" in (REPO / "LICENSE").read_text()
+    assert (REPO / "CHANGELOG.md").read_text().startswith("# Changelog")
+    assert (REPO / "src" / "ampfl" / "py.typed").is_file()
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert "py.typed" in project["tool"]["setuptools"]["package-data"]["ampfl"]
+
+
+def test_python_dash_m_ampfl_is_the_cli() -> None:
+    done = subprocess.run([sys.executable, "-m", "ampfl", "--help"], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0 and "account" in done.stdout and "calibrate" in done.stdout
+
+
+def test_every_runtime_dependency_has_an_upper_bound() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    runtime = list(project["dependencies"])
+    for extra in ("train", "flower", "opacus"):
+        runtime += project["optional-dependencies"][extra]
+    for requirement in runtime:
+        assert re.search(r"<\s*[0-9]", requirement), f"{requirement} has no upper bound"
