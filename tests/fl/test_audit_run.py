@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -152,8 +153,14 @@ def test_power_data_dependent_normaliser_raises_the_bound(tmp_path):
 
 @pytest.mark.parametrize("config", [_fedavg, _dsgd_rp], ids=["dp_fedavg", "dp_dsgd_rp"])
 def test_consistency_lower_bound_below_accounted(tmp_path, config):
+    """No false VIOLATION; where the accounted ε is above what 500 canaries can certify, the verdict says the
+    audit cannot tell (DP-DSGD-RP here), instead of "consistent"."""
     report = audit_run(config(), tmp_path, canaries=500, progress=False)
-    assert report["verdict"] == "consistent"
+    can_tell = report["epsilon_accounted"] <= report["epsilon_max_certifiable"]
+    assert report["verdict"] == ("consistent" if can_tell else "inconclusive")
+    assert can_tell == (config is _fedavg)  # measured: DP-FedAvg 2.0 accounted, DP-DSGD-RP above 4
+    if not can_tell:
+        assert report["note"].startswith("no power") and str(500) in report["note"]
     assert 0.0 <= report["epsilon_lower"] <= report["epsilon_accounted"]
     assert report["privacy_unit"] == ("client" if config is _fedavg else "record")
     assert (tmp_path / "audit.png").is_file() and (tmp_path / "audit.json").is_file()
@@ -163,3 +170,19 @@ def test_multi_run_likelihood_ratio(tmp_path):
     report = audit_run(_fedavg(5), tmp_path, canaries=50, runs=2, progress=False, plot=False, score="loss")
     assert report["estimator"].startswith("likelihood-ratio") and report["runs"] == 2
     assert report["epsilon_lower"] <= report["epsilon_accounted"]
+
+
+def test_max_certifiable_is_the_all_correct_bound():
+    """Known value (δ = 0): every one of r = m guesses right has p-value p_ε^m, tested at 0.05 / 12 (the
+    Bonferroni share of the 12 guess rules for m = 500), so ε_max = logit((0.05/12)^(1/500)) = 4.5079."""
+    from ampfl.fl.audit.run import max_certifiable
+
+    coins = np.arange(500) % 2 == 0
+    p = (0.05 / 12) ** (1 / 500)
+    assert max_certifiable(coins, runs=1, delta=0.0, confidence=0.95) == pytest.approx(
+        math.log(p / (1 - p)), abs=1e-5
+    )
+    more = np.arange(2000) % 2 == 0  # more trials certify more
+    assert max_certifiable(more, runs=4, delta=1e-5, confidence=0.95) > max_certifiable(
+        coins, runs=1, delta=1e-5, confidence=0.95
+    )

@@ -23,7 +23,10 @@ participation revealed) also who checked in at each round; for SplitFed-DP the n
 server receives. The scores and the coins go to :mod:`ampfl.accounting.audit.one_run` (one run,
 Steinke–Nasr–Jagielski 2023) or :mod:`ampfl.accounting.audit.likelihood_ratio` (``runs > 1``: the R·K (run,
 canary) trials pooled, Clopper–Pearson). The verdict is ``"VIOLATION"`` when the lower bound exceeds the
-accounted ε, and for a run without a guarantee (ε = ∞) whose canaries are detected (lower bound > 0).
+accounted ε, and for a run without a guarantee (ε = ∞) whose canaries are detected (lower bound > 0);
+``"inconclusive"`` when it is not a violation but the accounted ε is above ``epsilon_max_certifiable``, the
+largest bound the estimator could give with these canaries and runs (every guess right): the audit has no
+power to tell there; ``"consistent"`` otherwise.
 """
 
 from __future__ import annotations
@@ -290,6 +293,8 @@ def audit_run(
         lower, guesses, correct = lr.epsilon_lower, int(scores.size), lr.correct
         estimator = "likelihood-ratio (Clopper-Pearson)"
     violation = lower > eps_acc or (math.isinf(eps_acc) and lower > 0.0)
+    ceiling = max_certifiable(coins, runs=runs, delta=delta, confidence=confidence)
+    verdict = "VIOLATION" if violation else ("inconclusive" if eps_acc > ceiling else "consistent")
     report: dict[str, Any] = {
         "epsilon_accounted": eps_acc,
         "delta": delta,
@@ -300,7 +305,8 @@ def audit_run(
         "guesses": int(guesses),
         "guesses_correct": int(correct),
         "ratio": float(lower / eps_acc) if math.isfinite(eps_acc) and eps_acc > 0 else None,
-        "verdict": "VIOLATION" if violation else "consistent",
+        "verdict": verdict,
+        "epsilon_max_certifiable": float(ceiling),
         "confidence": float(confidence),
         "score": "smashed" if observer == "smashed" else score,
         "canary": "slot" if observer == "smashed" else canary,
@@ -317,6 +323,12 @@ def audit_run(
             "every canary got the same score: the released model never changed on the canary coordinates "
             "(they sit in a part that is not released, or nothing trained them); this audit has no power"
         )
+    if verdict == "inconclusive":
+        report["note"] = (
+            f"no power: {canaries} canaries in {runs} run(s) certify at most epsilon {ceiling:.3g} at "
+            f"{confidence:.0%} (every guess right), below the accounted {eps_acc:.3g}; more canaries or runs "
+            "are needed to tell"
+        )
     if math.isinf(eps_acc):
         report["note"] = (
             "the run has no guarantee (epsilon = inf): any detection (epsilon_lower > 0) fails it"
@@ -330,6 +342,24 @@ def audit_run(
     report["wall_seconds"] = time.perf_counter() - started
     atomic_write_json(folder / "audit.json", report)
     return report
+
+
+def max_certifiable(coins: np.ndarray, *, runs: int, delta: float, confidence: float) -> float:
+    """The largest lower bound this audit's estimator could give with these coins: its bound for scores that
+    separate the included canaries from the others perfectly (every guess right). An accounted ε above it
+    cannot be told from a violation by this audit (verdict ``"inconclusive"``)."""
+    from ampfl.accounting.audit.likelihood_ratio import likelihood_ratio_audit
+    from ampfl.accounting.audit.one_run import one_run_audit
+
+    perfect = coins.astype(np.float64)
+    if runs == 1:
+        return float(one_run_audit(perfect, included=coins, delta=delta, confidence=confidence).epsilon_lower)
+    if coins.all() or not coins.any():
+        return 0.0
+    bound = likelihood_ratio_audit(
+        perfect[coins], scores_out=perfect[~coins], delta=delta, confidence=confidence
+    )
+    return float(bound.epsilon_lower)
 
 
 def _write_scores(path: Path, scores: np.ndarray, coins: np.ndarray, runs: int) -> None:
