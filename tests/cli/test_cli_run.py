@@ -171,3 +171,26 @@ def test_budget_stop_from_the_cli(tmp_path, capsys):
     assert (
         2.2 < summary["epsilon"] <= 2.4 and summary["privacy_unit"] == "record" and summary["delta"] == 1e-5
     )
+
+
+def test_no_plots_flag_and_config_key_write_no_png(tmp_path, run_cli):  # type: ignore[no-untyped-def]
+    text = """seed = 0
+rounds = 2
+[partition]
+num_clients = 4
+scheme = "iid"
+[algorithm]
+name = "fedavg"
+cohort_size = 2
+"""
+    (tmp_path / "a.toml").write_text(text)
+    (tmp_path / "b.toml").write_text("plots = false\n" + text)
+    code, _, err = run_cli(["run", str(tmp_path / "a.toml"), "--out", str(tmp_path / "a"), "--no-plots",
+                            "--no-progress", "--json"])  # fmt: skip
+    assert code == 0, err
+    code, _, err = run_cli(["run", str(tmp_path / "b.toml"), "--out", str(tmp_path / "b"), "--no-progress",
+                            "--json"])  # fmt: skip
+    assert code == 0, err
+    for name in ("a", "b"):
+        assert (tmp_path / name / "summary.json").is_file()
+        assert not list((tmp_path / name).glob("*.png"))

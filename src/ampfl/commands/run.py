@@ -22,6 +22,9 @@ def register(registry: Registry) -> None:
     parser.add_argument("--out", type=Path, default=None, help="run folder (default runs/<config name>)")
     parser.add_argument("--resume", action="store_true", help="continue the run folder's last checkpoint")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--no-plots", action="store_true", help="write no accuracy.png / epsilon.png (config: plots = false)"
+    )
     _device_flag(parser, "overrides the config's [engine] device (default there: auto)")
 
     demo = registry.command(
@@ -86,7 +89,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     out = check_out_dir(args.out if args.out is not None else Path("runs") / args.config.stem)
     progress = not args.no_progress
     try:
-        summary = run_experiment(config, out, resume=args.resume, progress=progress)
+        summary = run_experiment(config, out, resume=args.resume, progress=progress, plots=not args.no_plots)
     except DataUnavailableError as exc:
         raise ValueError(f"dataset {config.dataset.name!r} is not available: {exc}") from None
     if args.json:

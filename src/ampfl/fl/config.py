@@ -216,6 +216,8 @@ class RunConfig(_Section):
         eval_every: evaluate (and write a ``metrics.jsonl`` line) every this many rounds; the last round is
             always evaluated.
         checkpoint_every: write a checkpoint every this many rounds (0: only at the end or when stopped).
+        plots: draw ``accuracy.png`` and ``epsilon.png`` at the end (``ampfl run --no-plots`` turns it off;
+            matplotlib is imported only to draw them).
         dataset, partition, model, algorithm, engine, privacy: the sections described in the module docstring.
     """
 
@@ -223,6 +225,7 @@ class RunConfig(_Section):
     rounds: int = Field(ge=1)
     eval_every: int = Field(1, ge=1)
     checkpoint_every: int = Field(10, ge=0)
+    plots: bool = True
     dataset: DatasetConfig = Field(default_factory=lambda: DatasetConfig.model_validate({}))
     partition: PartitionConfig = Field(default_factory=lambda: PartitionConfig.model_validate({}))
     model: ModelConfig = Field(default_factory=lambda: ModelConfig.model_validate({}))

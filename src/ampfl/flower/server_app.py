@@ -240,4 +240,5 @@ def main(grid: Grid, context: Context) -> None:
         files=(CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, TIMING, LEDGER, CHECKPOINT, SUMMARY),
         secure_aggregation="secaggplus" if secure else None,
         discovery_seconds=bring_up,
+        plots=config.plots,
     )

@@ -351,7 +351,7 @@ def _run_experiment(
         threats=run_threat_model(algorithm, private=ledger.private),
         num_clients=task.num_clients,
         files=(CONFIG_JSON, CONFIG_TOML, METRICS, DIAGNOSTICS, TIMING, CHECKPOINT, SUMMARY),
-        plots=plots,
+        plots=plots and config.plots,
     )
 
 

@@ -45,7 +45,7 @@ SUMMARY = "summary.json"
 #: Config keys that may change between an interrupted run and its resumption (they change no numbers;
 #: engine.device only the float rounding of the clients' work, never the privacy randomness).
 RESUMABLE_CHANGES = frozenset(
-    {"rounds", "eval_every", "checkpoint_every", "privacy.max_epsilon", "engine.device"}
+    {"rounds", "eval_every", "checkpoint_every", "plots", "privacy.max_epsilon", "engine.device"}
 )
 
 _CHECKPOINT_FORMAT = 2
