@@ -29,12 +29,13 @@ from ampfl.fl.run.experiment import run_experiment
 ROUNDS = 20
 
 
-def _config(eval_every: int, accountant: str, rounds: int = ROUNDS) -> dict[str, object]:
-    """The workload; ``accountant = "none"``: the same run without noise, hence without a ledger (what
+def _config(eval_every: int, accountant: str, rounds: int | None = None) -> dict[str, object]:
+    """The workload (``rounds`` default: the module's ``ROUNDS`` when called, so a caller may set it);
+    ``accountant = "none"``: the same run without noise, hence without a ledger (what
     evaluating costs by itself)."""
     return {
         "seed": 0,
-        "rounds": rounds,
+        "rounds": ROUNDS if rounds is None else rounds,
         "eval_every": eval_every,
         "checkpoint_every": 0,
         "dataset": {"name": "digits"},
