@@ -3,6 +3,7 @@ dependencies."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -28,7 +29,25 @@ def test_python_dash_m_ampfl_is_the_cli() -> None:
 def test_every_runtime_dependency_has_an_upper_bound() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     runtime = list(project["dependencies"])
-    for extra in ("train", "flower", "opacus"):
+    for extra in ("plot", "train", "flower", "opacus"):
         runtime += project["optional-dependencies"][extra]
     for requirement in runtime:
         assert re.search(r"<\s*[0-9]", requirement), f"{requirement} has no upper bound"
+
+
+def test_accounting_commands_work_without_torch_and_matplotlib(tmp_path: Path) -> None:
+    """What an install without extras can do: ``account`` and ``calibrate`` import neither torch nor
+    matplotlib (both blocked here), and matplotlib is not a core dependency."""
+    blocked = ("torch", "matplotlib", "sklearn", "flwr", "opacus")
+    (tmp_path / "sitecustomize.py").write_text(
+        f"import sys\nfor name in {blocked!r}:\n    sys.modules[name] = None\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO / 'src'}"}
+    poisson = ["poisson", "--delta", "1e-5", "--rate", "0.01", "--steps", "100"]
+    for argv in (["account", *poisson, "--noise-multiplier", "1"], ["calibrate", *poisson, "--epsilon", "1"]):
+        command = [sys.executable, "-m", "ampfl", *argv, "--json"]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-1500:]
+        assert '"epsilon"' in done.stdout
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert not any(d.startswith("matplotlib") for d in project["dependencies"])

@@ -50,8 +50,12 @@ def register(registry: Registry) -> None:
 
 
 def _reproduce(args: argparse.Namespace) -> dict[str, Any]:
+    import importlib.util
+
     from ampfl.reproduce import run_figure
 
+    if importlib.util.find_spec("matplotlib") is None:  # every reproduction draws its figure
+        raise ValueError("ampfl reproduce needs the 'plot' extra (matplotlib): pip install 'ampfl[plot]'")
     if args.quick and args.medium:  # before the output folder is created
         raise ValueError("--medium and --quick are mutually exclusive: give one of them.")
     out = check_out_dir(args.out if args.out is not None else Path("runs") / "reproduce" / args.name)
