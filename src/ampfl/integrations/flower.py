@@ -193,6 +193,11 @@ class PrivacyMod:
             trained = parameters_to_ndarrays(
                 compat.recorddict_to_fitres(reply.content, keep_input=True).parameters
             )
+            if [np.shape(a) for a in trained] != [a.shape for a in start]:
+                raise ValueError(
+                    "PrivacyMod: the app's fit returned arrays of other shapes than it received; the update "
+                    "is their difference"
+                )
             update = _flat(trained) - _flat(start)
             norm = float(np.linalg.norm(update))
             if norm > mech.clip:
