@@ -96,9 +96,16 @@ def share_std(algorithm: Algorithm, asked: int, *, part: int = 0) -> float:
     return _shares(algorithm, part).std / math.sqrt(asked)
 
 
+def range_of(bound: float, noise_std: float, asked: int) -> float:
+    """R = B + TAIL · σ/√n: entries bounded by ``bound`` plus a share of N(0, ``noise_std``²) split n ways."""
+    if asked < 1:
+        raise ValueError(f"asked must be >= 1. Found {asked}.")
+    return float(bound + TAIL * (noise_std / math.sqrt(asked)))
+
+
 def encoding_range(algorithm: Algorithm, asked: int, *, part: int = 0) -> float:
     """R = B + TAIL · σ/√n (module docstring) of sum ``part``."""
-    return contribution_bound(algorithm) + TAIL * share_std(algorithm, asked, part=part)
+    return range_of(contribution_bound(algorithm), _shares(algorithm, part).std, asked)
 
 
 def noise_share(
@@ -126,11 +133,16 @@ def min_completed(asked: int) -> int:
     return max(round(RECONSTRUCTION_THRESHOLD * asked), 2)
 
 
-def realised_multiplier(algorithm: Algorithm, asked: int, completed: int, *, part: int = 0) -> float:
-    """z·√(c/n): the noise multiplier of sum ``part`` to which c of the n noise shares contributed."""
+def realised(noise_multiplier: float, asked: int, completed: int) -> float:
+    """z·√(c/n): the noise multiplier of a sum to which c of the n noise shares contributed."""
     if not 0 <= completed <= asked:
         raise ValueError(f"completed must be in [0, {asked}]. Found {completed}.")
-    return _shares(algorithm, part).noise_multiplier * math.sqrt(completed / asked)
+    return float(noise_multiplier * math.sqrt(completed / asked))
+
+
+def realised_multiplier(algorithm: Algorithm, asked: int, completed: int, *, part: int = 0) -> float:
+    """z·√(c/n): the noise multiplier of sum ``part`` to which c of the n noise shares contributed."""
+    return realised(_shares(algorithm, part).noise_multiplier, asked, completed)
 
 
 def realised_events(

@@ -59,7 +59,7 @@ from flwr.server.strategy import Strategy
 from ampfl.accounting._checks import check_int, check_positive, check_probability
 from ampfl.accounting.accountants.base import NeighboringRelation
 from ampfl.accounting.events import GaussianEvent, PoissonSampledEvent, PrivacyEvent
-from ampfl.flower.noise_shares import RECONSTRUCTION_THRESHOLD, TAIL, min_completed
+from ampfl.flower.noise_shares import RECONSTRUCTION_THRESHOLD, min_completed, range_of, realised
 
 if TYPE_CHECKING:
     from flwr.common import EvaluateIns, EvaluateRes, Scalar
@@ -105,7 +105,7 @@ class CheckInMechanism:
         """R = C + TAIL·σ/√n with shares; C without (a clipped update on [-1, 1])."""
         if not self.secure_aggregation:
             return float(self.clip)
-        return float(self.clip + TAIL * self.noise_std / math.sqrt(asked))
+        return range_of(self.clip, self.noise_std, asked)
 
     def check_asked(self, asked: object) -> int:
         try:
@@ -119,8 +119,8 @@ class CheckInMechanism:
     def event(self, asked: int | None = None, completed: int | None = None) -> PrivacyEvent:
         """One round's event at the noise the sum carries (c of n shares: z·√(c/n))."""
         z = self.noise_multiplier
-        if self.secure_aggregation and asked is not None and completed is not None and completed < asked:
-            z = z * math.sqrt(completed / asked)
+        if self.secure_aggregation and asked is not None and completed is not None:
+            z = realised(z, asked, completed)
         return PoissonSampledEvent(sampling_rate=self.participation, event=GaussianEvent(noise_multiplier=z))
 
     def secaggplus_workflow(self, timeout: float | None = None) -> SecAggPlusWorkflow:
