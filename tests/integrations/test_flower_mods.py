@@ -270,3 +270,33 @@ def test_mod_refusals() -> None:
                                           secure_aggregation=False))  # fmt: skip
     sent = _reply_vector(central(_train_message(secagg=False), _context(), _app))
     assert np.allclose(sent, 1 / np.sqrt(7))  # clipped to C, no noise: the server adds it
+
+
+def test_trusted_server_variant_adds_the_noise_and_divides_by_p_times_n() -> None:
+    """Without secure aggregation the server sums the clipped updates, adds N(0, (zC)²) itself and divides by
+    the public p·N; the round is accounted at the declared z."""
+    from flwr.common import Code, FitRes, Status
+    from flwr.server.strategy import FedAvg
+
+    from ampfl.integrations.flower import PrivateStrategy
+
+    class Drawn:  # the server's noise draw, recorded (and zero here, to read the division)
+        def normal(self, loc: float, scale: float, size: int) -> np.ndarray:
+            self.scale = scale
+            return np.zeros(size)
+
+    mech = CheckInMechanism(clip=2.0, noise_multiplier=1.5, participation=0.5, num_clients=4,
+                            secure_aggregation=False)  # fmt: skip
+    strategy = PrivateStrategy(FedAvg(), mech, delta=1e-5)
+    strategy._rng = drawn = Drawn()  # type: ignore[assignment]
+    strategy._open([1, 2, 3, 4])
+    strategy.parameters, strategy.asked = [np.zeros(3)], [1, 2, 3, 4]
+    sent = [np.array([0.5, 0.0, 0.0]), np.array([0.0, 0.5, 0.0])]  # clipped updates over C
+    results = [(None, FitRes(Status(Code.OK, ""), ndarrays_to_parameters([v]), 1, {})) for v in sent]
+    params, metrics = strategy.aggregate_fit(1, results, [])  # type: ignore[arg-type]
+    from flwr.common import parameters_to_ndarrays
+
+    model = parameters_to_ndarrays(params)[0]
+    np.testing.assert_allclose(model, [0.5, 0.5, 0.0], atol=1e-6)  # (1, 1, 0) / (0.5 * 4)
+    assert drawn.scale == 3.0  # z * C, added by the server
+    assert metrics["epsilon"] == strategy.epsilon() > 0 and strategy.rounds == 1

@@ -327,14 +327,12 @@ class PrivateStrategy(Strategy):
                     "PrivateStrategy: noise shares arrived as individual updates; run SecAggPlusWorkflow "
                     "(mechanism.secaggplus_workflow())"
                 )
-            if decoded and mech.secure_aggregation:  # the workflow's mean over the c completed nodes
+            if mech.secure_aggregation:  # the workflow's mean over the c completed nodes
                 total = _flat(parameters_to_ndarrays(first)) * len(results) * mech.encoding_range(n)
-            else:
-                total = sum(_flat(parameters_to_ndarrays(res.parameters)) for _, res in results)  # type: ignore[assignment]
-                assert total is not None
-                total = total * mech.encoding_range(n) + self._rng.normal(
-                    0.0, mech.noise_std, size=total.size
-                )
+            else:  # the clipped updates' sum plus the server's noise
+                sent = [_flat(parameters_to_ndarrays(res.parameters)) for _, res in results]
+                updates = np.sum(sent, axis=0) * mech.encoding_range(n)
+                total = updates + self._rng.normal(0.0, mech.noise_std, size=updates.size)
         completed = len(results) if total is not None else n  # halted: nothing decoded, the planned event
         events = [(mech.event(n, completed), 1)]
         self._accountant.compose(events)
