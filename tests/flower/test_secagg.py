@@ -305,3 +305,55 @@ def test_cli_refuses_secure_aggregation_for_fedavg(tmp_path: Path, run_cli) -> N
     code, _, err = run_cli(["deploy", str(tmp_path / "cfg.toml"), *flags])
     assert code == 2 and "algorithm.name" in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "o" / "config.json").exists()
+
+
+@pytest.mark.parametrize("name", ["dp_dsgd_rp", "ms_pafl"])
+def test_a_node_that_did_not_check_in_does_the_same_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """The server sees when each SecAgg+ reply arrives: whatever its coin, a node runs its local update (the
+    one ``client_update`` call); one whose coin said no discards it (zeros sent, its private state kept as it
+    was) and sends a message of the same shape. Reply times: bench/secagg_reply_time.py."""
+    from flwr.app import Context, Message, RecordDict
+    from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
+    from flwr.compat.common import recorddict_compat as compat
+    from flwr.supercore.task_identity import TaskIdentity
+
+    import ampfl.flower.secagg as secagg
+    from ampfl.fl.config import config_to_dict
+    from ampfl.flower.common import CONFIG_KEY, encode_config
+
+    for key in ("_run_id", "_node_id", "_task_id"):  # what flwr-clientapp sets before a message is built
+        monkeypatch.setattr(TaskIdentity, key, 1)
+    monkeypatch.setenv(SPY_ENV, str(tmp_path))
+    config = _config(name)
+    algorithm = build_algorithm(config, build_task(config))  # type: ignore[arg-type]
+    params = algorithm.round_protocol().broadcast().numpy()
+    updates: list[int] = []
+    real = secagg.client_message
+
+    def counted(*args: object, **kwargs: object) -> object:
+        updates.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(secagg, "client_message", counted)
+    context = Context(0, 1, {"partition-id": 0, "num-partitions": 3}, RecordDict(),
+                      {CONFIG_KEY: encode_config(config_to_dict(config))})  # type: ignore[arg-type]  # fmt: skip
+    protocol_class = type(secagg.client_algorithm(context, 3).round_protocol())
+    sent = {}
+    for round_index, coin in enumerate((0.0, 1.0)):  # said no, then yes
+        monkeypatch.setattr(protocol_class, "own_coin", lambda self, client, *, noise_shares, c=coin: c)
+        fitins = FitIns(ndarrays_to_parameters([params]), {"round": round_index, "asked": 3, "part": 0})
+        content = compat.fitins_to_recorddict(fitins, keep_input=True)
+        msg = Message(content, dst_node_id=1, message_type="train")
+        reply = secagg.train(msg, context)
+        fitres = compat.recorddict_to_fitres(reply.content, keep_input=True)
+        sent[coin] = parameters_to_ndarrays(fitres.parameters)
+        assert len(updates) == round_index + 1  # the local update ran, coin or not
+        state_kept = bool(context.state.array_records)
+        assert state_kept == (coin == 1.0 and name == "ms_pafl")  # w_α stays as it was for a declined node
+    assert [a.shape for a in sent[0.0]] == [a.shape for a in sent[1.0]]
+    record = _read(tmp_path / "client-0.jsonl")
+    assert [row["joined"] for row in record] == [False, True]
+    unnoised = record[0].get("unnoised", record[0]["vector"])
+    assert np.all(np.asarray(unnoised) == 0.0)  # ... and contributes nothing

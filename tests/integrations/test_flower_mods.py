@@ -235,19 +235,23 @@ def _reply_vector(reply: Message) -> np.ndarray:
 
 @pytest.mark.usefixtures("_task_identity")
 def test_mod_clips_adds_the_share_and_hides_its_coin() -> None:
+    """Under SecAgg+ the app's fit runs whatever the coin (the server sees reply times); a node that did not
+    check in discards it: zeros plus its share sent, the state the app wrote restored."""
     calls: list[int] = []
 
     def app(msg: Message, context: Context) -> Message:
         calls.append(1)
+        context.state["trained"] = ConfigRecord({"rounds": 1})
         return _app(msg, context)
 
     r = 1.0 + 10.0 * 2.0 / np.sqrt(4)  # C + TAIL * zC / sqrt(n)
     sums = []
     mod = PrivacyMod(MECH, rng=np.random.default_rng(0))
     for _ in range(400):
-        before = len(calls)
-        sent = _reply_vector(mod(_train_message(), _context(), app)) * r
-        sums.append((len(calls) > before, sent))
+        context = _context()
+        sent = _reply_vector(mod(_train_message(), context, app)) * r
+        sums.append(("trained" in context.state.config_records, sent))
+    assert len(calls) == 400  # the same work for every node
     joined = [v for j, v in sums if j]
     assert 150 < len(joined) < 250  # the coin is Bern(1/2)
     # a joined node's mean is the clipped update (norm C along (1, ..., 1)); the share's std is zC/sqrt(n) = 1

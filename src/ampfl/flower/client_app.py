@@ -116,12 +116,16 @@ def client_message(
     broadcast: torch.Tensor,
     instructions: ClientInstructions,
     own: np.random.Generator,
+    *,
+    keep_state: bool = True,
 ) -> ClientMessage:
-    """The protocol's ``client_update`` with the node's private state loaded before and kept after."""
+    """The protocol's ``client_update`` with the node's private state loaded before and, with
+    ``keep_state``, kept after (without it the update is work done and discarded: the state is unchanged)."""
     pid = instructions.client
     state = load_client_state(context, algorithm, pid)
     message, state = algorithm.round_protocol().client_update(broadcast, instructions, state, own)
-    save_client_state(context, algorithm, pid, state)
+    if keep_state:
+        save_client_state(context, algorithm, pid, state)
     return message
 
 

@@ -201,11 +201,14 @@ def train(msg: Message, context: Context) -> Message:
     round_index = int(fitins.config["round"])
     record: dict[str, Any] = {"round": round_index, "joined": joined, "part": part}
     start = torch.from_numpy(parameters_to_ndarrays(fitins.parameters)[0].copy())
-    message = np.zeros(int(protocol.broadcast().numel()))
-    if joined:
-        instructions = ClientInstructions(round_index, np.array([pid]), pid, own_coin=True)
-        vector = client_message(context, algorithm, start, instructions, own).vector
-        message = np.asarray(vector.double().numpy())
+    # A node whose coin said no runs the same local update on its own data and discards it (its state
+    # unchanged, zeros sent): the server sees when each reply arrives, and a node that skipped the work would
+    # reply measurably sooner (bench/secagg_reply_time.py).
+    instructions = ClientInstructions(round_index, np.array([pid]), pid, own_coin=True)
+    vector = client_message(context, algorithm, start, instructions, own, keep_state=joined).vector
+    message = np.asarray(vector.double().numpy())
+    if not joined:
+        message = np.zeros_like(message)
     if _has_shares(algorithm, part, start):
         record["unnoised"] = message.tolist()
         # the noise share goes out whatever the coin said

@@ -6,7 +6,10 @@ p, population N, all public constants):
 - :class:`PrivacyMod`, a Flower client Mod (``ClientApp(client_fn=..., mods=[secaggplus_mod,
   PrivacyMod(mechanism)])``). On every train message the node flips its own check-in coin B ~ Bern(p) from
   OS entropy. If it checks in, the user's app trains as usual and the Mod turns the returned weights into the
-  update Δ = w_local − w, clipped to norm C; else the app is not called and Δ = 0. With secure aggregation
+  update Δ = w_local − w, clipped to norm C; else Δ = 0. Under secure aggregation a node whose coin said no
+  still runs the app's fit and discards it (its ``context.state`` restored): the server sees when each reply
+  arrives, and a node that skipped the work would reply sooner. Without secure aggregation the server sees
+  each update anyway and the app is not called. With secure aggregation
   the node then adds its noise share ξ ~ N(0, (zC)²/n · I) (n: the nodes asked this round, told by the
   server and checked to lie in [1, N]) and encodes (Δ + ξ)/R on SecAgg+'s [-1, 1], R = C + 10·zC/√n
   (:data:`ampfl.flower.noise_shares.TAIL`: an entry is clipped with probability 1.5e-23). Every node replies
@@ -33,6 +36,7 @@ outside the train reply (a custom message type, logs), and client-side evaluatio
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from collections.abc import Sequence
@@ -186,8 +190,12 @@ class PrivacyMod:
         rng = self._rng if self._rng is not None else np.random.default_rng()
         start = [np.asarray(a) for a in parameters_to_ndarrays(fitins.parameters)]
         update = np.zeros(sum(a.size for a in start))
-        if rng.random() < mech.participation:  # the node's own check-in coin
+        joined = bool(rng.random() < mech.participation)  # the node's own check-in coin
+        if joined or mech.secure_aggregation:  # the same work whatever the coin (module docstring)
+            state = None if joined else copy.deepcopy(context.state)
             reply = call_next(msg, context)
+            if state is not None:
+                context.state = state
             if reply.has_error():
                 return reply  # type: ignore[no-any-return]
             trained = parameters_to_ndarrays(
@@ -202,6 +210,8 @@ class PrivacyMod:
             norm = float(np.linalg.norm(update))
             if norm > mech.clip:
                 update *= mech.clip / norm
+            if not joined:
+                update = np.zeros_like(update)
         if mech.secure_aggregation:  # the share goes out whatever the coin said
             update = update + rng.normal(0.0, mech.noise_std / math.sqrt(asked), size=update.size)
         sent = _shaped(update / mech.encoding_range(asked), start)
