@@ -22,6 +22,10 @@ QUOTED = [
      "noise_multiplier", "2.6592"),
     ("docs/pld.md", "calibrate poisson --epsilon 0.01 --delta 1e-5 --rate 0.001 --steps 100",
      "epsilon", "0.009988"),
+    ("README.md", "account random-checkin --p 0.1 --q 0.01 --d 1000 --noise-multiplier 1.0 --iterations 1000 "
+     "--delta 1e-5", "epsilon", "0.7202"),
+    ("README.md", "calibrate poisson --rate 0.001 --steps 100 --epsilon 0.01 --delta 1e-5",
+     "noise_multiplier", "2.6592"),
 ]  # fmt: skip
 
 
