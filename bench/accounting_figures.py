@@ -1,4 +1,4 @@
-"""Issue 11 figures: for each mechanism, ε(δ) and the noise for a target ε, RDP vs PLD vs the exact (or
+"""Figures: for each mechanism, ε(δ) and the noise for a target ε, RDP vs PLD vs the exact (or
 explicit-dataset) value, one PNG per mechanism in docs/figures/ and a ratio table on stdout.
 
 Extend it with one :class:`Mechanism` entry in :data:`MECHANISMS` (an event factory z ↦ event, the setting,

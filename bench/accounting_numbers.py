@@ -1,6 +1,6 @@
 """Every ``account``/``calibrate`` example of the README and docs, run with ``--json``: a snapshot of the
-numbers, and a before/after table against an earlier snapshot (issue 29: a refactor of the accounting core
-keeps every number or documents the change).
+numbers, and a before/after table against an earlier snapshot (a refactor of the accounting core keeps
+every number or documents the change).
 
     python bench/accounting_numbers.py --out before.json              # on the old tree
     python bench/accounting_numbers.py --out after.json --compare before.json --markdown table.md

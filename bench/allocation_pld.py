@@ -1,4 +1,4 @@
-"""Tables: the D-component mixture PLD (model split D ≥ 3, random allocation / BIS k = 1) vs RDP, issue 11-a.
+"""Tables: the D-component mixture PLD (model split D ≥ 3, random allocation / BIS k = 1) vs RDP.
 
 1. One application of the pair (one model-split step into D sub-models = one BIS epoch with T = D, k = 1):
    ε at δ = 1e-5 by 002 Thm 3.1's RDP and by the PLD, their ratio, the PLD's stated loss error bound and the

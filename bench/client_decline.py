@@ -1,4 +1,4 @@
-"""Benchmark: CPU of one ``train`` message that a node declines, against one it trains (issue 28).
+"""Benchmark: CPU of one ``train`` message that a node declines, against one it trains.
 
 The round protocol (``ampfl.fl.algorithms.round_protocol``) decides whether a client joins a round (its own
 coin, ``own_coin``, or the server's cohort). A node with a cached shard reads that from the shard's meta

@@ -1,4 +1,4 @@
-"""End to end: ``ampfl run`` vs a per-client PyTorch loop vs centralized training, as ratios (issue 17).
+"""End to end: ``ampfl run`` vs a per-client PyTorch loop vs centralized training, as ratios.
 
 One workload = R rounds of FedAvg (or DP-FedAvg: client updates clipped to C = 1, Gaussian noise z = 1 on the
 sum) with K clients per round, each running Q = 5 local SGD steps on mini-batches of b = 10 examples, and one
@@ -11,7 +11,7 @@ evaluation at the end. The same workload runs through
   ``nn.Module``, run Q steps of ``torch.optim.SGD``, collect the update (DP: clip it, noise the sum), average;
 * ``central``: one model, R·Q steps of plain SGD on batches of K·b examples — the same example-gradients;
 * ``central-cl`` (image models): the same with model and inputs in ``torch.channels_last`` memory layout, the
-  stronger centralized baseline on CPU (issue 32);
+  stronger centralized baseline on CPU;
 * ``flower``: Flower's simulation (``flwr[simulation]``) when it is installed; skipped otherwise, and said so.
 
 The paths run interleaved (one call of each per repetition, median reported) so that load bursts on a shared

@@ -1,4 +1,4 @@
-"""Benchmark: what ``make demo`` costs with the privacy–utility frontier (issue 30 item 3), fresh processes.
+"""Benchmark: what ``make demo`` costs with the privacy–utility frontier, fresh processes.
 
 Rows, interleaved (one of each per repeat, so a change of the machine's load hits them alike):
 

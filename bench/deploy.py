@@ -1,4 +1,4 @@
-"""Benchmark: CPU per Flower message of ampfl's ClientApp against a minimal torch ClientApp (issue 31, 4).
+"""Benchmark: CPU per Flower message of ampfl's ClientApp against a minimal torch ClientApp.
 
 Flower 1.41 starts one ``flwr-clientapp`` process per message, so a message costs Flower's own start-up,
 the app's imports and whatever the app builds. Two contenders, deployed the same way (one local federation
@@ -159,7 +159,7 @@ def _memory_kb(pid: int) -> tuple[int, int]:
 
 def idle_nodes(count: int, workdir: Path, timeout: float) -> None:
     """Start a local federation of ``count`` SuperNodes (no run), wait until the SuperLink has accepted them
-    all and print the memory of the processes per kind (item 6 of issue 31)."""
+    all and print the memory of the processes per kind."""
     from ampfl.flower.local import LocalFederation, marked_processes
 
     marker = f"bench-idle-{os.getpid()}"

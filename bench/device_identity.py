@@ -1,4 +1,4 @@
-"""CPU results before and after a change, bit for bit (issue 30 item 1: ``[engine] device`` moves no bit).
+"""CPU results before and after a change, bit for bit (``[engine] device`` moves no bit).
 
 Runs five quick configurations — the ``digits_dp_fedavg``, ``digits_dp_sgd_split`` and ``digits_ms_pafl``
 examples cut to 3 rounds, FedAvg and DP-FedAvg with the CNN on Fashion-MNIST (20 of 30 clients, 2 rounds) —

@@ -1,14 +1,13 @@
-"""Cost of evaluating (and reading ε) every round vs once at the end, as a ratio (issues 17 and 32, target
-≤ 1.2×).
+"""Cost of evaluating (and reading ε) every round vs once at the end, as a ratio (target ≤ 1.2×).
 
-Workload: 20 rounds (``--rounds N``: N; issue 32's target is at 200) of DP-DSGD with random participation
+Workload: 20 rounds (``--rounds N``: N; the target holds at 200) of DP-DSGD with random participation
 (the demo's setting: digits, 100 label-skewed clients, logistic regression, p = q = 0.5, z = 4, the local
 dataset size declared public as 16), the run-level RDP or PLD accountant, checkpoints and plots off.
 ``eval_every = 1`` and ``eval_every = N`` run interleaved in one process; medians of wall and CPU time (every
 thread of the process: the steadier one when other work loads the machine) printed with the machine's load.
 The ``none`` row runs without noise, so without a ledger: the cost of the evaluations alone, which the
 accounting cannot remove. ``--setup``: instead, the CPU time of a 1-round DP-FedAvg run with a fixed-size
-cohort (10 of 100 clients without replacement, replace-one, RDP: issue 32's set-up cost). Usage:
+cohort (10 of 100 clients without replacement, replace-one, RDP: the set-up cost). Usage:
 ``.venv/bin/python bench/eval_every.py [REPEATS] [--rounds N] [--accountants none,rdp,pld] [--setup]``.
 """
 

@@ -4,7 +4,7 @@ What a Flower user writes for this workload with Flower's Message API (flwr 1.41
 ``train`` loads the global arrays into an ``nn.Module``, runs Q steps of ``torch.optim.SGD`` on its partition
 (``context.node_config["partition-id"]``) and returns the arrays with ``num-examples``; a ``ServerApp`` that
 runs Flower's ``FedAvg`` strategy (every node every round, no federated evaluation) and evaluates the final
-arrays centrally. Non-DP only: the issue's comparison is FedAvg. Needs ``flwr[simulation]`` (ray).
+arrays centrally. Non-DP only: the comparison is FedAvg. Needs ``flwr[simulation]`` (ray).
 """
 
 from __future__ import annotations

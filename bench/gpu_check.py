@@ -1,4 +1,4 @@
-"""The engine on the CPU vs a CUDA device (issue 30 item 1): ONE prepared check for a session with a GPU.
+"""The engine on the CPU vs a CUDA device: ONE prepared check for a session with a GPU.
 
 Runs the logreg (Adult) and CNN (Fashion-MNIST) workloads of ``bench/compare.py`` — R rounds of FedAvg and
 DP-FedAvg (C = 1, z = 1), K clients per round, Q = 5 local steps of b = 10, one evaluation at the end —

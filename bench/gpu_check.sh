@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The device check of issue 30 item 1 (bench/gpu_check.py), in two steps:
+# The device check (bench/gpu_check.py), in two steps:
 #
 #   bench/gpu_check.sh prepare   # HERE (network): into runs/gpu_check/ (ignored by git): the wheels the device's
 #                                # image lacks, for its Python 3.12 (pydantic, dp-accounting, dm-tree, ...), and

@@ -1,4 +1,4 @@
-"""Record-level DP-SGD: ampfl's ``dp_sgd_split`` against Opacus, CPU time per step, in one process (issue 32).
+"""Record-level DP-SGD: ampfl's ``dp_sgd_split`` against Opacus, CPU time per step, in one process.
 
 One DP-SGD step = Poisson sampling of the training set at rate q = B/N (expected batch B = 256), per-example
 gradients clipped to C, their sum plus N(0, z²C²) noise, divided by the public constant B, times the learning
@@ -7,8 +7,8 @@ rate η. The same step runs through
 * ``ampfl``: :class:`ampfl.fl.algorithms.dp_sgd_partition.DPSGDPartition` with one example per client, d = 1,
   Q = 1, b = 1, local rate 1, ``server_learning_rate`` η, ``expected_clients`` B: its fast path
   (:mod:`ampfl.fl.engine.per_example`); ``ampfl-before``: the same object with ``fast_path = False`` (each
-  sampled example a client with its own copy of the weights, masks and ``clip_parts``: the path before issue
-  32);
+  sampled example a client with its own copy of the weights, masks and ``clip_parts``: the path before the
+  fast path);
 * ``opacus``: Opacus's ``PrivacyEngine.make_private`` (hooks mode, Poisson sampling in its ``DPDataLoader``,
   ``torch.optim.SGD`` at η) on the same network with the same initial weights and the same data.
 
@@ -174,7 +174,7 @@ def main() -> None:
     parser.add_argument("--models", default="cnn,logreg")
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument(
-        "--before-repeats", type=int, default=3, help="steps of the pre-issue-32 path (0: skip)"
+        "--before-repeats", type=int, default=3, help="steps of the path without the fast path (0: skip)"
     )
     parser.add_argument("--steps", type=int, default=200, help="steps of each accuracy run (0: skip)")
     parser.add_argument("--seeds", type=int, default=3)

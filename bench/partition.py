@@ -4,7 +4,7 @@ Target: under 100 ms. Compared with dp-accounting's RDP of the Poisson-subsample
 T = d steps (γ = 1/T), at the same orders, and with ampfl's own exact Poisson RDP.
 
 Also times the spine's routes: the RDP accountant composing a Poisson-subsampled Gaussian on the one
-order grid (116 orders up to 10 000), the issue-10 acceptance calibration through the one ``calibrate``,
+order grid (116 orders up to 10 000), the acceptance calibration through the one ``calibrate``,
 and the model-split calibration through ``ModelSplitEvent``.
 
 Run: ``.venv/bin/python bench/partition.py``. Prints the median and worst wall time over repeats.

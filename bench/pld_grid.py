@@ -1,4 +1,4 @@
-"""Issue 29 item 2: the PLD grid primitives (``accounting/pld_grid.py``) and the one ε-from-δ search against
+"""The PLD grid primitives (``accounting/pld_grid.py``) and the one ε-from-δ search against
 the copies they replaced: the same numbers, and the time of each caller, before and after.
 
 The two trees are two commits' ``src/`` (``git archive``), run in alternating fresh interpreters (one round

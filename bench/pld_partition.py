@@ -1,4 +1,4 @@
-"""Benchmark and table: PLD vs RDP for model splitting (d = 2) and dropout (paper 002), issue 11.
+"""Benchmark and table: PLD vs RDP for model splitting (d = 2) and dropout (paper 002).
 
 For each setting prints ε (RDP bound of Thm 3.1, exact PLD, no-split PLD) at δ, their ratio, the noise
 multiplier each accountant calibrates to a target ε, and the calibration wall time next to dp-accounting's

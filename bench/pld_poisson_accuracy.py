@@ -1,9 +1,9 @@
-"""Issue 11 target check: ampfl's PLD ε of the Poisson-subsampled Gaussian against the exact ε.
+"""Target check: ampfl's PLD ε of the Poisson-subsampled Gaussian against the exact ε.
 
 The reference ("exact") is dp-accounting's pessimistic PLD (connect-the-dots) at a 20× finer value
 discretisation, which converges to the exact ε from above. The ratio printed is ampfl's ε (default
 accountant, ``PLDAccountant()``: 1e-4 grid, refined for small ε) over it, and the same on the plain 1e-4
-grid (``refine=False``, the behaviour before issue 11's refinement). Both are pessimistic (upper bounds on
+grid (``refine=False``, the behaviour before the refinement). Both are pessimistic (upper bounds on
 the exact ε, so never below it); ``--optimistic`` also prints the fine optimistic ε (a lower bound on the
 exact value; slow: Privacy Buckets).
 

@@ -1,4 +1,4 @@
-"""Issue 11 speed targets: PLD calibration for 1000 Poisson steps (< 2 s) and 1000 random check-in rounds with
+"""Speed targets: PLD calibration for 1000 Poisson steps (< 2 s) and 1000 random check-in rounds with
 d = 1000 (< 5 s), next to dp-accounting's own calibration calls.
 
 ampfl: :func:`ampfl.accounting.calibrate.calibrate` on the PLD accountant (coarse-to-fine: a 10× coarser

@@ -1,4 +1,4 @@
-"""Table: PLD vs RDP for Poisson-subsampled model splitting (d ≤ 2) and dropout (paper 002), issue 11.
+"""Table: PLD vs RDP for Poisson-subsampled model splitting (d ≤ 2) and dropout (paper 002).
 
 For each setting prints ε at δ of T Poisson-subsampled split steps by the RDP accountant (Zhu–Wang's general
 subsampling of the Thm 3.1 bound), the best sound RDP analysis (``--accountant rdp``'s recommendation: the

@@ -1,4 +1,4 @@
-"""Issue 11: random check-in (004), sound analyses against the worst explicit dataset, one round and composed.
+"""Random check-in (004), sound analyses against the worst explicit dataset, one round and composed.
 
 For each setting (p, q, d, z, T, δ) it prints ε(δ) of
 - ``wcs``: the recommended analysis, T × ``RandomCheckInEvent`` on the PLD accountant (pessimistic, 1e-4);
@@ -15,7 +15,7 @@ and the ratios (≥ 1 always: the sound bounds are never below an explicit datas
 - ``--hidden-only`` (this column pair alone, per row): ``event``, T × ``RandomCheckInEvent`` with hidden
   participation (the default) on the PLD accountant, i.e. the empty-sample refinement; ``best``: the smallest
   composed ε over the sound candidates (:func:`ampfl.accounting.random_checkin.pld_pairs.
-  best_hidden_epsilon`: the refinement and the per-count noise split, issue 11-f), and which one won.
+  best_hidden_epsilon`: the refinement and the per-count noise split), and which one won.
 
 - ``--verdict``: per row the explicit ε (one round: each dataset's binned pair's exact ε, no loss grid;
   composed: loss grid 1e-5), ``event`` (what a DP-DSGD-RP run's ledger reports), ``best`` (as above).
@@ -24,7 +24,7 @@ and the ratios (≥ 1 always: the sound bounds are never below an explicit datas
   random_checkin_envelope.count_hidden_path_epsilon`, an estimate from below of a relaxation that is an upper
   bound), started from the best identical dataset.
 
-- ``--gap`` (issue 11 step 2a; rows selectable by ``--rows A:B``, indices into the settings list): per row,
+- ``--gap`` (rows selectable by ``--rows A:B``, indices into the settings list): per row,
   ``explicit`` (identical records, as above), ``two-type``: the best dataset with two record types (k records
   at g₁, d − k at g₂; :func:`ampfl.accounting.audit.random_checkin_datasets.search_record_types`, its PLD
   optimistic: a LOWER bound), and for one round the DIAGNOSTIC columns of :func:`ampfl.accounting.audit.

@@ -1,4 +1,4 @@
-"""Benchmark: the first round with 10^6 registered clients (issue 17, item 2).
+"""Benchmark: the first round with 10^6 registered clients.
 
 Builds a task of N = 10^6 clients on a generated training set of 2·N examples (10 features, 4 classes; the
 ``iid`` or ``fixed`` partition gives every client 2 examples), then times, each in a fresh step:

@@ -1,9 +1,9 @@
-"""Benchmark: wall time of ``ampfl`` commands end to end (issues 10 part 8 and 32), each in a fresh process.
+"""Benchmark: wall time of ``ampfl`` commands end to end, each in a fresh process.
 
-Targets: under 0.3 s for ``ampfl --version`` and ``ampfl account poisson --help`` (issue 10); ``ampfl account
-poisson … --json`` (the default accountant, PLD) at most 3× ``ampfl --version`` (issue 32). The row "eager
-figure registry" emulates the start-up before issue 10 part 8 (the parser imported every figure module to list
-the names, and with them numpy, scipy and dp-accounting); ``python -c pass`` is the interpreter's floor and
+Targets: under 0.3 s for ``ampfl --version`` and ``ampfl account poisson --help``; ``ampfl account poisson …
+--json`` (the default accountant, PLD) at most 3× ``ampfl --version``. The row "eager figure registry"
+emulates the start-up of a parser that imports every figure module to list the names (and with them numpy,
+scipy and dp-accounting); ``python -c pass`` is the interpreter's floor and
 ``python -c 'import numpy'`` the floor of any command that computes.
 
 The commands run interleaved (one of each per repeat, after one warm-up round that also fills the bytecode
