@@ -57,15 +57,15 @@ from flwr.common import (
     parameters_to_ndarrays,
 )
 from flwr.compat.common import recorddict_compat as compat
-from flwr.server.strategy import Strategy
 
 from ampfl.flower.client_app import _partition, client_algorithm, client_message, query
 from ampfl.flower.common import CONFIG_KEY, decode_raw
+from ampfl.flower.fit_only import FitOnlyStrategy
 from ampfl.flower.noise_shares import RECONSTRUCTION_THRESHOLD, encoding_range, noise_share
 
 if TYPE_CHECKING:
     import torch
-    from flwr.common import EvaluateIns, EvaluateRes, Scalar
+    from flwr.common import Scalar
     from flwr.server.client_manager import ClientManager
     from flwr.server.client_proxy import ClientProxy
     from flwr.serverapp import Grid
@@ -224,7 +224,7 @@ def train(msg: Message, context: Context) -> Message:
 
 
 # -- server ----------------------------------------------------------------------------------------------
-class SumStrategy(Strategy):
+class SumStrategy(FitOnlyStrategy):
     """Asks the given nodes; keeps the unmasked aggregate the SecAgg+ workflow hands to ``aggregate_fit``."""
 
     def __init__(
@@ -273,22 +273,6 @@ class SumStrategy(Strategy):
             self.completed = len(results)
             self.total = mean.astype(np.float64) * len(results)
         return None, {}
-
-    def configure_evaluate(
-        self, server_round: int, parameters: Parameters, client_manager: ClientManager
-    ) -> list[tuple[ClientProxy, EvaluateIns]]:
-        return []
-
-    def aggregate_evaluate(
-        self,
-        server_round: int,
-        results: list[tuple[ClientProxy, EvaluateRes]],
-        failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
-    ) -> tuple[float | None, dict[str, Scalar]]:
-        return None, {}
-
-    def evaluate(self, server_round: int, parameters: Parameters) -> tuple[float, dict[str, Scalar]] | None:
-        return None
 
 
 @dataclass

@@ -63,10 +63,11 @@ from flwr.server.strategy import Strategy
 from ampfl.accounting._checks import check_int, check_positive, check_probability
 from ampfl.accounting.accountants.base import NeighboringRelation
 from ampfl.accounting.events import GaussianEvent, PoissonSampledEvent, PrivacyEvent
+from ampfl.flower.fit_only import FitOnlyStrategy
 from ampfl.flower.noise_shares import RECONSTRUCTION_THRESHOLD, min_completed, range_of, realised
 
 if TYPE_CHECKING:
-    from flwr.common import EvaluateIns, EvaluateRes, Scalar
+    from flwr.common import Scalar
     from flwr.server.client_manager import ClientManager
     from flwr.server.client_proxy import ClientProxy
     from flwr.server.workflow import SecAggPlusWorkflow
@@ -236,7 +237,7 @@ class _DeclaredAlgorithm:
         return object()  # one sum of every message (round_protocol.grouped)
 
 
-class PrivateStrategy(Strategy):
+class PrivateStrategy(FitOnlyStrategy):
     """The server wrapper (module docstring).
 
     Args:
@@ -353,19 +354,6 @@ class PrivateStrategy(Strategy):
             return None, {}
         model = _flat(self.parameters) + total / (mech.participation * mech.num_clients)
         return ndarrays_to_parameters(_shaped(model, self.parameters)), {"epsilon": self.epsilon()}
-
-    def configure_evaluate(
-        self, server_round: int, parameters: Parameters, client_manager: ClientManager
-    ) -> list[tuple[ClientProxy, EvaluateIns]]:
-        return []  # client-side evaluation releases statistics of client data: not asked
-
-    def aggregate_evaluate(
-        self,
-        server_round: int,
-        results: list[tuple[ClientProxy, EvaluateRes]],
-        failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
-    ) -> tuple[float | None, dict[str, Scalar]]:
-        return None, {}
 
     def evaluate(self, server_round: int, parameters: Parameters) -> tuple[float, dict[str, Scalar]] | None:
         return self.inner.evaluate(server_round, parameters)
