@@ -157,24 +157,16 @@ def fig3(out: Path, *, sigma: float = 1.0, epochs: int = 10) -> dict[str, Any]:
             orders=DEFAULT_ORDERS, sampling_rate=1.0 / te, noise_multiplier=sigma, steps=epochs * te
         )
         table[names[0]].append(_eps(poisson))
-        composed = rdp_bis(
-            orders=DEFAULT_ORDERS,
-            iterations=te,
-            participations=1,
-            noise_multiplier=sigma,
-            epochs=epochs,
-            bound="exact",
-        )
-        table[names[1]].append(_eps(composed))
-        composed_eff = rdp_bis(
-            orders=DEFAULT_ORDERS,
-            iterations=te,
-            participations=1,
-            noise_multiplier=sigma,
-            epochs=epochs,
-            bound="efficient",
-        )
-        table[names[2]].append(_eps(composed_eff))
+        for name, bound in ((names[1], "exact"), (names[2], "efficient")):
+            composed = rdp_bis(
+                orders=DEFAULT_ORDERS,
+                iterations=te,
+                participations=1,
+                noise_multiplier=sigma,
+                epochs=epochs,
+                bound=bound,
+            )
+            table[name].append(_eps(composed))
         one_run = rdp_bis(
             orders=DEFAULT_ORDERS,
             iterations=epochs * te,

@@ -97,16 +97,7 @@ PUBLISHED = {
 }
 PUBLISHED_EPSILON = 8.0
 PUBLISHED_SOURCE = "002 Table 1, ResNet-101 on CIFAR-10, epsilon = 8 (not Fashion-MNIST: compare orderings)"
-QUICK = Setting(
-    pretrain_examples=6000,
-    pretrain_epochs=2,
-    finetune_examples=2000,
-    test_examples=2000,
-    sampling_rate=0.005,
-    epochs=2,
-    epsilons=(2.0,),
-    learning_rates=(0.05, 0.1),
-)
+QUICK = dataclasses.replace(MEDIUM, pretrain_examples=6000, test_examples=2000, epsilons=(2.0,))
 
 
 def _halves(dataset: Any, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -58,13 +58,28 @@ def _two_panels() -> tuple[Any, Any]:
     return fig, axes
 
 
-def _finish(fig: Any, out: Path, name: str, note: str, title: str) -> Path:
+def _axes(ax: Any, xlabel: str, ylabel: str, title: str) -> None:
+    """One panel's labels and title, ε on a log scale."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_yscale("log")
+    ax.set_title(title)
+
+
+def _finish(
+    fig: Any, out: Path, name: str, text: tuple[str, str], table: tuple[list[str], list[Any]], shows: str
+) -> dict[str, Any]:
+    """Save the figure ``name``.png (``text``: note, title) and its ``table`` (header, rows) as .csv."""
     from ampfl.reproduce._plot import legend_below, save
 
+    note, title = text
     for ax in fig.axes:
         legend_below(ax, ncol=1)
     fig.suptitle(title, fontsize=11)
-    return save(fig, out / f"{name}.png", note=note)
+    png = save(fig, out / f"{name}.png", note=note)
+    header, rows = table
+    csv = atomic_write_csv(out / f"{name}.csv", header, rows)
+    return {"files": [str(png), str(csv)], "shows": shows, "rows": len(rows)}
 
 
 def _nm(eps_local: float) -> float:
@@ -130,23 +145,17 @@ def fig3(out: Path) -> dict[str, Any]:
                 rows.append([panel, p, q, el, eps_c, delta_c, *others])
             label = f"p={p:g}" if panel == "a" else f"q={q:g}"
             _plot_three(ax, label, EPS_LOCAL_GRID, paper, EPS_LOCAL_GRID, sound)
-        ax.set_xlabel("local privacy level ε_ℓ (nats)")
-        ax.set_ylabel("single-round ε_c^t of the global model (nats)")
-        ax.set_yscale("log")
-        ax.set_title(f"({panel}) " + ("q = 0.2, p varies" if panel == "a" else "p = 0.5, q varies"))
+        varies = "q = 0.2, p varies" if panel == "a" else "p = 0.5, q varies"
+        _axes(ax, "local privacy level ε_ℓ (nats)", "single-round ε_c^t of the global model (nats)",
+              f"({panel}) {varies}")  # fmt: skip
     note = (
         f"MS-PAFL Fig. 3 (privacy of the global model per round). {_LEGEND}. q = 0.2 in (a) and "
         f"p = 0.5 in (b) are ampfl's choices (not stated in 000). {_COMMON}."
     )
     title = "000 Fig. 3: single-round ε_c^t of the global model vs ε_ℓ"
-    png = _finish(fig, out, "ms-pafl-fig3", note, title)
     header = ["panel", "p", "q", "eps_local", "epsilon_round_paper", "delta_round_paper", *_SOUND_COLUMNS]
-    csv = atomic_write_csv(out / "ms-pafl-fig3.csv", header, rows)
-    return {
-        "files": [str(png), str(csv)],
-        "shows": "eps_c^t vs eps_l: Cor. 1, amplified, sound",
-        "rows": len(rows),
-    }
+    shows = "eps_c^t vs eps_l: Cor. 1, amplified, sound"
+    return _finish(fig, out, "ms-pafl-fig3", (note, title), (header, rows), shows)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -179,6 +188,7 @@ def _total_panel(
     _plot_three(ax, label, ROUNDS, [e for e, _ in paper], sound_t, sound)
 
 
+_TOTAL_LABEL = "total ε_c^T of the global model (nats)"
 _TOTAL_HEADER = [
     "panel",
     "curve",
@@ -203,22 +213,14 @@ def fig4(out: Path) -> dict[str, Any]:
     for q in (0.1, 0.3, 0.5):
         _total_panel(axes[1], rows, "b", f"q={q:g}", 0.5, q, eps_local)
     for ax, title in zip(axes, ("(a) q = 0.2, p varies", "(b) p = 0.5, q varies"), strict=True):
-        ax.set_xlabel("rounds T")
-        ax.set_ylabel("total ε_c^T of the global model (nats)")
-        ax.set_yscale("log")
-        ax.set_title(title)
+        _axes(ax, "rounds T", _TOTAL_LABEL, title)
     note = (
         f"MS-PAFL Fig. 4 (total privacy of the global model). {_LEGEND}; delta = T*delta_c + delta~. "
         f"eps_l={eps_local:g}, delta~={DELTA_TILDE:g} (assumed). {_COMMON}."
     )
     title = "000 Fig. 4: total ε_c^T of the global model vs rounds (WOR)"
-    png = _finish(fig, out, "ms-pafl-fig4", note, title)
-    csv = atomic_write_csv(out / "ms-pafl-fig4.csv", _TOTAL_HEADER, rows)
-    return {
-        "files": [str(png), str(csv)],
-        "shows": "eps_c^T vs T: Thm 4, amplified, sound",
-        "rows": len(rows),
-    }
+    shows = "eps_c^T vs T: Thm 4, amplified, sound"
+    return _finish(fig, out, "ms-pafl-fig4", (note, title), (_TOTAL_HEADER, rows), shows)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -275,18 +277,13 @@ def fig5(out: Path) -> dict[str, Any]:
         ax.plot(ROUNDS, base_sound, ":", color=line.get_color(), label="DP-FedAvg (T-fold Gaussian, sound)")
         for t, e, es in zip(ROUNDS, base, base_sound, strict=True):
             rows.append([panel, eps_local, "dp-fedavg", 1.0, t, e, math.nan, es, math.nan])
-        ax.set_xlabel("rounds T")
-        ax.set_ylabel("client's total ε_i^T (nats)")
-        ax.set_yscale("log")
-        ax.set_title(f"({panel}) ε_ℓ = {eps_local:g}")
+        _axes(ax, "rounds T", "client's total ε_i^T (nats)", f"({panel}) ε_ℓ = {eps_local:g}")
     note = (
         f"MS-PAFL Fig. 5 (client's total privacy loss). {_LEGEND}; all at delta = delta_l. "
         f"b={batch}, p={p:g} (assumed). Thm 3 uses the C.8 constant (paper's asymptotic form). {_COMMON}."
     )
     title = "000 Fig. 5: client's total ε_i^T vs rounds, WOR vs WR vs DP-FedAvg"
-    png = _finish(fig, out, "ms-pafl-fig5", note, title)
-    csv = atomic_write_csv(out / "ms-pafl-fig5.csv", header, rows)
-    return {"files": [str(png), str(csv)], "shows": "eps_i^T vs T, WOR/WR/DP-FedAvg", "rows": len(rows)}
+    return _finish(fig, out, "ms-pafl-fig5", (note, title), (header, rows), "eps_i^T vs T, WOR/WR/DP-FedAvg")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -301,22 +298,14 @@ def fig6(out: Path) -> dict[str, Any]:
                 batch_size=batch, dataset_size=DATASET_SIZE, local_steps=LOCAL_STEPS, scheme=scheme
             )
             _total_panel(ax, rows, scheme, f"b={batch} (q={q:.4f})", p, q, eps_local)
-        ax.set_xlabel("rounds T")
-        ax.set_ylabel("total ε_c^T of the global model (nats)")
-        ax.set_yscale("log")
-        ax.set_title(f"({'a' if scheme == 'wor' else 'b'}) {scheme.upper()}")
+        _axes(ax, "rounds T", _TOTAL_LABEL, f"({'a' if scheme == 'wor' else 'b'}) {scheme.upper()}")
     note = (
         f"MS-PAFL Fig. 6 (total privacy of the global model vs batch size). {_LEGEND}; delta = T*delta_c + "
         f"delta~. p={p:g}, eps_l={eps_local:g}, delta~={DELTA_TILDE:g} (assumed). {_COMMON}."
     )
     title = "000 Fig. 6: total ε_c^T of the global model vs rounds for b ∈ {1, 5, 13}"
-    png = _finish(fig, out, "ms-pafl-fig6", note, title)
-    csv = atomic_write_csv(out / "ms-pafl-fig6.csv", _TOTAL_HEADER, rows)
-    return {
-        "files": [str(png), str(csv)],
-        "shows": "eps_c^T vs T for b in {1,5,13}, WOR/WR: Thm 4, amplified, sound",
-        "rows": len(rows),
-    }
+    shows = "eps_c^T vs T for b in {1,5,13}, WOR/WR: Thm 4, amplified, sound"
+    return _finish(fig, out, "ms-pafl-fig6", (note, title), (_TOTAL_HEADER, rows), shows)
 
 
 FIGURES = {"ms-pafl-fig3": fig3, "ms-pafl-fig4": fig4, "ms-pafl-fig5": fig5, "ms-pafl-fig6": fig6}

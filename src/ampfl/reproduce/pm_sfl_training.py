@@ -91,15 +91,11 @@ QUICK: dict[str, Any] = {
     "channels": [8, 16, 16],
 }
 MEDIUM: dict[str, Any] = {
-    "num_clients": 20,
-    "client_fraction": 0.25,
+    **QUICK,
     "rounds": 60,
-    "local_steps": 10,
     "evaluations": 3,
     "learning_rates": (1e-2, 1e-1),
     "eval_examples": 1000,
-    "eval_clients": 20,
-    "channels": [8, 16, 16],
 }
 #: 003 Table 1, FEMNIST row without system heterogeneity (the only image row whose six numbers map to the
 #: six columns unambiguously in the recovered text; the CIFAR-100 row lists five). FMNIST is not in 003.
