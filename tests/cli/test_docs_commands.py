@@ -1,12 +1,12 @@
-"""Every ``ampfl`` command shown in README.md and docs/ still parses, and the accounting ones print the numbers
-written beside them.
+"""Every ``ampfl`` command shown in README.md and docs/ still parses, and the accounting ones print the
+numbers written beside them.
 
 Commands are read from fenced blocks (lines starting ``$A``, ``ampfl``, ``.venv/bin/ampfl`` or ``python -m
-ampfl``; a trailing ``\\`` continues a line) and from inline code spans. A command with a placeholder (``CONFIG``,
-``DIR``, ``[...]``, ``a|b``, ``…``) is a synopsis and is not checked. Every other one is parsed by the real
-parser; one that does not parse for want of its required arguments is a mention (``deploy --resume``): its
-command must exist and each of its flags must be one of that command's options. Every config file a command
-names must exist and load.
+ampfl``; a trailing ``\\`` continues a line) and from inline code spans. A command with a placeholder
+(``CONFIG``, ``DIR``, ``[...]``, ``a|b``, ``…``) is a synopsis and is not checked. Every other one is parsed
+by the real parser; one that does not parse for want of its required arguments is a mention (``deploy
+--resume``): its command must exist and each of its flags must be one of that command's options. Every
+config file a command names must exist and load.
 
 The accounting commands (``account``, ``calibrate``, ``plan``, ``audit random-checkin``: each a second or
 less) are run with ``--json``. Each decimal number written beside one (the comment line above it or after it
@@ -89,7 +89,7 @@ SHOWN = shown_commands()
 RUN = [shown for shown in SHOWN if f"{' '.join(shown.argv)} ".startswith(_RUN) and _parses(shown.argv)]
 #: Numbers written beside a command that are not its output, each with what it is instead.
 NOT_PRINTED = {
-    ("docs/pld.md", "2.673"): "the noise multiplier on the unrefined grid, which calibrate no longer stops at",
+    ("docs/pld.md", "2.673"): "the noise multiplier on the unrefined grid, where calibrate no longer stops",
     ("docs/performance.md", "5.0"): "the machine's load average while the command was timed",
 }
 
