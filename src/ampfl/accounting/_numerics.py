@@ -243,15 +243,31 @@ def smallest_feasible(
     max_iter: int = 200,
     step: float = 2.0,
 ) -> float:
-    """Smallest ``x`` in ``[lower_limit, upper_limit]`` with ``f(x) <= target``, for ``f`` non-increasing (the
-    search core of :func:`ampfl.accounting.calibrate.calibrate_decreasing`, which documents it).
+    """Smallest ``x`` in ``[lower_limit, upper_limit]`` with ``f(x) <= target``, for ``f`` non-increasing:
+    calibration's search, exported as :func:`ampfl.accounting.calibrate.calibrate_decreasing`.
 
     A geometric bracket search from ``initial`` (factor ``step``), then bisection at geometric midpoints
     until ``x_hi / x_lo − 1 ≤ rtol``; the result is re-checked, so ``f(x) <= target`` always holds (errs
     towards more noise, never less).
 
+    Args:
+        f: privacy loss (ε or δ) as a function of the searched parameter; must not increase with it.
+        target: the largest acceptable value of ``f`` (any real; pass logs to search on log δ).
+        name: parameter name used in error messages.
+        initial: first guess for ``x``.
+        lower_limit, upper_limit: search limits; reaching ``upper_limit`` without meeting the target raises.
+        rtol: relative width of the final bracket.
+        max_iter: cap on bisection steps.
+        step: factor of the geometric bracket search around ``initial`` (> 1; small when ``initial`` is a
+            good guess).
+
+    Returns:
+        ``x_hi`` with ``f(x_hi) <= target`` and ``x_hi / x_lo - 1 <= rtol`` for some ``x_lo`` with
+        ``f(x_lo) > target`` (or ``x_hi == lower_limit``).
+
     Raises:
-        UnreachableTarget: if even ``upper_limit`` does not meet the target.
+        UnreachableTarget: if even ``upper_limit`` does not meet the target (``smallest_epsilon`` holds the
+            smallest value of ``f`` reached, in ``f``'s units).
     """
     if math.isnan(target):
         raise ValueError("target must be a real number. Found nan.")

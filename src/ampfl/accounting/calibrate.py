@@ -176,47 +176,7 @@ def _shifted(f: Callable[[float], float], offset: float, x: float) -> float:
     return f(x) - offset
 
 
-def calibrate_decreasing(
-    f: Callable[[float], float],
-    target: float,
-    *,
-    name: str = "noise_multiplier",
-    initial: float = 1.0,
-    lower_limit: float = 1e-6,
-    upper_limit: float = 1e6,
-    rtol: float = 1e-6,
-    max_iter: int = 200,
-    step: float = 2.0,
-) -> float:
-    """Smallest ``x`` in ``[lower_limit, upper_limit]`` with ``f(x) <= target``, for ``f`` non-increasing.
-
-    Args:
-        f: privacy loss (ε or δ) as a function of the searched parameter; must not increase with it.
-        target: the largest acceptable value of ``f`` (any real; pass logs to search on log δ).
-        name: parameter name used in error messages.
-        initial: first guess for ``x``.
-        lower_limit, upper_limit: search limits; reaching ``upper_limit`` without meeting the target raises.
-        rtol: relative width of the final bracket.
-        max_iter: cap on bisection steps.
-        step: factor of the geometric bracket search around ``initial`` (> 1; small when ``initial`` is a
-            good guess).
-
-    Returns:
-        ``x_hi`` with ``f(x_hi) <= target`` and ``x_hi / x_lo - 1 <= rtol`` for some ``x_lo`` with
-        ``f(x_lo) > target`` (or ``x_hi == lower_limit``).
-
-    Raises:
-        UnreachableTarget: if even ``upper_limit`` does not meet the target (``smallest_epsilon`` holds the
-            smallest value of ``f`` reached, in ``f``'s units).
-    """
-    return smallest_feasible(
-        f,
-        target,
-        name=name,
-        initial=initial,
-        lower_limit=lower_limit,
-        upper_limit=upper_limit,
-        rtol=rtol,
-        max_iter=max_iter,
-        step=step,
-    )
+#: The calibration kernel: the smallest ``x`` with ``f(x) <= target`` for a non-increasing ``f``. One
+#: implementation, documented where it is defined (:func:`ampfl.accounting._numerics.smallest_feasible`,
+#: which ``gaussian.py`` calls directly, below the accountants).
+calibrate_decreasing = smallest_feasible

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ampfl.accounting._checks import NumericalError, check_choice, check_delta, check_int
+from ampfl.accounting._checks import NumericalError, check_choice, check_delta, check_int, check_nonnegative
 from ampfl.accounting.accountants.base import Accountant, NeighboringRelation, UnsupportedEventError
 from ampfl.accounting.accountants.pld import PLDAccountant
 from ampfl.accounting.accountants.rdp import RDPAccountant, event_rdp
@@ -33,6 +33,7 @@ __all__ = [
     "UnsupportedEventError",
     "accountant_for",
     "composed",
+    "delta_after",
     "epsilon_after",
     "event_rdp",
     "make_accountant",
@@ -58,6 +59,14 @@ def epsilon_after(
     """ε at ``delta`` after ``count`` × ``event`` on a fresh accountant by name (an upper bound on ε)."""
     dlt = check_delta("delta", delta)
     return float(composed(event, count, accountant, **kwargs).get_epsilon(dlt))
+
+
+def delta_after(
+    event: PrivacyEvent, count: int, epsilon: float, accountant: str = "pld", **kwargs: Any
+) -> float:
+    """δ at ``epsilon`` after ``count`` × ``event`` on a fresh accountant by name (an upper bound on δ)."""
+    eps = check_nonnegative("epsilon", epsilon)
+    return float(composed(event, count, accountant, **kwargs).get_delta(eps))
 
 
 def accountant_for(name: str, events: Iterable[PrivacyEvent], **kwargs: Any) -> Accountant:

@@ -23,14 +23,8 @@ from __future__ import annotations
 
 import math
 
-from ampfl.accounting._checks import (
-    check_delta,
-    check_int,
-    check_nonnegative,
-    check_positive,
-    check_probability,
-)
-from ampfl.accounting.accountants import Accountant, composed
+from ampfl.accounting._checks import check_int, check_nonnegative, check_positive, check_probability
+from ampfl.accounting.accountants import Accountant, composed, delta_after, epsilon_after
 from ampfl.accounting.events import GaussianEvent, PoissonSampledEvent, PrivacyEvent, PublicParticipationEvent
 from ampfl.accounting.subsampling import subsampled_gaussian_log_delta
 
@@ -87,15 +81,10 @@ def amplified_epsilon(
     accountant: str = "pld",
 ) -> float:
     """ε at ``delta`` of the amplified analysis after ``rounds`` rounds (valid only without carried state)."""
-    dlt = check_delta("delta", delta)
-    acc = amplified_accountant(
-        participation=participation,
-        sampling_rate=sampling_rate,
-        noise_multiplier=noise_multiplier,
-        rounds=rounds,
-        accountant=accountant,
+    event = amplified_event(
+        participation=participation, sampling_rate=sampling_rate, noise_multiplier=noise_multiplier
     )
-    return float(acc.get_epsilon(dlt))
+    return epsilon_after(event, check_int("rounds", rounds), delta, accountant)
 
 
 def amplified_delta(
@@ -108,15 +97,10 @@ def amplified_delta(
     accountant: str = "pld",
 ) -> float:
     """δ at ``epsilon`` amplified, after ``rounds`` rounds (valid only without carried state)."""
-    eps = check_nonnegative("epsilon", epsilon)
-    acc = amplified_accountant(
-        participation=participation,
-        sampling_rate=sampling_rate,
-        noise_multiplier=noise_multiplier,
-        rounds=rounds,
-        accountant=accountant,
+    event = amplified_event(
+        participation=participation, sampling_rate=sampling_rate, noise_multiplier=noise_multiplier
     )
-    return float(acc.get_delta(eps))
+    return delta_after(event, check_int("rounds", rounds), epsilon, accountant)
 
 
 def amplified_round_log_delta(
