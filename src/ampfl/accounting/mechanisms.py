@@ -189,7 +189,7 @@ REGISTRY: Mapping[type[ev.PrivacyEvent], Mechanism] = MappingProxyType(
         ev.GroupRoundEvent: Mechanism(dominating=_DOMINATING, unamplified=_SAME_NOISE),
         # --- 002: model splitting, dropout, Balanced Iteration Subsampling
         ev.ModelSplitEvent: Mechanism(
-            rdp=_b(f"{_SPLIT}:model_split_rdp", "002 Thms 3.4/3.5 and Sec. 3.2.2"),
+            rdp=_b(f"{_SPLIT}:partition_rdp", "002 Thms 3.4/3.5 and Sec. 3.2.2"),
             pld=_b(
                 f"{_SPLIT}:partition_pld", "exact product form (d <= 2) / log-sum mixture", recursive=True
             ),
@@ -197,7 +197,7 @@ REGISTRY: Mapping[type[ev.PrivacyEvent], Mechanism] = MappingProxyType(
             unamplified=_b(f"{_SPLIT}:split_unamplified", "block and shared part, each its Gaussian"),
         ),
         ev.DropoutEvent: Mechanism(
-            rdp=_b(f"{_SPLIT}:dropout_rdp", "002 Thm 3.7"),
+            rdp=_b(f"{_SPLIT}:partition_rdp", "002 Thm 3.7 (Thm 3.1 at d = 2)"),
             pld=_b(f"{_SPLIT}:partition_pld", "exact product form (d = 2)", recursive=True),
             poisson_pld=_b(f"{_SPLIT}:subsampled_partition_pld", "002, Poisson-subsampled", recursive=True),
             unamplified=_b(f"{_SPLIT}:split_unamplified", "block and shared part, each its Gaussian"),

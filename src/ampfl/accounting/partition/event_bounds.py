@@ -2,9 +2,9 @@
 Balanced Iteration Subsampling, as RDP curves, PLDs and their no-amplification twins.
 
 - RDP: 002 Theorems 3.4/3.5 with the non-split part of Sec. 3.2.2 (:func:`~ampfl.accounting.partition.
-  mechanisms.rdp_partial_split`), Theorem 3.7 (:func:`~ampfl.accounting.partition.mechanisms.rdp_dropout`),
-  Theorem 3.8 (:func:`~ampfl.accounting.partition.mechanisms.rdp_bis`); add/remove-one, orders ≤ 256 (the
-  exact forward term costs α²).
+  mechanisms.rdp_partial_split`), for dropout at d = 2 (Theorem 3.7, as :func:`~ampfl.accounting.partition.
+  mechanisms.rdp_dropout`), Theorem 3.8 (:func:`~ampfl.accounting.partition.mechanisms.rdp_bis`);
+  add/remove-one, orders ≤ 256 (the exact forward term costs α²).
 - PLD: d ≤ 2 the exact product form after a rotation, d ≥ 3 the orthogonal-mixture PLD by log-sum
   convolution (:func:`~ampfl.accounting.partition.allocation_pld.model_split_pld_any`); BIS the random
   allocation PLD, k > 1 through k = 1 blocks (:func:`~ampfl.accounting.partition.allocation_pld.
@@ -38,28 +38,23 @@ from ampfl.accounting.relations import NeighboringRelation
 Recurse = Callable[..., Any]
 
 
-def model_split_rdp(event: ModelSplitEvent, alphas: np.ndarray, relation: NeighboringRelation) -> np.ndarray:
+def _blocks(event: ModelSplitEvent | DropoutEvent) -> int:
+    """d of the split step: dropout at rate 1/2 is the d = 2 split of its layers (002 Thm 3.7)."""
+    return event.num_submodels if isinstance(event, ModelSplitEvent) else 2
+
+
+def partition_rdp(
+    event: ModelSplitEvent | DropoutEvent, alphas: np.ndarray, relation: NeighboringRelation
+) -> np.ndarray:
+    """One split (or dropout) step: Thms 3.4/3.5 (Thm 3.7 at d = 2) plus the non-split part's Gaussian."""
     from ampfl.accounting.partition.mechanisms import rdp_partial_split
 
     return on_cheap_orders(
         alphas,
         lambda o: rdp_partial_split(
             orders=o,
-            num_submodels=event.num_submodels,
+            num_submodels=_blocks(event),
             split_noise_multiplier=event.noise_multiplier,
-            nonsplit_noise_multiplier=event.nonsplit_noise_multiplier,
-        ),
-    )
-
-
-def dropout_rdp(event: DropoutEvent, alphas: np.ndarray, relation: NeighboringRelation) -> np.ndarray:
-    from ampfl.accounting.partition.mechanisms import rdp_dropout
-
-    return on_cheap_orders(
-        alphas,
-        lambda o: rdp_dropout(
-            orders=o,
-            noise_multiplier=event.noise_multiplier,
             nonsplit_noise_multiplier=event.nonsplit_noise_multiplier,
         ),
     )
@@ -85,7 +80,7 @@ def partition_pld(event: ModelSplitEvent | DropoutEvent, h: float, recurse: Recu
     """One split (or dropout) step: exact for d ≤ 2, the log-sum mixture PLD for d ≥ 3."""
     from ampfl.accounting.partition.allocation_pld import model_split_pld_any
 
-    d = event.num_submodels if isinstance(event, ModelSplitEvent) else 2
+    d = _blocks(event)
     z, z_ns = event.noise_multiplier, event.nonsplit_noise_multiplier
     if z_ns is not None and math.isinf(z_ns):
         z_ns = None  # an infinitely noisy part leaks nothing

@@ -26,6 +26,7 @@ __all__ = [
     "analysis_event",
     "check_analysis",
     "check_mechanism",
+    "check_noisy_mechanism",
 ]
 
 ANALYSES: tuple[str, ...] = ("paper", "wcs", "ols", "cs")
@@ -76,6 +77,14 @@ def check_mechanism(
     )
 
 
+def check_noisy_mechanism(
+    participation: object, sampling_rate: object, local_dataset_size: object, noise_multiplier: object
+) -> tuple[float, float, int, float]:
+    """Validated (p, q, d, z) of 004 Algorithm 1: :func:`check_mechanism` and z = σ/C > 0."""
+    p, q, d = check_mechanism(participation, sampling_rate, local_dataset_size)
+    return p, q, d, check_positive("noise_multiplier", noise_multiplier)
+
+
 def analysis_event(
     analysis: str,
     *,
@@ -96,8 +105,7 @@ def analysis_event(
         ValueError: for ``paper`` (Thm 4.1 is a closed form, not an event) or out-of-range parameters.
     """
     name = check_choice("analysis", analysis, EVENT_ANALYSES)
-    p, q, d = check_mechanism(participation, sampling_rate, local_dataset_size)
-    z = check_positive("noise_multiplier", noise_multiplier)
+    p, q, d, z = check_noisy_mechanism(participation, sampling_rate, local_dataset_size, noise_multiplier)
     if name == "wcs":  # Thm 5.2 as named: participation revealed (runs' events hide it: a tighter PLD pair)
         return RandomCheckInEvent(
             participation=p,

@@ -21,9 +21,9 @@ from collections.abc import Callable
 import numpy as np
 from scipy import optimize
 
-from ampfl.accounting._checks import NumericalError, check_delta, check_int, check_nonnegative, check_positive
+from ampfl.accounting._checks import NumericalError, check_delta, check_int, check_nonnegative
 from ampfl.accounting.accountants import Accountant, composed
-from ampfl.accounting.random_checkin.analyses import analysis_event, check_analysis, check_mechanism
+from ampfl.accounting.random_checkin.analyses import analysis_event, check_analysis, check_noisy_mechanism
 from ampfl.accounting.random_checkin.per_iteration import smallest_epsilon
 from ampfl.accounting.random_checkin.theorem41 import paper_log_delta
 from ampfl.accounting.subsampling import optimal_composition_log_delta
@@ -67,23 +67,9 @@ def epsilon_composed(
 
     ``accountant`` (``"pld"`` or ``"rdp"``) composes wcs/ols/cs; ``paper`` always uses optimal composition.
     """
-    name = check_analysis(analysis)
-    dlt = check_delta("delta", delta)
-    if name != "paper":
-        acc = composed_accountant(
-            analysis=name,
-            participation=participation,
-            sampling_rate=sampling_rate,
-            noise_multiplier=noise_multiplier,
-            iterations=iterations,
-            local_dataset_size=local_dataset_size,
-            accountant=accountant,
-        )
-        return float(acc.get_epsilon(dlt))
-    p, q, d = check_mechanism(participation, sampling_rate, local_dataset_size)
-    z = check_positive("noise_multiplier", noise_multiplier)
-    t = check_int("iterations", iterations, minimum=1)
-    return paper_composed(lambda e0: paper_log_delta(p, q, d, z, e0)[0], t, delta=dlt)
+    name, target = check_analysis(analysis), check_delta("delta", delta)
+    mechanism = (participation, sampling_rate, local_dataset_size, noise_multiplier)
+    return _composed_guarantee(name, mechanism, iterations, accountant, delta=target)
 
 
 def delta_composed(
@@ -98,8 +84,24 @@ def delta_composed(
     accountant: str = "pld",
 ) -> float:
     """δ after ``iterations`` iterations at total ``epsilon`` (same methods as :func:`epsilon_composed`)."""
-    name = check_analysis(analysis)
-    eps = check_nonnegative("epsilon", epsilon)
+    name, target = check_analysis(analysis), check_nonnegative("epsilon", epsilon)
+    mechanism = (participation, sampling_rate, local_dataset_size, noise_multiplier)
+    return _composed_guarantee(name, mechanism, iterations, accountant, epsilon=target)
+
+
+def _composed_guarantee(
+    name: str,
+    mechanism: tuple[float, float, int, float],
+    iterations: int,
+    accountant: str,
+    *,
+    delta: float | None = None,
+    epsilon: float | None = None,
+) -> float:
+    """ε at the checked ``delta``, or δ at the checked ``epsilon`` (the one given), of ``iterations``
+    iterations of the checked analysis ``name`` of the mechanism (p, q, d, z): the accountant's composition
+    for wcs/ols/cs, the optimal composition of Thm 4.1's per-iteration profile for ``paper``."""
+    participation, sampling_rate, local_dataset_size, noise_multiplier = mechanism
     if name != "paper":
         acc = composed_accountant(
             analysis=name,
@@ -110,11 +112,13 @@ def delta_composed(
             local_dataset_size=local_dataset_size,
             accountant=accountant,
         )
-        return float(acc.get_delta(eps))
-    p, q, d = check_mechanism(participation, sampling_rate, local_dataset_size)
-    z = check_positive("noise_multiplier", noise_multiplier)
+        if delta is not None:
+            return float(acc.get_epsilon(delta))
+        assert epsilon is not None
+        return float(acc.get_delta(epsilon))
+    p, q, d, z = check_noisy_mechanism(participation, sampling_rate, local_dataset_size, noise_multiplier)
     t = check_int("iterations", iterations, minimum=1)
-    return paper_composed(lambda e0: paper_log_delta(p, q, d, z, e0)[0], t, epsilon=eps)
+    return paper_composed(lambda e0: paper_log_delta(p, q, d, z, e0)[0], t, delta=delta, epsilon=epsilon)
 
 
 def paper_composed(

@@ -21,10 +21,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ampfl.accounting._checks import check_delta, check_nonnegative, check_positive
+from ampfl.accounting._checks import check_delta, check_nonnegative
 from ampfl.accounting._numerics import epsilon_from_delta_curve
 from ampfl.accounting.gaussian import gaussian_log_delta
-from ampfl.accounting.random_checkin.analyses import check_analysis, check_mechanism
+from ampfl.accounting.random_checkin.analyses import check_analysis, check_noisy_mechanism
 from ampfl.accounting.random_checkin.theorem41 import coefficients, paper_log_delta
 from ampfl.accounting.subsampling import subsampled_gaussian_log_delta
 
@@ -58,8 +58,7 @@ def log_delta_per_iteration(
 ) -> float:
     """log δ(ε) of one iteration under ``analysis`` (see the module docstring); −inf when δ underflows."""
     name = check_analysis(analysis)
-    p, q, d = check_mechanism(participation, sampling_rate, local_dataset_size)
-    z = check_positive("noise_multiplier", noise_multiplier)
+    p, q, d, z = check_noisy_mechanism(participation, sampling_rate, local_dataset_size, noise_multiplier)
     return log_delta(name, p, q, d, z, check_nonnegative("epsilon", epsilon))
 
 
@@ -105,8 +104,7 @@ def epsilon_per_iteration(
 ) -> float:
     """Smallest ε (to 1e-9 relative, rounded up) with δ(ε) ≤ ``delta`` for one iteration."""
     name = check_analysis(analysis)
-    p, q, d = check_mechanism(participation, sampling_rate, local_dataset_size)
-    z = check_positive("noise_multiplier", noise_multiplier)
+    p, q, d, z = check_noisy_mechanism(participation, sampling_rate, local_dataset_size, noise_multiplier)
     target = math.log(check_delta("delta", delta))
     return smallest_epsilon(lambda e: log_delta(name, p, q, d, z, e), target)
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import integrate, optimize, special, stats
 
-from ampfl.accounting._checks import NumericalError, check_nonnegative, check_positive
+from ampfl.accounting._checks import NumericalError, check_nonnegative
 from ampfl.accounting._numerics import log_sub_exp
-from ampfl.accounting.random_checkin.analyses import check_mechanism
+from ampfl.accounting.random_checkin.analyses import check_mechanism, check_noisy_mechanism
 from ampfl.accounting.subsampling import base_epsilon
 
 __all__ = [
@@ -193,8 +193,7 @@ def paper_terms(
     epsilon: float,
 ) -> PaperTerms:
     """ε′, c̄₁, c̄₂, ε″, z* and δ of 004 Thm 4.1 (Eq. 5–7) as printed; ``z_star`` in units of C."""
-    p, q, d = check_mechanism(participation, sampling_rate, local_dataset_size)
-    s = check_positive("noise_multiplier", noise_multiplier)
+    p, q, d, s = check_noisy_mechanism(participation, sampling_rate, local_dataset_size, noise_multiplier)
     return paper_log_delta(p, q, d, s, check_nonnegative("epsilon", epsilon))[1]
 
 
@@ -211,8 +210,7 @@ def eq28_delta(
     This is the exact δ ("with x′ vs without") of the explicit dataset in which every record of client 1 has
     the gradient of x′ (norm C, "a = 1") and all other clients contribute 0. Slow; a cross-check of Eq. 6.
     """
-    p, q, d = check_mechanism(participation, sampling_rate, local_dataset_size)
-    s = check_positive("noise_multiplier", noise_multiplier)
+    p, q, d, s = check_noisy_mechanism(participation, sampling_rate, local_dataset_size, noise_multiplier)
     eps = check_nonnegative("epsilon", epsilon)
     _, log_a1, log_a2 = coefficients(p, q, eps)
     i, logw, log_tail = binomial_weights(d, q)
