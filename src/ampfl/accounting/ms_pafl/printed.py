@@ -213,8 +213,12 @@ def theorem2_round_delta(
     """
     pa, qa = _pair(participation, sampling_rate)
     dlt = check_delta("delta_local", delta_local)
-    dprime = _dprime(beta, num_clients)
-    return float(np.max(dprime + pa / (1.0 - dprime) * qa * dlt))
+    return _round_delta(pa, qa, dlt, _dprime(beta, num_clients))
+
+
+def _round_delta(pa: np.ndarray, qa: np.ndarray, delta_local: float, dprime: float) -> float:
+    """δ_c = max_i {δ' + p_i q_i δ_ℓ/(1 − δ')} (Eq. 15b) of checked inputs."""
+    return float(np.max(dprime + pa / (1.0 - dprime) * qa * delta_local))
 
 
 def theorem2_round_cdp(
@@ -238,16 +242,10 @@ def theorem2_round_cdp(
     """
     pa, qa = _pair(participation, sampling_rate)
     eps = _check_eps_local(eps_local)
-    delta_c = theorem2_round_delta(
-        participation=participation,
-        sampling_rate=sampling_rate,
-        delta_local=delta_local,
-        num_clients=num_clients,
-        beta=beta,
-    )
-    scale = pa / (1.0 - hoeffding_delta(beta=beta, num_clients=num_clients))
-    eps_c = float(np.max(np.log1p(scale * np.expm1(2.0 * qa * eps))))
-    return eps_c, delta_c
+    dlt = check_delta("delta_local", delta_local)
+    dprime = _dprime(beta, num_clients)
+    eps_c = float(np.max(np.log1p(pa / (1.0 - dprime) * np.expm1(2.0 * qa * eps))))
+    return eps_c, _round_delta(pa, qa, dlt, dprime)
 
 
 def theorem3_constant(*, delta_local: float, clip: float) -> float:

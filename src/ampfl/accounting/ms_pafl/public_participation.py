@@ -22,8 +22,8 @@ Computed through the core: :class:`~ampfl.accounting.events.MSPAFLRoundEvent` (`
 
 from __future__ import annotations
 
-from ampfl.accounting._checks import check_delta, check_int, check_nonnegative
-from ampfl.accounting.accountants import Accountant, composed
+from ampfl.accounting._checks import check_int
+from ampfl.accounting.accountants import Accountant, composed, delta_after, epsilon_after
 from ampfl.accounting.events import MSPAFLRoundEvent
 
 __all__ = [
@@ -75,19 +75,13 @@ def public_participation_epsilon(
         delta: target δ in (0, 1).
         accountant: ``"pld"`` (default, tighter) or ``"rdp"``.
     """
-    dlt = check_delta("delta", delta)
-    acc = public_participation_accountant(
-        participation=participation, noise_multiplier=noise_multiplier, rounds=rounds, accountant=accountant
-    )
-    return float(acc.get_epsilon(dlt))
+    event = round_event(participation=participation, noise_multiplier=noise_multiplier)
+    return epsilon_after(event, check_int("rounds", rounds), delta, accountant)
 
 
 def public_participation_delta(
     *, participation: float, noise_multiplier: float, rounds: int, epsilon: float, accountant: str = "pld"
 ) -> float:
     """δ at ``epsilon`` after ``rounds`` rounds of the recommended analysis (an upper bound on the true δ)."""
-    eps = check_nonnegative("epsilon", epsilon)
-    acc = public_participation_accountant(
-        participation=participation, noise_multiplier=noise_multiplier, rounds=rounds, accountant=accountant
-    )
-    return float(acc.get_delta(eps))
+    event = round_event(participation=participation, noise_multiplier=noise_multiplier)
+    return delta_after(event, check_int("rounds", rounds), epsilon, accountant)
