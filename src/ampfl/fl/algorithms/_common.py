@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ampfl.fl.algorithms.base import ROLE_DATA, ROLE_EVAL, ROLE_INIT, ROLE_SAMPLING, Algorithm
 from ampfl.fl.data.partitions import ClientPartition
-from ampfl.fl.engine.vectorised import Engine, FunctionalModel
+from ampfl.fl.engine.vectorised import FunctionalModel
 from ampfl.fl.models import build_model
 from ampfl.fl.sampling import FixedSizeSampler, PoissonSampler, Sampler, local_batches
 
@@ -24,9 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ampfl.fl.algorithms.round_protocol import ClientInstructions
-    from ampfl.fl.config import PrivacyConfig
     from ampfl.fl.engine.vectorised import GradHook, LocalResult
-    from ampfl.fl.task import Task
 
 
 #: At most this many clients are scored by the per-client metrics (a fixed random subset beyond it).
@@ -69,17 +67,9 @@ class CohortParams(LocalTrainingParams):
 class FederatedAlgorithm(Algorithm):
     """An :class:`Algorithm` with a global flat model, a functional model and the task's data as tensors."""
 
-    def __init__(
-        self,
-        params: BaseModel,
-        task: Task,
-        *,
-        seed: int,
-        engine: Engine | None = None,
-        privacy: PrivacyConfig | None = None,
-        privacy_key: int | None = None,
-    ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
+    def set_up(self) -> None:
+        super().set_up()
+        task = self.task
         ds = task.dataset
         if task.num_clients < 1:
             raise ValueError("task must have at least one client.")

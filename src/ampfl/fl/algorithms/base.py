@@ -67,9 +67,11 @@ class Algorithm(ABC):
 
     Subclasses set ``name`` (the key in ``ampfl.fl.algorithms.ALGORITHMS``) and ``Params`` (a pydantic model
     with ``model_config = ConfigDict(extra="forbid")`` holding the hyper-parameters), and implement
-    :meth:`run_round`, :meth:`evaluate`, :meth:`state_dict` and :meth:`load_state_dict`. A private algorithm
-    also sets :attr:`privacy_unit` (and :attr:`neighboring_relation` where it is not add/remove-one) and
-    overrides :meth:`round_events`.
+    :meth:`run_round`, :meth:`evaluate`, :meth:`state_dict` and :meth:`load_state_dict`. The constructor is
+    the same for every algorithm: it checks and stores its arguments, then calls :meth:`set_up`, where each
+    class builds its own state (calling ``super().set_up()`` first). A private algorithm also sets
+    :attr:`privacy_unit` (and :attr:`neighboring_relation` where it is not add/remove-one) and overrides
+    :meth:`round_events`.
 
     Attributes:
         privacy_unit: what the guarantee protects, ``"record"`` or ``"client"``; ``None`` for an algorithm
@@ -142,6 +144,12 @@ class Algorithm(ABC):
         self.privacy_key = int(privacy_key)
         self.engine = engine
         self.privacy = privacy
+        self.set_up()
+
+    def set_up(self) -> None:  # noqa: B027 (a hook with a default, not abstract)
+        """Build the algorithm's own state from the stored ``params`` and ``task`` (the last step of the
+        constructor). Each subclass that has state extends it, calling ``super().set_up()`` first, so that a
+        base's state is ready before its subclass's. Default: nothing."""
 
     # -- randomness -----------------------------------------------------------------------------------
     def seed_sequence(self, round_index: int, role: int) -> np.random.SeedSequence:

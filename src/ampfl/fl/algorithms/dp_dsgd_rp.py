@@ -67,10 +67,7 @@ from ampfl.fl.sampling import RandomCheckInSampler, poisson_local_batches
 
 if TYPE_CHECKING:
     from ampfl.fl.algorithms.round_protocol import ClientInstructions, RoundProtocol
-    from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine.vectorised import Engine
     from ampfl.fl.privacy.calibration import CalibratedNoise, NoiseTarget
-    from ampfl.fl.task import Task
 
 
 class DPDSGDRPParams(BaseModel):
@@ -111,20 +108,11 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
     name: ClassVar[str] = "dp_dsgd_rp"
     Params: ClassVar[type[BaseModel]] = DPDSGDRPParams
 
-    def __init__(
-        self,
-        params: BaseModel,
-        task: Task,
-        *,
-        seed: int,
-        engine: Engine | None = None,
-        privacy: PrivacyConfig | None = None,
-        privacy_key: int | None = None,
-    ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
-        self.p: DPDSGDRPParams = params  # type: ignore[assignment]
-        n = task.num_clients
-        sizes = task.client_sizes()
+    def set_up(self) -> None:
+        super().set_up()
+        self.p: DPDSGDRPParams = self.params  # type: ignore[assignment]
+        n = self.task.num_clients
+        sizes = self.task.client_sizes()
         if int(sizes.min()) < 1:
             raise ValueError("every client must hold at least one record.")
         largest = int(sizes.max())

@@ -52,10 +52,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ampfl.fl.algorithms.round_protocol import ClientInstructions, RoundProtocol
-    from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine.vectorised import Engine
     from ampfl.fl.privacy.calibration import CalibratedNoise, NoiseTarget
-    from ampfl.fl.task import Task
 
 
 class DPFedAvgParams(CohortParams):
@@ -90,18 +87,9 @@ class DPFedAvg(FederatedAlgorithm):
     name: ClassVar[str] = "dp_fedavg"
     Params: ClassVar[type[BaseModel]] = DPFedAvgParams
 
-    def __init__(
-        self,
-        params: BaseModel,
-        task: Task,
-        *,
-        seed: int,
-        engine: Engine | None = None,
-        privacy: PrivacyConfig | None = None,
-        privacy_key: int | None = None,
-    ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
-        self.p: DPFedAvgParams = params  # type: ignore[assignment]
+    def set_up(self) -> None:
+        super().set_up()
+        self.p: DPFedAvgParams = self.params  # type: ignore[assignment]
         self.sampler = self.make_cohort_sampler(self.p)
         self.neighboring_relation = self.sampler.neighboring_relation
         # a target_epsilon is calibrated by the run (noise_targets, set_noise), hence private

@@ -76,10 +76,7 @@ from ampfl.fl.algorithms.dp_sgd_partition_protocol import DPSGDPartitionProtocol
 from ampfl.fl.sampling import BalancedIterationSampler, PoissonSampler
 
 if TYPE_CHECKING:
-    from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine.vectorised import Engine
     from ampfl.fl.privacy.calibration import CalibratedNoise, NoiseTarget
-    from ampfl.fl.task import Task
 
 #: Role of the per-unit masks (block choice / dropout coins); the check-in role id is unused here.
 ROLE_MASK = ROLE_CHECKIN
@@ -130,20 +127,11 @@ class DPSGDPartition(DPSGDPartitionProtocol, FederatedAlgorithm):
     name: ClassVar[str] = "dp_sgd_split"
     Params: ClassVar[type[BaseModel]] = DPSGDPartitionParams
 
-    def __init__(
-        self,
-        params: BaseModel,
-        task: Task,
-        *,
-        seed: int,
-        engine: Engine | None = None,
-        privacy: PrivacyConfig | None = None,
-        privacy_key: int | None = None,
-    ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
-        self.p: DPSGDPartitionParams = params  # type: ignore[assignment]
+    def set_up(self) -> None:
+        super().set_up()
+        self.p: DPSGDPartitionParams = self.params  # type: ignore[assignment]
         p = self.p
-        n = task.num_clients
+        n = self.task.num_clients
         self._build_groups()
         if p.num_submodels > max(1, self.num_groups):
             raise ValueError(f"num_submodels must be <= the {self.num_groups} groups of the split part.")
@@ -164,7 +152,7 @@ class DPSGDPartition(DPSGDPartitionProtocol, FederatedAlgorithm):
         #: One DP-SGD step at the shared model (:meth:`_fast_round`) when a round is exactly that; False
         #: forces the general path (per-unit weights, masks), e.g. to compare the two.
         self.fast_path = self._fast_path_applies()
-        self._one_record = bool(np.all(task.client_sizes() == 1))
+        self._one_record = bool(np.all(self.task.client_sizes() == 1))
         # a target_epsilon is calibrated by the run (noise_targets, set_noise), hence private
         self._set_noise_multiplier(math.nan if p.noise_multiplier is None else p.noise_multiplier)
 

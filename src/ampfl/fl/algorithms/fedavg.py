@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     import torch
 
     from ampfl.fl.algorithms.round_protocol import ClientInstructions, GaussianShares, RoundProtocol
-    from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine.vectorised import Engine
-    from ampfl.fl.task import Task
 
 
 class FedAvgParams(CohortParams):
@@ -38,18 +35,9 @@ class FedAvg(FederatedAlgorithm):
     name: ClassVar[str] = "fedavg"
     Params: ClassVar[type[BaseModel]] = FedAvgParams
 
-    def __init__(
-        self,
-        params: BaseModel,
-        task: Task,
-        *,
-        seed: int,
-        engine: Engine | None = None,
-        privacy: PrivacyConfig | None = None,
-        privacy_key: int | None = None,
-    ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
-        self.p: FedAvgParams = params  # type: ignore[assignment]
+    def set_up(self) -> None:
+        super().set_up()
+        self.p: FedAvgParams = self.params  # type: ignore[assignment]
         self.sampler = self.make_cohort_sampler(self.p)
 
     def run_round(self, round_index: int) -> dict[str, float]:

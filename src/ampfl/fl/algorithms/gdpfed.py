@@ -84,10 +84,7 @@ from ampfl.fl.algorithms.gdpfed_groups import (
 from ampfl.sparsify import kept_count
 
 if TYPE_CHECKING:
-    from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine.vectorised import Engine
     from ampfl.fl.privacy.calibration import CalibratedNoise, NoiseTarget
-    from ampfl.fl.task import Task
 
 #: Plans by their inputs (plan_groups is deterministic given them and costs seconds).
 _PLANS: dict[tuple[Any, ...], Any] = {}
@@ -131,18 +128,9 @@ class GDPFed(GroupFederatedAlgorithm):
     #: how q_g and κ_g are chosen: "uniform" (q_g = q), "optimised" (planner, κ = 1), "sparse" (planner, κ)
     variant: ClassVar[str] = "uniform"
 
-    def __init__(
-        self,
-        params: BaseModel,
-        task: Task,
-        *,
-        seed: int,
-        engine: Engine | None = None,
-        privacy: PrivacyConfig | None = None,
-        privacy_key: int | None = None,
-    ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
-        self.p: GDPFedParams = params  # type: ignore[assignment]
+    def set_up(self) -> None:
+        super().set_up()
+        self.p: GDPFedParams = self.params  # type: ignore[assignment]
         if self.p.kappa is not None and (self.variant != "sparse" or len(self.p.kappa) != self.budgets.size):
             raise ValueError(f"kappa: only for gdpfed_plus, one value per group ({self.budgets.size}).")
         planned = self.variant != "uniform" or self.p.analysis != "sound"

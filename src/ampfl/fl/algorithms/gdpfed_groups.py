@@ -8,11 +8,11 @@ the noise-energy measurements. The algorithms and their math are described in
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 
 from ampfl.fl.algorithms._common import FederatedAlgorithm, LocalTrainingParams, clip_rows
 from ampfl.fl.algorithms.base import ROLE_NOISE, ROLE_SAMPLING
@@ -20,11 +20,6 @@ from ampfl.fl.algorithms.gdpfed_protocol import SECAGG_MIN_CLIENTS as SECAGG_MIN
 from ampfl.fl.algorithms.gdpfed_protocol import GroupRoundProtocol
 from ampfl.fl.privacy.secure_sum import GroupSums, noise_shares, secure_group_sums
 from ampfl.sparsify import kept_count, top_kappa
-
-if TYPE_CHECKING:
-    from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine.vectorised import Engine
-    from ampfl.fl.task import Task
 
 __all__ = ["ROLE_GROUPS", "GroupFederatedAlgorithm", "GroupParams", "top_kappa_noise_share"]
 
@@ -95,18 +90,9 @@ class GroupFederatedAlgorithm(GroupRoundProtocol, FederatedAlgorithm):
     #: whether updates are clipped and noised (p_fedavg: False)
     private: ClassVar[bool] = True
 
-    def __init__(
-        self,
-        params: BaseModel,
-        task: Task,
-        *,
-        seed: int,
-        engine: Engine | None = None,
-        privacy: PrivacyConfig | None = None,
-        privacy_key: int | None = None,
-    ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
-        self.p: GroupParams = params  # type: ignore[assignment]
+    def set_up(self) -> None:
+        super().set_up()
+        self.p: GroupParams = self.params  # type: ignore[assignment]
         self.labels, self.budgets = self._groups()
         g = self.budgets.size
         self.members = [np.flatnonzero(self.labels == k) for k in range(g)]

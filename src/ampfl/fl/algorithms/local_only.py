@@ -13,7 +13,7 @@ Metrics: ``accuracy`` is the mean over clients of their own model's accuracy on 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
@@ -21,11 +21,6 @@ from ampfl.fl.algorithms._common import FederatedAlgorithm, LocalTrainingParams
 from ampfl.fl.algorithms.base import ROLE_CHECKIN
 from ampfl.fl.sampling import RandomCheckInSampler
 from ampfl.fl.state import ClientStore
-
-if TYPE_CHECKING:
-    from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine.vectorised import Engine
-    from ampfl.fl.task import Task
 
 
 class LocalOnlyParams(LocalTrainingParams):
@@ -48,20 +43,11 @@ class LocalOnly(FederatedAlgorithm):
             "is nothing to deploy: use ampfl run."
         )
 
-    def __init__(
-        self,
-        params: BaseModel,
-        task: Task,
-        *,
-        seed: int,
-        engine: Engine | None = None,
-        privacy: PrivacyConfig | None = None,
-        privacy_key: int | None = None,
-    ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
-        self.p: LocalOnlyParams = params  # type: ignore[assignment]
-        self.sampler = RandomCheckInSampler(task.num_clients, self.p.participation)
-        self.store = ClientStore(task.num_clients, self.global_params)
+    def set_up(self) -> None:
+        super().set_up()
+        self.p: LocalOnlyParams = self.params  # type: ignore[assignment]
+        self.sampler = RandomCheckInSampler(self.task.num_clients, self.p.participation)
+        self.store = ClientStore(self.task.num_clients, self.global_params)
 
     def run_round(self, round_index: int) -> dict[str, float]:
         clients = self.sampler.sample(round_index, self.rng(round_index, ROLE_CHECKIN))

@@ -54,9 +54,6 @@ from ampfl.fl.state import ClientStore
 
 if TYPE_CHECKING:
     from ampfl.fl.algorithms.round_protocol import ClientInstructions, GaussianShares, RoundProtocol
-    from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine.vectorised import Engine
-    from ampfl.fl.task import Task
 
 
 class MSPAFLParams(LocalTrainingParams):
@@ -103,19 +100,10 @@ class MSPAFL(FederatedAlgorithm):
 
     privacy_unit: str | None = "record"
 
-    def __init__(
-        self,
-        params: BaseModel,
-        task: Task,
-        *,
-        seed: int,
-        engine: Engine | None = None,
-        privacy: PrivacyConfig | None = None,
-        privacy_key: int | None = None,
-    ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
-        self.p: MSPAFLParams = params  # type: ignore[assignment]
-        n = task.num_clients
+    def set_up(self) -> None:
+        super().set_up()
+        self.p: MSPAFLParams = self.params  # type: ignore[assignment]
+        n = self.task.num_clients
         if isinstance(self.p.participation, list) and len(self.p.participation) != n:
             raise ValueError(
                 f"participation must have one entry per client ({n}). Found {len(self.p.participation)}."

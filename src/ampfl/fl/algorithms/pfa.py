@@ -39,8 +39,8 @@ class PFA(GDPFed):
     Params: ClassVar[type[Any]] = PFAParams
     variant: ClassVar[str] = "uniform"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def set_up(self) -> None:
+        super().set_up()
         self.public = int(np.argmax(self.budgets))
         self.history: list[torch.Tensor] = []
 

@@ -34,7 +34,7 @@ unprotected values: ε = ∞.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -46,11 +46,6 @@ from ampfl.fl.models.split_cnn import keep_probability, sample_mask, score_from_
 from ampfl.fl.split.common import SplitAlgorithm, SplitParams, unflatten
 from ampfl.fl.split.masks import aggregate_masks, layer_indicator, select_personalized
 
-if TYPE_CHECKING:
-    from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine.vectorised import Engine
-    from ampfl.fl.task import Task
-
 
 class SplitFed(SplitAlgorithm):
     """SplitFed: trained bottom weights, FedAvg of the participants' bottoms every round."""
@@ -58,17 +53,8 @@ class SplitFed(SplitAlgorithm):
     name: ClassVar[str] = "splitfed"
     Params: ClassVar[type[BaseModel]] = SplitParams
 
-    def __init__(
-        self,
-        params: BaseModel,
-        task: Task,
-        *,
-        seed: int,
-        engine: Engine | None = None,
-        privacy: PrivacyConfig | None = None,
-        privacy_key: int | None = None,
-    ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
+    def set_up(self) -> None:
+        super().set_up()
         self.bottom = self.initial_bottom.clone()
 
     def _stacked(self, leaves: list[torch.Tensor], step: int) -> list[torch.Tensor]:
@@ -100,18 +86,9 @@ class Standalone(SplitFed):
 
     name: ClassVar[str] = "standalone"
 
-    def __init__(
-        self,
-        params: BaseModel,
-        task: Task,
-        *,
-        seed: int,
-        engine: Engine | None = None,
-        privacy: PrivacyConfig | None = None,
-        privacy_key: int | None = None,
-    ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
-        self.store = self.initial_bottom.expand(task.num_clients, -1).clone()
+    def set_up(self) -> None:
+        super().set_up()
+        self.store = self.initial_bottom.expand(self.task.num_clients, -1).clone()
 
     def run_round(self, round_index: int) -> dict[str, float]:
         clients = self.participants(round_index)
@@ -161,22 +138,13 @@ class PMSFL(SplitAlgorithm):
     name: ClassVar[str] = "pm_sfl"
     Params: ClassVar[type[BaseModel]] = PMSFLParams
 
-    def __init__(
-        self,
-        params: BaseModel,
-        task: Task,
-        *,
-        seed: int,
-        engine: Engine | None = None,
-        privacy: PrivacyConfig | None = None,
-        privacy_key: int | None = None,
-    ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
-        self.p: PMSFLParams = params  # type: ignore[assignment]
+    def set_up(self) -> None:
+        super().set_up()
+        self.p: PMSFLParams = self.params  # type: ignore[assignment]
         d = self.initial_bottom.numel()
         self.weights = self.initial_bottom  # frozen (003 Sec. 4.1)
         self.theta = torch.full((d,), float(self.p.init_theta))
-        n = task.num_clients
+        n = self.task.num_clients
         self.personal = torch.zeros((n, d), dtype=torch.bool)
         self.personal_theta = torch.zeros((n, d))
         if self.p.personalization == "layer":

@@ -20,7 +20,7 @@ fresh every round (clients keep no optimizer state). The server's top has its ow
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -31,11 +31,6 @@ from ampfl.fl.algorithms.base import ROLE_DATA, ROLE_EVAL, ROLE_INIT, ROLE_SAMPL
 from ampfl.fl.data.natural import client_test_indices
 from ampfl.fl.models.split_cnn import SplitCNNSpec, SplitTop, bottom_forward, bottom_forward_stacked
 from ampfl.fl.sampling import FixedSizeSampler, local_batches
-
-if TYPE_CHECKING:
-    from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine.vectorised import Engine
-    from ampfl.fl.task import Task
 
 #: The ``[model] name`` the split algorithms require; ``[model] options``: channels, groups, split_layer.
 SPLIT_MODEL = "split_cnn"
@@ -140,18 +135,10 @@ class SplitAlgorithm(Algorithm):
             "round cannot carry: use ampfl run."
         )
 
-    def __init__(
-        self,
-        params: BaseModel,
-        task: Task,
-        *,
-        seed: int,
-        engine: Engine | None = None,
-        privacy: PrivacyConfig | None = None,
-        privacy_key: int | None = None,
-    ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
-        self.sp: SplitParams = params  # type: ignore[assignment]
+    def set_up(self) -> None:
+        super().set_up()
+        task = self.task
+        self.sp: SplitParams = self.params  # type: ignore[assignment]
         if task.model != SPLIT_MODEL:
             raise ValueError(
                 f"model must be {SPLIT_MODEL!r} for algorithm {self.name!r}. Found {task.model!r}."

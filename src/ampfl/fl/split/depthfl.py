@@ -42,7 +42,7 @@ the average of the L heads' softmax (DepthFL's ensemble), on each evaluated clie
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -67,11 +67,6 @@ from ampfl.fl.split.common import (
     unflatten,
 )
 from ampfl.fl.split.depthfl_protocol import DepthFLProtocol, holder_mean
-
-if TYPE_CHECKING:
-    from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine.vectorised import Engine
-    from ampfl.fl.task import Task
 
 
 class DepthFLParams(SplitParams):
@@ -156,20 +151,11 @@ class DepthFL(DepthFLProtocol, SplitAlgorithm):
     Params: ClassVar[type[BaseModel]] = DepthFLParams
     full_depth: ClassVar[bool] = True
 
-    def __init__(
-        self,
-        params: BaseModel,
-        task: Task,
-        *,
-        seed: int,
-        engine: Engine | None = None,
-        privacy: PrivacyConfig | None = None,
-        privacy_key: int | None = None,
-    ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
-        self.dp_: DepthFLParams = params  # type: ignore[assignment]
+    def set_up(self) -> None:
+        super().set_up()
+        self.dp_: DepthFLParams = self.params  # type: ignore[assignment]
         self.splits = client_depths(
-            self.dp_.client_splits, num_blocks=len(self.shapes), num_clients=task.num_clients
+            self.dp_.client_splits, num_blocks=len(self.shapes), num_clients=self.task.num_clients
         )
         sizes = [math.prod(s) for s in self.shapes]
         self.block_of = torch.cat([torch.full((n,), i) for i, n in enumerate(sizes)])

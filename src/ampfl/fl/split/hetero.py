@@ -27,7 +27,7 @@ on any client's upload).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 import torch
@@ -38,11 +38,6 @@ from ampfl.fl.algorithms.base import ROLE_NOISE
 from ampfl.fl.models.split_cnn import keep_probability, score_from_probability
 from ampfl.fl.split.algorithms import PMSFL, PMSFLParams
 from ampfl.fl.split.common import client_depths
-
-if TYPE_CHECKING:
-    from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine.vectorised import Engine
-    from ampfl.fl.task import Task
 
 
 class PMSFLHeteroParams(PMSFLParams):
@@ -76,22 +71,13 @@ class PMSFLHetero(PMSFL):
     Params: ClassVar[type[BaseModel]] = PMSFLHeteroParams
     full_depth: ClassVar[bool] = True
 
-    def __init__(
-        self,
-        params: BaseModel,
-        task: Task,
-        *,
-        seed: int,
-        engine: Engine | None = None,
-        privacy: PrivacyConfig | None = None,
-        privacy_key: int | None = None,
-    ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
-        self.hp: PMSFLHeteroParams = params  # type: ignore[assignment]
+    def set_up(self) -> None:
+        super().set_up()
+        self.hp: PMSFLHeteroParams = self.params  # type: ignore[assignment]
         sizes = [math.prod(s) for s in self.shapes]
         self.block_of = torch.cat([torch.full((n,), i) for i, n in enumerate(sizes)])
         self.splits = client_depths(
-            self.hp.client_splits, num_blocks=len(self.shapes), num_clients=task.num_clients
+            self.hp.client_splits, num_blocks=len(self.shapes), num_clients=self.task.num_clients
         )
         self.upload_bits = int(sum(sizes[: max(self.hp.client_splits)]))
 

@@ -15,7 +15,7 @@ no single global bottom, so ``global_accuracy`` is not reported.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import torch
 from pydantic import BaseModel, Field
@@ -23,11 +23,6 @@ from pydantic import BaseModel, Field
 from ampfl.fl.split.algorithms import Standalone
 from ampfl.fl.split.common import SplitParams, unflatten
 from ampfl.fl.split.masks import layer_indicator
-
-if TYPE_CHECKING:
-    from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine.vectorised import Engine
-    from ampfl.fl.task import Task
 
 
 class LGFedAvgParams(SplitParams):
@@ -42,18 +37,9 @@ class LGFedAvg(Standalone):
     name: ClassVar[str] = "lg_fedavg"
     Params: ClassVar[type[BaseModel]] = LGFedAvgParams
 
-    def __init__(
-        self,
-        params: BaseModel,
-        task: Task,
-        *,
-        seed: int,
-        engine: Engine | None = None,
-        privacy: PrivacyConfig | None = None,
-        privacy_key: int | None = None,
-    ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
-        self.lg: LGFedAvgParams = params  # type: ignore[assignment]
+    def set_up(self) -> None:
+        super().set_up()
+        self.lg: LGFedAvgParams = self.params  # type: ignore[assignment]
         self.local_part = layer_indicator(self.shapes, self.lg.personal_layers)  # [d] bool
         self.privacy_unit = None  # smashed data and global blocks in the clear: ε = ∞
 

@@ -31,7 +31,7 @@ fixed-size batches are not Poisson), so the run's ε is an upper bound composed 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import torch
 from pydantic import BaseModel, Field
@@ -43,11 +43,6 @@ from ampfl.fl.models.split_cnn import bottom_forward_stacked
 from ampfl.fl.sampling import local_batches
 from ampfl.fl.split.algorithms import SplitFed
 from ampfl.fl.split.common import SplitParams, make_optimizer, unflatten
-
-if TYPE_CHECKING:
-    from ampfl.fl.config import PrivacyConfig
-    from ampfl.fl.engine.vectorised import Engine
-    from ampfl.fl.task import Task
 
 
 class SplitFedDPParams(SplitParams):
@@ -73,18 +68,9 @@ class SplitFedDP(SplitFed):
     name: ClassVar[str] = "splitfed_dp"
     Params: ClassVar[type[BaseModel]] = SplitFedDPParams
 
-    def __init__(
-        self,
-        params: BaseModel,
-        task: Task,
-        *,
-        seed: int,
-        engine: Engine | None = None,
-        privacy: PrivacyConfig | None = None,
-        privacy_key: int | None = None,
-    ) -> None:
-        super().__init__(params, task, seed=seed, engine=engine, privacy=privacy, privacy_key=privacy_key)
-        self.dp: SplitFedDPParams = params  # type: ignore[assignment]
+    def set_up(self) -> None:
+        super().set_up()
+        self.dp: SplitFedDPParams = self.params  # type: ignore[assignment]
         n_min = min(len(ix) for ix in self.client_indices)
         self.appearances = math.ceil(self.sp.num_local_steps * self.sp.batch_size / max(n_min, 1))
         noisy = self.dp.noise_multiplier > 0.0 and self.dp.smashed_noise_multiplier > 0.0
