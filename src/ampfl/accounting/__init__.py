@@ -12,8 +12,7 @@ never imports torch, flwr or matplotlib.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ampfl.accounting._lazy import lazy_attributes
 
 # ``calibrate`` is both a module and its main function: bind the function (a later ``import
 # ampfl.accounting.calibrate`` finds the module already loaded and leaves this binding alone).
@@ -57,13 +56,6 @@ _MODULES = ("random_checkin", "ms_pafl", "partition", "groups", "pm_sfl", "gauss
 __all__ = sorted([*_EXPORTS, *_MODULES, "calibrate"])
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    if name in _MODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_attributes(
+    __name__, _EXPORTS, prefix=f"{__name__}.", modules=_MODULES, public=__all__
+)

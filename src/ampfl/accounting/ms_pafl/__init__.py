@@ -22,8 +22,9 @@ change of the local dataset. :func:`account_ms_pafl`, ``ampfl account ms-pafl`` 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ampfl.accounting._lazy import lazy_attributes
 
 if TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): importing the package (the
     # simulator's algorithms, a Flower ClientApp) must not import SciPy through the analyses it does not use
@@ -150,13 +151,4 @@ __all__ = [
     "theorem4_strong_composition",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    name = _ALIASES.get(name, name)
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, aliases=_ALIASES, public=__all__)

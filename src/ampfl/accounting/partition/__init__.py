@@ -5,14 +5,9 @@ mixture of N(c·v, σ²I) over binary v with k ones among d and N(0, σ²I), bou
 term (exact Lemma 3.12, Eq. (2), or efficient Eq. (5), Eq. (3)) and the reverse term R_α with the (d − 1)
 prefactor (RECOVERED_MATH.md §1.3, §1.10). Mechanisms here (all per-order RDP arrays, integer α ≥ 2):
 
-- :func:`rdp_model_split` — Theorems 3.4 / 3.5 (disjoint model splitting, also a random mixture of disjoint
-  partitionings): d = number of sub-models, k = 1, per iteration, composed additively over ``steps`` [D].
-- :func:`rdp_partial_split` — §3.2.2: split part (its own clip norm and noise) by Thm 3.4, non-split part by
-  the plain Gaussian mechanism; the RDPs add [D].
-- :func:`rdp_dropout` — Theorem 3.7: dropout with rate exactly 1/2 on the split part, d = 2, k = 1
-  (Remark 3.6: no other rate is covered); optional non-split part as in §3.2.2 [D].
-- :func:`rdp_bis` — Theorem 3.8, Balanced Iteration Subsampling: one bound for a whole run of T iterations
-  in which every sample takes part in exactly k (d = T); Remark 3.10: E runs (epochs) compose, E·ε(α) [D].
+- :func:`rdp_model_split` (Theorems 3.4 / 3.5), :func:`rdp_partial_split` (§3.2.2), :func:`rdp_dropout`
+  (Theorem 3.7) and :func:`rdp_bis` (Theorem 3.8, Remark 3.10): the four mechanisms of
+  :mod:`~ampfl.accounting.partition.mechanisms`, whose docstring says what each covers [D];
 - :func:`rdp_subsampled_split` — Poisson subsampling of a (partially) split step (002 Table 1 setting), by
   Zhu–Wang's general bound (sound, [I]) or by the binomial expansion that reproduces Table 1 (remove
   direction only: the add direction is unproven, docs/partition.md) [D, derived here].
@@ -33,8 +28,9 @@ upper bounds on the true divergence.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ampfl.accounting._lazy import lazy_attributes
 
 if TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): this package is imported by the
     # reports of ``ampfl account poisson``, which must not import SciPy
@@ -105,12 +101,4 @@ __all__ = [
     "unsplit_noise_multiplier",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, prefix=f"{__name__}.", public=__all__)

@@ -40,8 +40,9 @@ pairs for hidden participation).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ampfl.accounting._lazy import lazy_attributes
 
 if TYPE_CHECKING:  # the names below are loaded on first use (PEP 562): importing the package (the
     # simulator's algorithms, a Flower ClientApp) must not import SciPy through the analyses it does not use
@@ -123,12 +124,4 @@ __all__ = [
     "paper_terms",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS, public=__all__)
