@@ -111,23 +111,10 @@ class _Inputs:
 # ------------------------------------------------------------------------------------------- validate
 
 
-def _validate(
-    epsilons: Sequence[float],
-    sizes: Sequence[int],
-    *,
-    participation: float,
-    rounds: int,
-    target_delta: float,
-    model: ErrorModel,
-    sparsify: str,
-    kappa: Sequence[float] | None,
-    analysis: str,
-    min_rate: float | None,
-    merge: str,
-    num_starts: int,
-    grid_points: int,
-    check_pld: bool,
-) -> _Inputs:
+def _checked_groups(
+    epsilons: Sequence[float], sizes: Sequence[int], participation: float
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The budgets ε_g, the sizes N_g and the participation q, checked (q N ≥ 1: one expected participant)."""
     eps = np.array([check_positive(f"epsilons[{i}]", e) for i, e in enumerate(epsilons)])
     n = np.array([check_int(f"sizes[{i}]", s, minimum=1) for i, s in enumerate(sizes)], dtype=np.int64)
     if eps.size == 0 or eps.size != n.size:
@@ -141,44 +128,18 @@ def _validate(
             f"participation must be at least 1/(total clients) = {1.0 / float(n.sum()):.3g} so that one "
             f"client takes part per round on average. Found {rate}."
         )
-    t = check_int("rounds", rounds, minimum=1)
-    delta = check_delta("target_delta", target_delta)
-    check_choice("analysis", analysis, ANALYSES)
-    check_choice("sparsify", sparsify, SPARSIFY)
-    check_choice("merge", merge, MERGE)
-    lo = rate / 10.0 if min_rate is None else check_probability("min_rate", min_rate)
-    if lo > rate:
-        raise ValueError(f"min_rate must be in (0, participation={rate}]. Found {lo}.")
+    return eps, n, rate
+
+
+def _checked_kappa(sparsify: str, kappa: Sequence[float] | None, groups: int) -> np.ndarray:
+    """The per-group κ_g: given (``sparsify="given"``), else all 1 (the planner may lower them)."""
     if sparsify == "given":
-        if kappa is None or len(kappa) != eps.size:
-            raise ValueError(f"kappa must list one value per group ({eps.size}). Found {kappa!r}.")
-        kap = np.array([check_range(f"kappa[{i}]", k, 1e-9, 1.0) for i, k in enumerate(kappa)])
-    elif kappa is not None:
+        if kappa is None or len(kappa) != groups:
+            raise ValueError(f"kappa must list one value per group ({groups}). Found {kappa!r}.")
+        return np.array([check_range(f"kappa[{i}]", k, 1e-9, 1.0) for i, k in enumerate(kappa)])
+    if kappa is not None:
         raise ValueError("kappa is only allowed with sparsify='given'.")
-    else:
-        kap = np.ones(eps.size)
-    if analysis == "paper":
-        limit = 2.0 * math.log(1.0 / delta)
-        if np.any(eps >= limit):
-            raise ValueError(
-                f"epsilons must be < 2 log(1/delta) = {limit:.6g} for analysis 'paper'. Found {eps.max()}."
-            )
-    return _Inputs(
-        eps=eps,
-        n=n,
-        kappa=kap,
-        rate=rate,
-        rounds=t,
-        delta=delta,
-        model=model,
-        sparsify=sparsify,
-        analysis=analysis,
-        merge=merge,
-        min_rate=lo,
-        num_starts=check_int("num_starts", num_starts, minimum=0),
-        grid_points=check_int("grid_points", grid_points, minimum=2),
-        check_pld=bool(check_pld),
-    )
+    return np.ones(groups)
 
 
 # ------------------------------------------------------------------------------------------- optimise
@@ -434,21 +395,37 @@ def plan_groups(
         UnreachableTarget: a budget cannot be met by any noise multiplier up to the calibration's limit.
         NumericalError: the PLD cross-check disagrees.
     """
-    inp = _validate(
-        epsilons,
-        sizes,
-        participation=participation,
-        rounds=rounds,
-        target_delta=target_delta,
+    eps, n, rate = _checked_groups(epsilons, sizes, participation)
+    t = check_int("rounds", rounds, minimum=1)
+    delta = check_delta("target_delta", target_delta)
+    check_choice("analysis", analysis, ANALYSES)
+    check_choice("sparsify", sparsify, SPARSIFY)
+    check_choice("merge", merge, MERGE)
+    lo = rate / 10.0 if min_rate is None else check_probability("min_rate", min_rate)
+    if lo > rate:
+        raise ValueError(f"min_rate must be in (0, participation={rate}]. Found {lo}.")
+    kap = _checked_kappa(sparsify, kappa, eps.size)
+    if analysis == "paper":
+        limit = 2.0 * math.log(1.0 / delta)
+        if np.any(eps >= limit):
+            raise ValueError(
+                f"epsilons must be < 2 log(1/delta) = {limit:.6g} for analysis 'paper'. Found {eps.max()}."
+            )
+    inp = _Inputs(
+        eps=eps,
+        n=n,
+        kappa=kap,
+        rate=rate,
+        rounds=t,
+        delta=delta,
         model=model,
         sparsify=sparsify,
-        kappa=kappa,
         analysis=analysis,
-        min_rate=min_rate,
         merge=merge,
-        num_starts=num_starts,
-        grid_points=grid_points,
-        check_pld=check_pld,
+        min_rate=lo,
+        num_starts=check_int("num_starts", num_starts, minimum=0),
+        grid_points=check_int("grid_points", grid_points, minimum=2),
+        check_pld=bool(check_pld),
     )
     planner = _Planner(inp, seed)
     parts, q_opt = planner.search()
