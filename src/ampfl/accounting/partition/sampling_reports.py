@@ -32,11 +32,24 @@ _BIS_NOTES = {
 
 
 def _bis_setup(
-    iterations: int, participations: int, epochs: int, delta: float
-) -> tuple[int, int, int, float]:
+    iterations: int,
+    participations: int,
+    epochs: int,
+    delta: float,
+    clip: float | None,
+    orders: Sequence[int] | None,
+    bound: str,
+) -> tuple[int, int, int, float, float | None, tuple[int, ...], str]:
+    """(T, k, E, δ, C, orders, bound) of a BIS report, checked; ``bound`` resolved (002 Thm 3.8's forward
+    term: exact where affordable)."""
+    from ampfl.accounting.partition import resolve_bound
+
     t = check_int("iterations", iterations, minimum=1)
     k = check_int("participations", participations, minimum=1, maximum=t)
-    return t, k, check_int("epochs", epochs, minimum=1), check_delta("delta", delta)
+    e, dlt = check_int("epochs", epochs, minimum=1), check_delta("delta", delta)
+    clip = positive_or_none(clip, "clip")
+    grid = partition_orders(orders)
+    return t, k, e, dlt, clip, grid, resolve_bound(bound, d=t, k=k, max_order=max(grid))
 
 
 def _bis_events(t: int, k: int) -> dict[str, tuple[str, Callable[[float], Any], int]]:
@@ -91,12 +104,11 @@ def account_bis(
 ) -> dict[str, Any]:
     """ε of ``epochs`` runs of Balanced Iteration Subsampling, k of T iterations each (002 Thm 3.8; PLD:
     random allocation, :mod:`ampfl.accounting.partition.allocation_pld`)."""
-    from ampfl.accounting.partition import rdp_bis, resolve_bound
+    from ampfl.accounting.partition import rdp_bis
 
-    t, k, epochs, delta = _bis_setup(iterations, participations, epochs, delta)
-    clip = positive_or_none(clip, "clip")
-    grid = partition_orders(orders)
-    bound = resolve_bound(bound, d=t, k=k, max_order=max(grid))
+    t, k, epochs, delta, clip, grid, bound = _bis_setup(
+        iterations, participations, epochs, delta, clip, orders, bound
+    )
     z = check_positive("noise_multiplier", noise_multiplier)
     if resolved(accountant) == "pld":
         return _bis_pld_report(t, k, epochs, delta, z, clip)
@@ -133,13 +145,11 @@ def calibrate_bis(
     from ampfl.accounting.calibrate import UnreachableTarget, calibrate
     from ampfl.accounting.events import BalancedIterationSubsamplingEvent
     from ampfl.accounting.partition import calibrate_bis as calibrate_bis_rdp
-    from ampfl.accounting.partition import resolve_bound
 
     target = check_positive("target_epsilon", target_epsilon)
-    t, k, epochs, delta = _bis_setup(iterations, participations, epochs, delta)
-    clip = positive_or_none(clip, "clip")
-    grid = partition_orders(orders)
-    bound = resolve_bound(bound, d=t, k=k, max_order=max(grid))
+    t, k, epochs, delta, clip, grid, bound = _bis_setup(
+        iterations, participations, epochs, delta, clip, orders, bound
+    )
     if resolved(accountant) == "pld":
         zs: dict[str, Any] = {}
         for name, (acc, make, per_epoch) in _bis_events(t, k).items():
