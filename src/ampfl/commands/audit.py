@@ -58,7 +58,16 @@ def register(registry: Registry) -> None:
     run.add_argument("config", type=Path, metavar="CONFIG.toml", help="run configuration (see examples/)")
     run.add_argument("--out", type=Path, required=True, help="audit folder (runs, audit.json, audit.png)")
     run.add_argument(
-        "--canaries", type=int, default=500, help="canaries per run, in [2, 100000] (default 500)"
+        "--canaries",
+        default="500",
+        help="canaries per run, in [2, 100000], or auto: the fewest that can certify the accounted epsilon "
+        "(default 500)",
+    )
+    run.add_argument(
+        "--max-canaries",
+        type=int,
+        default=5000,
+        help="with --canaries auto: refuse (exit 2) when more would be needed, in [2, 100000] (default 5000)",
     )
     run.add_argument(
         "--runs",
@@ -73,9 +82,10 @@ def register(registry: Registry) -> None:
     )
     run.add_argument(
         "--canary",
-        choices=("auto", "feature", "input"),
+        choices=("auto", "feature", "input", "dirac"),
         default="auto",
-        help="a dedicated input feature per canary (flat inputs), a random input record (any model), or auto",
+        help="a dedicated input feature per canary (flat inputs), a random input record (any model), "
+        "gradient canaries scored from every noised sum (dirac: dp_fedavg, dp_dsgd_rp), or auto",
     )
     run.add_argument(
         "--participation",
@@ -141,6 +151,7 @@ def _audit_random_checkin(args: argparse.Namespace) -> dict[str, Any]:
 
 
 _RUN_FLAGS = {
+    "max_canaries": "--max-canaries",
     "canaries": "--canaries",
     "runs": "--runs",
     "confidence": "--confidence",
@@ -155,8 +166,18 @@ _RUN_FLAGS = {
 def _audit_run(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.commands._out import check_out_dir
 
-    if not 2 <= args.canaries <= 100_000:
-        raise ValueError(f"--canaries must be an integer in [2, 100000]. Found {args.canaries}.")
+    canaries: int | str = str(args.canaries).strip().lower()
+    if canaries != "auto":
+        try:
+            canaries = int(str(canaries))
+        except ValueError:
+            raise ValueError(
+                f"--canaries must be an integer in [2, 100000] or auto. Found {args.canaries!r}."
+            ) from None
+        if not 2 <= canaries <= 100_000:
+            raise ValueError(f"--canaries must be an integer in [2, 100000] or auto. Found {canaries}.")
+    if not 2 <= args.max_canaries <= 100_000:
+        raise ValueError(f"--max-canaries must be an integer in [2, 100000]. Found {args.max_canaries}.")
     if not 1 <= args.runs <= 10_000:
         raise ValueError(f"--runs must be an integer in [1, 10000]. Found {args.runs}.")
     if not 0.0 < args.confidence < 1.0:
@@ -181,7 +202,8 @@ def _audit_run(args: argparse.Namespace) -> dict[str, Any]:
         report = audit_run(
             config,
             out,
-            canaries=args.canaries,
+            canaries=canaries,
+            max_canaries=args.max_canaries,
             runs=args.runs,
             confidence=args.confidence,
             score=args.score,

@@ -68,6 +68,7 @@ def likelihood_ratio_audit(
     delta: float,
     confidence: float = 0.95,
     thresholds: int = 20,
+    cuts: Sequence[float] | np.ndarray | None = None,
 ) -> LikelihoodRatioAudit:
     """ε lower bound from scores of trials with the canary (``scores_in``) and without (``scores_out``).
 
@@ -77,6 +78,8 @@ def likelihood_ratio_audit(
         delta: δ of the claim under test.
         confidence: the confidence c of the bound (over the trials).
         thresholds: G, the number of candidate thresholds (quantiles of the pooled scores).
+        cuts: the candidate thresholds themselves, fixed independently of the scores (then ``thresholds`` is
+            not used; G is their number).
     """
     s_in = np.asarray(scores_in, dtype=np.float64).reshape(-1)
     s_out = np.asarray(scores_out, dtype=np.float64).reshape(-1)
@@ -86,16 +89,21 @@ def likelihood_ratio_audit(
         raise ValueError("scores must be finite.")
     d = check_probability("delta", delta, allow_zero=True, allow_one=False)
     c = check_probability("confidence", confidence, allow_one=False)
-    g = check_int("thresholds", thresholds, minimum=1)
-    pooled = np.concatenate([s_in, s_out])
-    cuts = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, g + 2)[1:-1], method="higher"))
-    level = (1.0 - c) / (2.0 * cuts.size)
-    best = LikelihoodRatioAudit(0.0, float(cuts[0]), 0, 0, n_in, n_out, int(cuts.size), c)
-    for t in cuts:
+    if cuts is None:
+        g = check_int("thresholds", thresholds, minimum=1)
+        pooled = np.concatenate([s_in, s_out])
+        grid = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, g + 2)[1:-1], method="higher"))
+    else:
+        grid = np.unique(np.asarray(cuts, dtype=np.float64).reshape(-1))
+        if grid.size == 0 or not np.all(np.isfinite(grid)):
+            raise ValueError("cuts must be a non-empty sequence of finite thresholds.")
+    level = (1.0 - c) / (2.0 * grid.size)
+    best = LikelihoodRatioAudit(0.0, float(grid[0]), 0, 0, n_in, n_out, int(grid.size), c)
+    for t in grid:
         tp, fp = int((s_in >= t).sum()), int((s_out >= t).sum())
         tpr_lo, _ = clopper_pearson(tp, trials=n_in, level=level)
         _, fpr_hi = clopper_pearson(fp, trials=n_out, level=level)
         eps = max(_log_ratio(tpr_lo - d, fpr_hi), _log_ratio(1.0 - fpr_hi - d, 1.0 - tpr_lo))
         if eps > best.epsilon_lower:
-            best = LikelihoodRatioAudit(eps, float(t), tp, fp, n_in, n_out, int(cuts.size), c)
+            best = LikelihoodRatioAudit(eps, float(t), tp, fp, n_in, n_out, int(grid.size), c)
     return best

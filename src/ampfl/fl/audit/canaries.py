@@ -30,6 +30,7 @@ __all__ = [
     "KINDS",
     "CanaryPlan",
     "canary_directions",
+    "first_layer",
     "first_weight",
     "input_scores",
     "insert_canaries",
@@ -115,10 +116,18 @@ def insert_canaries(
 
 
 def first_weight(algorithm: Algorithm, flat: Any, width: int) -> np.ndarray:
+    """The first layer's weight ``[out, width]`` (on the ``width`` input features) in the flat ``flat``."""
+    offset, (out, _) = first_layer(algorithm, width)
+    return np.asarray(flat[offset : offset + out * width].reshape(out, width).double().numpy())
+
+
+def first_layer(algorithm: Algorithm, width: int) -> tuple[int, tuple[int, int]]:
+    """``(offset, (out, width))``: where the first layer's weight on the ``width`` input features sits in the
+    flat parameter vector (row-major)."""
     spec = algorithm.model.spec  # type: ignore[attr-defined]
     for shape, offset in zip(spec.shapes, spec.offsets, strict=True):
         if len(shape) == 2 and shape[1] == width:
-            return np.asarray(flat[offset : offset + shape[0] * shape[1]].reshape(shape).double().numpy())
+            return int(offset), (int(shape[0]), int(shape[1]))
     raise ValueError(
         f"audit run needs a model whose first layer is linear in its inputs (logreg, mlp). Found "
         f"{spec.names}."

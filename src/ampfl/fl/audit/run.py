@@ -27,6 +27,11 @@ accounted ε, and for a run without a guarantee (ε = ∞) whose canaries are de
 ``"inconclusive"`` when it is not a violation but the accounted ε is above ``epsilon_max_certifiable``, the
 largest bound the estimator could give with these canaries and runs (every guess right): the audit has no
 power to tell there; ``"consistent"`` otherwise.
+
+``canary = "dirac"``: white-box gradient canaries on coordinates the data leave at zero, scored from every
+noised sum the server forms (:mod:`ampfl.fl.audit.dirac`), their independent trials pooled in the
+likelihood-ratio test at fixed thresholds, in one run or many. ``canaries = "auto"``: the smallest count whose
+ceiling reaches the forecast accounted ε, if it fits ``max_canaries`` (:mod:`ampfl.fl.audit.plan`).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ampfl.accounting.audit.power import max_certifiable
 from ampfl.fl.audit.canaries import (
     KINDS,
     CanaryPlan,
@@ -56,7 +62,15 @@ if TYPE_CHECKING:
     from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.task import Task
 
-__all__ = ["PARTICIPATION", "CanaryPlan", "audit_run", "insert_canaries", "secret_coins"]
+__all__ = [
+    "CANARIES",
+    "PARTICIPATION",
+    "CanaryPlan",
+    "audit_run",
+    "insert_canaries",
+    "max_certifiable",
+    "secret_coins",
+]
 
 SCORES = ("delta", "loss")
 #: ``participation``: as the algorithm accounts it, or revealed (DP-DSGD-RP; :mod:`ampfl.fl.audit.observers`).
@@ -76,13 +90,23 @@ OBSERVERS = {
     "model": "the released model",
     "revealed": "every released model and who checked in at each round",
     "smashed": "the noised clipped smashed rows the server receives (not the gradient sums)",
+    "noised-sums": "every noised sum the server forms (equivalently every released model)",
 }
+#: Canary kinds: those of :mod:`ampfl.fl.audit.canaries` and the gradient canaries of the dirac module.
+CANARIES = (*KINDS, "dirac")
 
 
-def _observer(probe: Algorithm, participation: str, score: str) -> str:
+def _observer(probe: Algorithm, participation: str, score: str, canary: str = "auto") -> str:
     """Which observer scores the canaries (module docstring); one-line errors for the pairs not offered."""
     from ampfl.fl.algorithms.dp_dsgd_rp import DPDSGDRandomParticipation
+    from ampfl.fl.audit.dirac import presence_rate
     from ampfl.fl.split.splitfed_dp import SplitFedDP
+
+    if canary == "dirac":
+        if participation != "as-accounted" or score != "delta":
+            raise ValueError("canary: 'dirac' is scored from the noised sums as accounted (score 'delta').")
+        presence_rate(probe)  # one-line errors for the algorithms and samplings not offered
+        return "noised-sums"
 
     if participation == "revealed":
         if not isinstance(probe, DPDSGDRandomParticipation):
@@ -139,6 +163,8 @@ def _one_run(
 
     included = secret_coins(canaries)
     cls = algorithms[config.algorithm.name]
+    if observer == "noised-sums":
+        return _dirac_run(config, base, folder, included, algorithms, progress, label)
     if observer == "smashed":
         task, slots = observers.insert_slot_canaries(base, included=included, seed=config.seed)
         cls = observers.smashed_observer(cls, slots)
@@ -188,6 +214,45 @@ def _one_run(
     return scores, plan.included, summary
 
 
+def _dirac_run(
+    config: RunConfig,
+    base: Task,
+    folder: Path,
+    included: np.ndarray,
+    algorithms: Mapping[str, type[Algorithm]],
+    progress: bool,
+    label: str,
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """One run with Dirac canaries (:mod:`ampfl.fl.audit.dirac`): scores, coins, the run's summary."""
+    from ampfl.fl.audit import dirac
+    from ampfl.fl.run.experiment import build_algorithm, clear_run_folder, run_experiment
+
+    cls = algorithms[config.algorithm.name]
+    probe = build_algorithm(config, base, algorithms=algorithms)
+    task, d, width = dirac.dirac_task(probe, base, int(included.size), seed=config.seed)
+    clip = float(probe.p.clip)  # type: ignore[attr-defined]
+    plan = dirac.DiracPlan(included, d, width, clip, dirac.presence_rate(probe))
+    built: list[Any] = []
+
+    class Audited(dirac.dirac_observer(cls, plan)):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            built.append(self)
+
+    Audited.__name__ = cls.__name__
+    clear_run_folder(folder)
+    summary = run_experiment(
+        config,
+        folder,
+        task=task,
+        algorithms={**algorithms, config.algorithm.name: Audited},
+        plots=False,
+        progress=progress,
+        label=label,
+    )
+    return dirac.dirac_scores(built[-1], clip), included, summary
+
+
 def _released(algorithm: Any) -> Any:
     """The released model: MS-PAFL releases its public part only (``public_model``: the initial private
     part), the others their global model."""
@@ -198,7 +263,8 @@ def audit_run(
     config: RunConfig,
     out: str | Path,
     *,
-    canaries: int = 500,
+    canaries: int | str = 500,
+    max_canaries: int = 5000,
     runs: int = 1,
     confidence: float = 0.95,
     score: str = "delta",
@@ -214,8 +280,11 @@ def audit_run(
     """Audit ``config``: train ``runs`` runs with ``canaries`` canaries each; return the report.
 
     ``canary``: ``"feature"`` (a dedicated input feature per canary: flat inputs, first layer linear),
-    ``"input"`` (a public random record in the data's input space, any model: CNNs), or ``"auto"`` (feature
-    where it applies). ``task``: the task to train (default: built from ``config``).
+    ``"input"`` (a public random record in the data's input space, any model: CNNs), ``"dirac"`` (gradient
+    canaries scored from every noised sum: dp_fedavg with Poisson sampling, dp_dsgd_rp at full participation;
+    :mod:`ampfl.fl.audit.dirac`) or ``"auto"`` (feature where it applies). ``canaries``: a count, or
+    ``"auto"``: the smallest count that can certify the forecast accounted ε, refused in one line above
+    ``max_canaries`` (:mod:`ampfl.fl.audit.plan`). ``task``: the task to train (default: from ``config``).
     ``participation = "revealed"`` (DP-DSGD-RP only) accounts the run with participation revealed and gives
     the observer who checked in at every round (:func:`ampfl.fl.audit.observers.revealed_participation`).
     SplitFed-DP is audited with slot canaries scored from the noised smashed rows the server receives
@@ -224,21 +293,25 @@ def audit_run(
     Returns:
         ``epsilon_accounted``, ``delta``, ``epsilon_lower`` (at ``confidence``), ``estimator``, ``canaries``,
         ``runs``, ``guesses`` and ``guesses_correct`` (the best guess set or threshold), ``ratio`` (None when
-        ε is infinite), ``verdict``, ``confidence``, ``score``, ``privacy_unit``, ``wall_seconds``, ``files``.
+        ε is infinite), ``verdict``, ``epsilon_max_certifiable``, ``confidence``, ``score``, ``privacy_unit``,
+        ``canaries_requested`` (the count or ``"auto"``), ``epsilon_forecast`` (the ε the count was planned
+        for; None unless ``"auto"``), ``wall_seconds``, ``files``.
         Writes ``audit.json``, ``scores.csv`` and (``plot``) ``audit.png`` in ``out``; the runs in
         ``out/run-<i>``.
     """
     from ampfl.accounting._checks import check_choice, check_int, check_positive, check_probability
     from ampfl.accounting.audit.likelihood_ratio import likelihood_ratio_audit
     from ampfl.accounting.audit.one_run import one_run_audit
-    from ampfl.fl.run.experiment import build_algorithm, build_task
+    from ampfl.fl.audit.dirac import CUTS
+    from ampfl.fl.audit.plan import check_requested, forecast_epsilon, resolve_canaries
+    from ampfl.fl.run.experiment import build_calibrated, build_task
 
-    check_int("canaries", canaries, minimum=2, maximum=100_000)
+    check_requested(canaries, max_canaries)
     check_int("runs", runs, minimum=1, maximum=10_000)
     check_probability("confidence", confidence, allow_one=False)
     check_choice("score", score, SCORES)
     check_choice("participation", participation, PARTICIPATION)
-    check_choice("canary", canary, ("auto", *KINDS))
+    check_choice("canary", canary, ("auto", *CANARIES))
     if algorithms is None:
         from ampfl.fl.algorithms import ALGORITHMS
 
@@ -246,9 +319,23 @@ def audit_run(
     started = time.perf_counter()
     config = config.model_copy(update={"privacy": config.privacy.model_copy(update={"reproducible": False})})
     base = build_task(config) if task is None else task
-    probe = build_algorithm(config, base, algorithms=algorithms)
+    probe, accountant = build_calibrated(config, base, algorithms=algorithms)
     unit = probe.privacy_unit or ("client" if config.algorithm.name in _CLIENT_LEVEL else "record")
-    observer = _observer(probe, participation, score)
+    observer = _observer(probe, participation, score, canary)
+    cuts = CUTS if observer == "noised-sums" else None
+    requested, forecast = canaries, None
+    if canaries == "auto":
+        forecast = forecast_epsilon(config, probe, accountant)
+        canaries = resolve_canaries(
+            "auto",
+            max_canaries=max_canaries,
+            epsilon=forecast,
+            runs=runs,
+            delta=config.privacy.delta,
+            confidence=confidence,
+            cuts=cuts,
+        )
+    canaries = int(canaries)
     if canary == "auto":
         flat = base.dataset.x_train.ndim == 2 and hasattr(probe, "model")
         canary = "feature" if flat and _first_layer_linear(probe, base) else "input"
@@ -280,7 +367,15 @@ def audit_run(
     scores, coins = np.concatenate(all_scores), np.concatenate(all_coins)
     eps_acc = float(summaries[0]["epsilon"])
     delta = float(summaries[0]["delta"] or config.privacy.delta)
-    if runs == 1:
+    if cuts is not None:  # independent trials (dirac): the likelihood-ratio test at fixed thresholds
+        if coins.all() or not coins.any():
+            raise ValueError("every coin came out the same: run the audit again.")
+        lr = likelihood_ratio_audit(
+            scores[coins], scores_out=scores[~coins], delta=delta, confidence=confidence, cuts=cuts
+        )
+        lower, guesses, correct = lr.epsilon_lower, int(scores.size), lr.correct
+        estimator = "likelihood-ratio over dirac canaries (Clopper-Pearson, fixed thresholds)"
+    elif runs == 1:
         one = one_run_audit(scores, included=coins, delta=delta, confidence=confidence)
         lower, guesses, correct = one.epsilon_lower, one.guesses, one.correct
         estimator = "one-run (Steinke-Nasr-Jagielski 2023)"
@@ -293,7 +388,7 @@ def audit_run(
         lower, guesses, correct = lr.epsilon_lower, int(scores.size), lr.correct
         estimator = "likelihood-ratio (Clopper-Pearson)"
     violation = lower > eps_acc or (math.isinf(eps_acc) and lower > 0.0)
-    ceiling = max_certifiable(coins, runs=runs, delta=delta, confidence=confidence)
+    ceiling = max_certifiable(coins, runs=runs, delta=delta, confidence=confidence, cuts=cuts)
     verdict = "VIOLATION" if violation else ("inconclusive" if eps_acc > ceiling else "consistent")
     report: dict[str, Any] = {
         "epsilon_accounted": eps_acc,
@@ -307,8 +402,11 @@ def audit_run(
         "ratio": float(lower / eps_acc) if math.isfinite(eps_acc) and eps_acc > 0 else None,
         "verdict": verdict,
         "epsilon_max_certifiable": float(ceiling),
+        "canaries_requested": requested,
+        "max_canaries": int(max_canaries),
+        "epsilon_forecast": forecast,
         "confidence": float(confidence),
-        "score": "smashed" if observer == "smashed" else score,
+        "score": {"smashed": "smashed", "noised-sums": "noised-sums"}.get(observer, score),
         "canary": "slot" if observer == "smashed" else canary,
         "observer": OBSERVERS[observer],
         "participation": participation,
@@ -342,24 +440,6 @@ def audit_run(
     report["wall_seconds"] = time.perf_counter() - started
     atomic_write_json(folder / "audit.json", report)
     return report
-
-
-def max_certifiable(coins: np.ndarray, *, runs: int, delta: float, confidence: float) -> float:
-    """The largest lower bound this audit's estimator could give with these coins: its bound for scores that
-    separate the included canaries from the others perfectly (every guess right). An accounted ε above it
-    cannot be told from a violation by this audit (verdict ``"inconclusive"``)."""
-    from ampfl.accounting.audit.likelihood_ratio import likelihood_ratio_audit
-    from ampfl.accounting.audit.one_run import one_run_audit
-
-    perfect = coins.astype(np.float64)
-    if runs == 1:
-        return float(one_run_audit(perfect, included=coins, delta=delta, confidence=confidence).epsilon_lower)
-    if coins.all() or not coins.any():
-        return 0.0
-    bound = likelihood_ratio_audit(
-        perfect[coins], scores_out=perfect[~coins], delta=delta, confidence=confidence
-    )
-    return float(bound.epsilon_lower)
 
 
 def _write_scores(path: Path, scores: np.ndarray, coins: np.ndarray, runs: int) -> None:
