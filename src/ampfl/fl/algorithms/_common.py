@@ -153,11 +153,6 @@ class FederatedAlgorithm(Algorithm):
         """The flat model the server sends the asked clients: the global model."""
         return self.global_params
 
-    def cohort_among(self, sampler: Sampler, round_index: int, eligible: Sequence[int]) -> list[int]:
-        """The sampled participants of round ``round_index`` (:meth:`participants`) that are ``eligible``."""
-        allowed = set(eligible)
-        return [int(c) for c in self.participants(sampler, round_index) if int(c) in allowed]
-
     def local_update(
         self,
         start: torch.Tensor,

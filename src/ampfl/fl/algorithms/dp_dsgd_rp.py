@@ -62,11 +62,11 @@ from ampfl.accounting.events import PrivacyEvent
 from ampfl.accounting.random_checkin import ANALYSES, RECOMMENDED_ANALYSIS
 from ampfl.fl.algorithms._common import FederatedAlgorithm
 from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_DATA, ROLE_NOISE
-from ampfl.fl.algorithms.round_protocol import ClientMessage, GaussianShares
+from ampfl.fl.algorithms.round_protocol import ClientMessage, GaussianShares, OwnRoundProtocol
 from ampfl.fl.sampling import RandomCheckInSampler, poisson_local_batches
 
 if TYPE_CHECKING:
-    from ampfl.fl.algorithms.round_protocol import ClientInstructions, RoundProtocol
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions
     from ampfl.fl.privacy.calibration import CalibratedNoise, NoiseTarget
 
 
@@ -102,7 +102,7 @@ class DPDSGDRPParams(BaseModel):
         return v
 
 
-class DPDSGDRandomParticipation(FederatedAlgorithm):
+class DPDSGDRandomParticipation(OwnRoundProtocol, FederatedAlgorithm):
     """004 Algorithm 1: random participation, local Poisson sampling, per-example clipping, central noise."""
 
     name: ClassVar[str] = "dp_dsgd_rp"
@@ -249,20 +249,11 @@ class DPDSGDRandomParticipation(FederatedAlgorithm):
         self.global_params = self.global_params - self.p.learning_rate * self.velocity
 
     # -- the round protocol (ampfl.fl.algorithms.round_protocol) ---------------------------------------
-    deploys: ClassVar[bool] = True
-    sum_reveals_count: ClassVar[bool] = False
     noise_shares: ClassVar[bool] = True
-
-    def round_protocol(self) -> RoundProtocol:
-        return self
 
     def own_coin(self, client: int, *, noise_shares: bool) -> float | None:
         """p: every client checks in with its own coin B ~ Bern(p) (004 Algorithm 1)."""
         return float(self.p.participation)
-
-    def plan_round(self, round_index: int, eligible: Sequence[int], *, noise_shares: bool) -> list[int]:
-        """Every eligible client is asked (each flips its own coin)."""
-        return sorted(int(c) for c in eligible)
 
     def client_update(
         self,

@@ -36,7 +36,7 @@ for that event over ``num_rounds`` rounds with the run's ``[privacy]`` accountan
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 import torch
@@ -45,13 +45,13 @@ from pydantic import BaseModel, Field, model_validator
 from ampfl.accounting.events import GaussianEvent, PrivacyEvent
 from ampfl.fl.algorithms._common import CohortParams, FederatedAlgorithm, clip_rows
 from ampfl.fl.algorithms.base import ROLE_NOISE
-from ampfl.fl.algorithms.round_protocol import ClientMessage, GaussianShares
+from ampfl.fl.algorithms.round_protocol import ClientMessage, GaussianShares, OwnRoundProtocol
 from ampfl.fl.sampling import FixedSizeSampler
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ampfl.fl.algorithms.round_protocol import ClientInstructions, RoundProtocol
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions
     from ampfl.fl.privacy.calibration import CalibratedNoise, NoiseTarget
 
 
@@ -81,7 +81,7 @@ class DPFedAvgParams(CohortParams):
         return self
 
 
-class DPFedAvg(FederatedAlgorithm):
+class DPFedAvg(OwnRoundProtocol, FederatedAlgorithm):
     """DP-FedAvg: clipped client updates plus Gaussian noise on their sum (client-level DP)."""
 
     name: ClassVar[str] = "dp_fedavg"
@@ -188,12 +188,7 @@ class DPFedAvg(FederatedAlgorithm):
         return self.global_params + self.p.server_learning_rate * noised / self.normaliser
 
     # -- the round protocol (ampfl.fl.algorithms.round_protocol) ---------------------------------------
-    deploys: ClassVar[bool] = True
-    sum_reveals_count: ClassVar[bool] = False
     noise_shares: ClassVar[bool] = True
-
-    def round_protocol(self) -> RoundProtocol:
-        return self
 
     @classmethod
     def deploy_problem(cls, params: BaseModel, *, secure_aggregation: bool) -> str | None:
@@ -218,10 +213,8 @@ class DPFedAvg(FederatedAlgorithm):
         server; otherwise None: the server samples the cohort."""
         return self.p.sampling_rate if noise_shares else None
 
-    def plan_round(self, round_index: int, eligible: Sequence[int], *, noise_shares: bool) -> list[int]:
-        if self.own_coin(0, noise_shares=noise_shares) is not None:
-            return sorted(int(c) for c in eligible)
-        return self.cohort_among(self.sampler, round_index, eligible)
+    def sampled_clients(self, round_index: int) -> np.ndarray:
+        return self.participants(self.sampler, round_index)
 
     def client_update(
         self,

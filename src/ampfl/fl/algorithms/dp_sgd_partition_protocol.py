@@ -24,7 +24,6 @@ and shared parts, is here because both the client half and the simulator's round
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -32,13 +31,13 @@ import torch
 from pydantic import BaseModel
 
 from ampfl.fl.algorithms._common import clip_rows
-from ampfl.fl.algorithms.round_protocol import ClientMessage, GaussianShares
+from ampfl.fl.algorithms.round_protocol import ClientMessage, GaussianShares, OwnRoundProtocol
 
 if TYPE_CHECKING:
     from ampfl.accounting.events import PrivacyEvent
     from ampfl.fl.algorithms._common import FederatedAlgorithm
     from ampfl.fl.algorithms.dp_sgd_partition import DPSGDPartitionParams
-    from ampfl.fl.algorithms.round_protocol import ClientInstructions, RoundProtocol
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions
 
     _Base = FederatedAlgorithm
 else:
@@ -47,7 +46,7 @@ else:
 __all__ = ["DPSGDPartitionProtocol", "clip_parts"]
 
 
-class DPSGDPartitionProtocol(_Base):
+class DPSGDPartitionProtocol(OwnRoundProtocol, _Base):
     """The round protocol (:class:`~ampfl.fl.algorithms.round_protocol.RoundProtocol`) of
     :class:`~ampfl.fl.algorithms.dp_sgd_partition.DPSGDPartition`, which inherits it (module docstring)."""
 
@@ -64,12 +63,7 @@ class DPSGDPartitionProtocol(_Base):
         def apply_noised_sum(self, noised: torch.Tensor) -> torch.Tensor: ...
         def event_at(self, noise_multiplier: float, credit: str | None = None) -> PrivacyEvent: ...
 
-    deploys: ClassVar[bool] = True
-    sum_reveals_count: ClassVar[bool] = False
     noise_shares: ClassVar[bool] = True
-
-    def round_protocol(self) -> RoundProtocol:
-        return self
 
     @classmethod
     def deploy_problem(cls, params: BaseModel, *, secure_aggregation: bool) -> str | None:
@@ -93,13 +87,9 @@ class DPSGDPartitionProtocol(_Base):
             return None
         return 1.0 if self.p.sampling == "full" else self.p.sampling_rate
 
-    def plan_round(self, round_index: int, eligible: Sequence[int], *, noise_shares: bool) -> list[int]:
-        """The simulator's participants (:meth:`participants_of`: Poisson, BIS or all) that are ``eligible``;
-        every eligible client when each flips its own coin."""
-        if self.own_coin(0, noise_shares=noise_shares) is not None:
-            return sorted(int(c) for c in eligible)
-        allowed = set(int(c) for c in eligible)
-        return [int(c) for c in self.participants_of(round_index) if int(c) in allowed]
+    def sampled_clients(self, round_index: int) -> np.ndarray:
+        """The simulator's participants (:meth:`participants_of`: Poisson, BIS or all)."""
+        return self.participants_of(round_index)
 
     def client_mask(self, rng: np.random.Generator) -> torch.Tensor:
         """``[dim]`` booleans: the sub-model one client trains in a deployed round (:meth:`client_update`),

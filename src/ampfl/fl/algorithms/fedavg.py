@@ -10,26 +10,25 @@ events, ``privacy_unit`` None, and the run reports ε = ∞.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel
 
 from ampfl.fl.algorithms._common import CohortParams, FederatedAlgorithm
-from ampfl.fl.algorithms.round_protocol import ClientMessage
+from ampfl.fl.algorithms.round_protocol import ClientMessage, OwnRoundProtocol
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from ampfl.fl.algorithms.round_protocol import ClientInstructions, GaussianShares, RoundProtocol
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions, GaussianShares
 
 
 class FedAvgParams(CohortParams):
     """Hyper-parameters of FedAvg (see :class:`CohortParams` for the fields)."""
 
 
-class FedAvg(FederatedAlgorithm):
+class FedAvg(OwnRoundProtocol, FederatedAlgorithm):
     """Federated averaging of full local models (000 Eqs. 2–3)."""
 
     name: ClassVar[str] = "fedavg"
@@ -58,18 +57,8 @@ class FedAvg(FederatedAlgorithm):
         return {"participants": float(len(clients)), "train_loss": float(result.loss.mean())}
 
     # -- the round protocol (ampfl.fl.algorithms.round_protocol) ---------------------------------------
-    deploys: ClassVar[bool] = True
-    sum_reveals_count: ClassVar[bool] = False
-
-    def round_protocol(self) -> RoundProtocol:
-        return self
-
-    def own_coin(self, client: int, *, noise_shares: bool) -> float | None:
-        """None: the server samples the cohort."""
-        return None
-
-    def plan_round(self, round_index: int, eligible: Sequence[int], *, noise_shares: bool) -> list[int]:
-        return self.cohort_among(self.sampler, round_index, eligible)
+    def sampled_clients(self, round_index: int) -> np.ndarray:
+        return self.participants(self.sampler, round_index)
 
     def client_update(
         self,

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ampfl.fl.algorithms._common import clip_rows
-from ampfl.fl.algorithms.round_protocol import ClientMessage, GaussianShares, RoundSum
+from ampfl.fl.algorithms.round_protocol import ClientMessage, GaussianShares, OwnRoundProtocol, RoundSum
 from ampfl.fl.privacy.secure_sum import noise_shares, secure_group_sums
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ampfl.accounting.events import PrivacyEvent
     from ampfl.fl.algorithms._common import FederatedAlgorithm as _Base
     from ampfl.fl.algorithms.gdpfed_groups import GroupParams
-    from ampfl.fl.algorithms.round_protocol import ClientInstructions, RoundProtocol
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions
     from ampfl.fl.privacy.secure_sum import GroupSums
 else:
     _Base = object
@@ -43,7 +43,7 @@ __all__ = ["SECAGG_MIN_CLIENTS", "GroupRoundProtocol"]
 SECAGG_MIN_CLIENTS = 3
 
 
-class GroupRoundProtocol(_Base):
+class GroupRoundProtocol(OwnRoundProtocol, _Base):
     """The round protocol (:mod:`ampfl.fl.algorithms.round_protocol`) of a
     :class:`~ampfl.fl.algorithms.gdpfed_groups.GroupFederatedAlgorithm`, one sum per aggregate (module
     docstring). A mixin: at run time its only base is ``object``; the state it reads is the group
@@ -64,13 +64,9 @@ class GroupRoundProtocol(_Base):
         def sampled(self, round_index: int) -> list[np.ndarray]: ...
         def server_update(self, sums: GroupSums) -> list[torch.Tensor | None]: ...
 
-    deploys: ClassVar[bool] = True
-    #: Every asked node sends its noise share whether its own coin said yes: no count is decoded.
-    sum_reveals_count: ClassVar[bool] = False
+    #: ``sum_reveals_count`` stays False: every asked node sends its noise share whether its own coin said
+    #: yes, so no count is decoded.
     noise_shares: ClassVar[bool] = True
-
-    def round_protocol(self) -> RoundProtocol:
-        return self
 
     @classmethod
     def deploy_problem(cls, params: BaseModel, *, secure_aggregation: bool) -> str | None:

@@ -36,7 +36,6 @@ one) assume otherwise and stay available through ``ampfl account ms-pafl`` as la
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
@@ -47,13 +46,13 @@ from ampfl.accounting.events import MSPAFLRoundEvent, PrivacyEvent
 from ampfl.accounting.ms_pafl import ldp_sigma
 from ampfl.fl.algorithms._common import FederatedAlgorithm, LocalTrainingParams
 from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_NOISE
-from ampfl.fl.algorithms.round_protocol import ClientMessage
+from ampfl.fl.algorithms.round_protocol import ClientMessage, OwnRoundProtocol
 from ampfl.fl.params import ParamPartition
 from ampfl.fl.sampling import RandomCheckInSampler
 from ampfl.fl.state import ClientStore
 
 if TYPE_CHECKING:
-    from ampfl.fl.algorithms.round_protocol import ClientInstructions, GaussianShares, RoundProtocol
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions, GaussianShares
 
 
 class MSPAFLParams(LocalTrainingParams):
@@ -92,7 +91,7 @@ class MSPAFLParams(LocalTrainingParams):
         return v
 
 
-class MSPAFL(FederatedAlgorithm):
+class MSPAFL(OwnRoundProtocol, FederatedAlgorithm):
     """MS-PAFL (000 Algorithm 1) with per-client private submodels."""
 
     name: ClassVar[str] = "ms_pafl"
@@ -246,13 +245,9 @@ class MSPAFL(FederatedAlgorithm):
 
     # -- the round protocol (ampfl.fl.algorithms.round_protocol) ---------------------------------------
     #: Eq. (13) divides by |X^t|; the analysis holds with participation public to the server.
-    deploys: ClassVar[bool] = True
     sum_reveals_count: ClassVar[bool] = True
     #: Each client adds its own Gaussian noise to its public part (Eq. 12).
     noised_on_client: ClassVar[bool] = True
-
-    def round_protocol(self) -> RoundProtocol:
-        return self
 
     def broadcast(self) -> torch.Tensor:
         """w̄_p only (Eq. 14): the private parts stay on the clients."""
@@ -262,10 +257,6 @@ class MSPAFL(FederatedAlgorithm):
         """p_i: every client checks in with its own coin ζ_i ~ Bern(p_i) (Eq. 10)."""
         p = self.p.participation
         return float(p[client] if isinstance(p, list) else p)
-
-    def plan_round(self, round_index: int, eligible: Sequence[int], *, noise_shares: bool) -> list[int]:
-        """Every eligible client is asked (each flips its own coin)."""
-        return sorted(int(c) for c in eligible)
 
     def client_update(
         self,

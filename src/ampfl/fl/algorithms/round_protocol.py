@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -196,6 +196,36 @@ class RoundProtocol(Protocol):
         """Evaluation of what the server holds (MS-PAFL: the public model only; the private parts are on
         the clients)."""
         ...
+
+
+class OwnRoundProtocol:
+    """Mixin of an algorithm that is its own :class:`RoundProtocol` (``ampfl deploy`` runs it): the pieces
+    every such algorithm shares. It deploys; the server learns no contributor count from a secure sum
+    (MS-PAFL says otherwise); the server samples the cohort unless :meth:`own_coin` says each client flips
+    its own coin. Listed before the algorithm's base so that its ``deploys`` replaces the base's False."""
+
+    deploys: ClassVar[bool] = True
+    sum_reveals_count: ClassVar[bool] = False
+
+    def round_protocol(self) -> RoundProtocol:
+        return cast("RoundProtocol", self)
+
+    def own_coin(self, client: int, *, noise_shares: bool) -> float | None:
+        """None: the server samples the cohort (the default)."""
+        return None
+
+    def plan_round(self, round_index: int, eligible: Sequence[int], *, noise_shares: bool) -> list[int]:
+        """Every eligible client when each joins by its own coin (:meth:`own_coin` is not None), else the
+        clients the simulator samples in round ``round_index`` (:meth:`sampled_clients`) that are eligible."""
+        if self.own_coin(0, noise_shares=noise_shares) is not None:
+            return sorted(int(c) for c in eligible)
+        allowed = {int(c) for c in eligible}
+        return [int(c) for c in self.sampled_clients(round_index) if int(c) in allowed]
+
+    def sampled_clients(self, round_index: int) -> np.ndarray:
+        """The sorted ids the simulator samples in round ``round_index``: the cohort the server asks when it
+        samples (an algorithm whose clients always flip their own coins never calls it)."""
+        raise NotImplementedError(f"{type(self).__name__} samples no cohort on the server.")
 
 
 @runtime_checkable

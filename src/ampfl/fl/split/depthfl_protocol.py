@@ -28,24 +28,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 from pydantic import BaseModel
 
-from ampfl.fl.algorithms.round_protocol import ClientMessage, mean_metrics
+from ampfl.fl.algorithms.round_protocol import ClientMessage, OwnRoundProtocol, mean_metrics
 
 if TYPE_CHECKING:
-    from ampfl.fl.algorithms.round_protocol import ClientInstructions, GaussianShares, RoundProtocol
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions, GaussianShares
     from ampfl.fl.split.depthfl import DepthFL
 
 
-class DepthFLProtocol:
+class DepthFLProtocol(OwnRoundProtocol):
     """The round protocol of :class:`~ampfl.fl.split.depthfl.DepthFL` (module docstring); a mixin."""
-
-    deploys: ClassVar[bool] = True
-    sum_reveals_count: ClassVar[bool] = False
 
     @classmethod
     def deploy_problem(cls, params: BaseModel, *, secure_aggregation: bool) -> str | None:
@@ -58,18 +55,9 @@ class DepthFLProtocol:
             )
         return None
 
-    def round_protocol(self) -> RoundProtocol:
-        return cast("DepthFL", self)
-
-    def own_coin(self, client: int, *, noise_shares: bool) -> float | None:
-        """None: the server samples the cohort."""
-        return None
-
-    def plan_round(self, round_index: int, eligible: Sequence[int], *, noise_shares: bool) -> list[int]:
-        """The simulator's cohort of round ``round_index`` that is ``eligible``."""
-        alg = cast("DepthFL", self)
-        allowed = {int(c) for c in eligible}
-        return [int(c) for c in alg.participants(round_index) if int(c) in allowed]
+    def sampled_clients(self, round_index: int) -> np.ndarray:
+        """The simulator's cohort of round ``round_index``."""
+        return cast("DepthFL", self).participants(round_index)
 
     def broadcast(self) -> torch.Tensor:
         """The global blocks (θ with ``masks``) followed by the heads."""
