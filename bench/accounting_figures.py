@@ -376,11 +376,11 @@ def _fmt(x: float | None) -> str:
     return "—" if x is None or not math.isfinite(x) else f"{x:.3f}"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="slugs to draw (default: all)")
     parser.add_argument("--out", default="docs/figures", help="output folder")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     chosen = [m for m in MECHANISMS if not args.only or m.slug in args.only]
     print(f"load average {os.getloadavg()[0]:.1f}")
     print(

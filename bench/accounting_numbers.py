@@ -121,9 +121,11 @@ def numbers(report: object, prefix: str = "") -> dict[str, float]:
     return out
 
 
-def snapshot(ampfl: str) -> dict[str, dict[str, object]]:
+def snapshot(ampfl: str, only: list[str] | None = None) -> dict[str, dict[str, object]]:
     out: dict[str, dict[str, object]] = {}
     for name, args in COMMANDS:
+        if only and name not in only:
+            continue
         start = time.perf_counter()
         proc = subprocess.run([ampfl, *args.split(), "--json"], capture_output=True, text=True, check=False)
         seconds = time.perf_counter() - start
@@ -146,7 +148,7 @@ def _relative(a: float, b: float) -> float:
 def compare(before: dict[str, dict[str, object]], after: dict[str, dict[str, object]]) -> str:
     """A markdown table: per command, how many numbers, how many changed, the largest relative change."""
     rows = ["| example | numbers | changed | largest relative change | key |", "|---|---:|---:|---:|---|"]
-    for name, _ in COMMANDS:
+    for name in [n for n, _ in COMMANDS if n in before or n in after]:
         b, a = before.get(name, {}), after.get(name, {})
         bn = b.get("numbers", {})
         an = a.get("numbers", {})
@@ -169,8 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ampfl", default=str(Path(sys.executable).with_name("ampfl")))
     parser.add_argument("--compare", type=Path, help="an earlier snapshot: print the before/after table")
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
+    parser.add_argument("--only", nargs="+", choices=[n for n, _ in COMMANDS], help="these examples only")
     args = parser.parse_args(argv)
-    snap = snapshot(args.ampfl)
+    snap = snapshot(args.ampfl, args.only)
     args.out.write_text(json.dumps(snap, indent=1, sort_keys=True))
     if args.compare:
         table = compare(json.loads(args.compare.read_text()), snap)

@@ -6,7 +6,8 @@
 2. BIS (k = 1, T iterations, E epochs) against Poisson subsampling at rate 1/T over the same T·E steps (PLD).
 3. Model splitting composed over steps (D = 3, 4).
 
-Run: ``.venv/bin/python bench/allocation_pld.py`` (``--quick`` drops D = 1000).
+Run: ``.venv/bin/python bench/allocation_pld.py`` (``--quick`` drops D = 1000; ``--smoke``: one small row per
+table, a check that the script runs, not a result).
 """
 
 from __future__ import annotations
@@ -77,8 +78,14 @@ def composed(settings: list[tuple[int, float, int]]) -> None:
         print(row, flush=True)
 
 
-def main() -> None:
-    quick = "--quick" in sys.argv
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--smoke" in argv:
+        one_application([3], [2.0])
+        bis_vs_poisson([(10, 1.0, 1)])
+        composed([(3, 2.0, 10)])
+        return
+    quick = "--quick" in argv
     one_application([3, 4, 10, 100] if quick else [3, 4, 10, 100, 1000], [0.8, 1.0, 2.0, 5.0])
     bis_vs_poisson([(10, 1.0, 1), (100, 1.0, 1), (100, 0.8, 5)] + ([] if quick else [(1000, 1.0, 1)]))
     composed([(3, 1.0, 100), (3, 2.0, 100), (4, 5.0, 1000)])

@@ -66,12 +66,25 @@ SETTINGS = {
 }
 
 
-def main() -> None:
+def message(source: str, run_config: dict, folder: str, cohort: list[int], dim: int) -> tuple[bool, float]:
+    """One ``train`` message to client 1 in a fresh process (``CHILD``): (whether it joined, the child's CPU
+    seconds, user + system)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    argv = [source, json.dumps(run_config), folder, json.dumps(cohort), str(dim)]
+    done = subprocess.run([sys.executable, "-c", CHILD, *argv], capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode:
+        raise SystemExit(done.stderr[-2000:])
+    seconds = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return json.loads(done.stdout.splitlines()[-1]), seconds
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algorithm", choices=sorted(SETTINGS), default="fedavg")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--baseline", default=None, help="a git revision whose client_app to compare with")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from ampfl.fl.config import config_to_dict, parse_config
     from ampfl.flower import node_cache
@@ -104,16 +117,9 @@ def main() -> None:
     for _ in range(args.repeats):
         for name, source in contenders.items():
             for kind, (run_config, folder, cohort, dim) in cases.items():
-                before = resource.getrusage(resource.RUSAGE_CHILDREN)
-                argv = [source, json.dumps(run_config), folder, json.dumps(cohort), str(dim)]
-                done = subprocess.run([sys.executable, "-c", CHILD, *argv], capture_output=True, text=True)
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                if done.returncode:
-                    raise SystemExit(done.stderr[-2000:])
-                joined = json.loads(done.stdout.splitlines()[-1])
+                joined, seconds = message(source, run_config, folder, cohort, dim)
                 if joined != (kind == "trained"):
                     raise SystemExit(f"{name} {kind}: the client {'joined' if joined else 'declined'}")
-                seconds = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
                 cpu.setdefault((name, kind), []).append(seconds)
     print(
         f"{args.algorithm}: CPU-s per message, median of {args.repeats} (1-min load {load:.1f} -> "

@@ -78,8 +78,8 @@ def _setup(repeats: int) -> None:
     )
 
 
-def main() -> None:
-    argv = sys.argv[1:]
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
     rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else ROUNDS
     kinds = (
         argv[argv.index("--accountants") + 1].split(",")

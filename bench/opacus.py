@@ -169,7 +169,7 @@ def _accuracy(ds: Dataset, model: str, args: argparse.Namespace) -> dict[str, li
     return scores
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="cnn,logreg")
     parser.add_argument("--repeats", type=int, default=30)
@@ -180,7 +180,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--clip", type=float, default=1.0)
     parser.add_argument("--noise", type=float, default=1.0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     import warnings
 

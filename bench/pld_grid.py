@@ -147,12 +147,12 @@ def _change(a: object, b: object) -> str:
     return "identical" if worst == 0.0 else f"rel {worst:.2g}"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", required=True, help="commit before")
     parser.add_argument("--new", required=True, help="commit after")
     parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"old": _extract(args.old, Path(tmp) / "old"), "new": _extract(args.new, Path(tmp) / "new")}
         times: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}

@@ -5,11 +5,13 @@ multiplier each accountant calibrates to a target ε, and the calibration wall t
 own PLD calibration of a plain Gaussian over the same steps (bracket [z/2, 2z] around the answer). Writes
 docs/figures/pld_split.png: ε(δ) of T steps of the d = 2 split by RDP, PLD and with the split ignored.
 
-Run: ``.venv/bin/python bench/pld_partition.py``.
+Run: ``.venv/bin/python bench/pld_partition.py [--figure PATH] [--smoke]`` (``--smoke``: one small row per
+table, a check that the script runs, not a result).
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 
@@ -37,7 +39,7 @@ def _eps(acc: str, event: object, steps: int, delta: float) -> float:
     return float(make().compose(event, steps).get_epsilon(delta))
 
 
-def table() -> None:
+def table(settings: list[tuple[float, int, float]] = SETTINGS) -> None:
     print("| mechanism | z | T | δ | ε RDP | ε PLD | RDP ÷ PLD | ε no split (PLD) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, make in (
@@ -47,7 +49,7 @@ def table() -> None:
             lambda z: DropoutEvent(noise_multiplier=z, nonsplit_noise_multiplier=2 * z),
         ),
     ):
-        for z, steps, delta in SETTINGS:
+        for z, steps, delta in settings:
             rdp, pld = _eps("rdp", make(z), steps, delta), _eps("pld", make(z), steps, delta)
             twin = unsplit_noise_multiplier(z, 2 * z if name.startswith("dropout") else None)
             plain = _eps("pld", GaussianEvent(noise_multiplier=twin), steps, delta)
@@ -57,12 +59,12 @@ def table() -> None:
             )
 
 
-def calibration() -> None:
+def calibration(targets: list[tuple[float, float, int]] = TARGETS) -> None:
     print(
         "\n| target ε | δ | T | z PLD | z RDP | RDP ÷ PLD | z no split | PLD s | dp-accounting Gaussian s |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for target, delta, steps in TARGETS:
+    for target, delta, steps in targets:
 
         def split(z: float) -> ModelSplitEvent:
             return ModelSplitEvent(num_submodels=2, noise_multiplier=z)
@@ -93,13 +95,13 @@ def calibration() -> None:
         )
 
 
-def figure(path: Path) -> None:
+def figure(path: Path, steps: int = 100) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    z, steps = 2.0, 100
+    z = 2.0
     deltas = np.logspace(-12, -3, 10)
     split = ModelSplitEvent(num_submodels=2, noise_multiplier=z)
     pld = PLDAccountant().compose(split, steps)
@@ -121,7 +123,16 @@ def figure(path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default = Path(__file__).resolve().parents[1] / "docs" / "figures" / "pld_split.png"
+    parser.add_argument("--figure", type=Path, default=default, help="where to write the figure")
+    parser.add_argument("--smoke", action="store_true", help="one small row per table (not a result)")
+    args = parser.parse_args(argv)
+    table([(5.0, 1, 1e-5)] if args.smoke else SETTINGS)
+    calibration([(0.5, 1e-5, 1)] if args.smoke else TARGETS)
+    figure(args.figure, steps=5 if args.smoke else 100)
+
+
 if __name__ == "__main__":
-    table()
-    calibration()
-    figure(Path(__file__).resolve().parents[1] / "docs" / "figures" / "pld_split.png")
+    main()

@@ -45,11 +45,11 @@ def grid(quick: bool) -> list[tuple[float, float, int, float]]:
     return [*small_eps, *cases]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="three settings only")
     parser.add_argument("--optimistic", action="store_true", help="also the fine optimistic lower bound")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print(f"load average {os.getloadavg()[0]:.1f}; fine interval {FINE:g}")
     print(
         "| q | z | T | δ | ε ampfl | ε reference | ampfl ÷ reference | 1e-4 grid ÷ reference "

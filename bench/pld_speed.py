@@ -90,10 +90,10 @@ def ampfl_checkin(p: float, rate: float, eps: float, delta: float) -> float:
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1, help="runs per call (the best time is kept)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print(f"load average at start {os.getloadavg()[0]:.1f} (2-core machine)")
     print(
         "| mechanism | q | ε | δ | z ampfl | ε at z (check) | ampfl s | z dp-acc. | dp-acc. s "

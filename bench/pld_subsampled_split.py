@@ -84,7 +84,11 @@ def calibration(targets: list[tuple[int, float, float, float, int]]) -> None:
         )
 
 
-if __name__ == "__main__":
-    quick = "--quick" in sys.argv
+def main(argv: list[str] | None = None) -> None:
+    quick = "--quick" in (sys.argv[1:] if argv is None else argv)
     table(SETTINGS[:2] if quick else SETTINGS)
     calibration(TARGETS[:1] if quick else TARGETS)
+
+
+if __name__ == "__main__":
+    main()

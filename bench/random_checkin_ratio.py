@@ -220,7 +220,7 @@ def gap_row(p: float, q: float, d: int, z: float, t: int, delta: float, envelope
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few settings")
     only = parser.add_mutually_exclusive_group()
@@ -242,7 +242,7 @@ def main() -> None:
         default=0,
         help="with --gap: N random three-type datasets per one-round row",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     settings = []
     if not args.composed_only:
         settings += single_settings(args.quick)

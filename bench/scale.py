@@ -58,14 +58,14 @@ def _dataset(n: int, classes: int = 4) -> Dataset:
     return Dataset("scale", x, y, x[:1000].copy(), y[:1000].copy(), num_classes=classes, source="generated")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=1_000_000)
     parser.add_argument("--scheme", choices=("iid", "fixed", "label_skew", "dirichlet"), default="iid")
     parser.add_argument("--per-client", type=int, default=2, help="examples per client")
     parser.add_argument("--classes", type=int, default=4, help="labels, drawn uniformly")
     parser.add_argument("--labels-per-client", type=int, default=2, help="label_skew only")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     n_clients, per = args.clients, args.per_client
     ds = _dataset(per * n_clients, args.classes)

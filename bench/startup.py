@@ -120,14 +120,14 @@ def _run(argv: list[str], env: dict[str, str], src: str | None, label: str = "")
     return elapsed
 
 
-def main() -> None:
-    argv = sys.argv[1:]
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
     baseline = argv[argv.index("--baseline") + 1] if "--baseline" in argv else None
     args = [a for a in argv if not a.startswith("--") and a != baseline]
     repeats = int(args[0]) if args else 7
     env = dict(os.environ)
     cache = tempfile.TemporaryDirectory(prefix="ampfl-bench-pycache-")
-    if "--no-bytecode" in sys.argv:
+    if "--no-bytecode" in argv:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
     else:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -141,7 +141,7 @@ def main() -> None:
         for label, command, src in commands:
             times[label].append(_run(command, env, src, label))
     cache.cleanup()
-    bytecode = "compiled at every start" if "--no-bytecode" in sys.argv else "cached"
+    bytecode = "compiled at every start" if "--no-bytecode" in argv else "cached"
     print(
         f"{repeats} repeats, interleaved, fresh process each (bytecode {bytecode}); load average (1 min) "
         f"{load:.2f} before, {os.getloadavg()[0]:.2f} after"
