@@ -114,6 +114,18 @@ _SPLIT = "partition.event_bounds"
 _DOMINATING = _b(f"{_CORE}:dominating", "the paper's dominating pair (event.dominating())")
 _SAME_NOISE = _b(f"{_CORE}:gaussian_of_noise", "the Gaussian at the event's noise multiplier")
 
+
+def _composition(kind: str, support: str, convolution: str) -> Mechanism:
+    """The entry of a composition event: the core bounds ``{kind}_rdp`` (RDPs add), ``{kind}_support``,
+    ``{kind}_pld`` (PLDs convolve) and ``{kind}_unamplified``, all given the dispatcher for the parts."""
+    return Mechanism(
+        rdp=_b(f"{_CORE}:{kind}_rdp", "RDP composition (sum)", recursive=True),
+        rdp_support=_b(f"{_CORE}:{kind}_support", support, recursive=True),
+        pld=_b(f"{_CORE}:{kind}_pld", f"PLD composition ({convolution})", recursive=True),
+        unamplified=_b(f"{_CORE}:{kind}_unamplified", "composition", recursive=True),
+    )
+
+
 #: Event type -> its mechanism. One entry per event type of :mod:`ampfl.accounting.events`.
 REGISTRY: Mapping[type[ev.PrivacyEvent], Mechanism] = MappingProxyType(
     {
@@ -153,18 +165,8 @@ REGISTRY: Mapping[type[ev.PrivacyEvent], Mechanism] = MappingProxyType(
             pld=_b(f"{_CORE}:public_participation_pld", "p PLD + (1 - p) identity", recursive=True),
             unamplified=_b(f"{_CORE}:inner_unamplified", "the unit always runs", recursive=True),
         ),
-        ev.SelfComposedEvent: Mechanism(
-            rdp=_b(f"{_CORE}:self_composed_rdp", "RDP composition (sum)", recursive=True),
-            rdp_support=_b(f"{_CORE}:self_composed_support", "the inner event's", recursive=True),
-            pld=_b(f"{_CORE}:self_composed_pld", "PLD composition (convolution power)", recursive=True),
-            unamplified=_b(f"{_CORE}:self_composed_unamplified", "composition", recursive=True),
-        ),
-        ev.ComposedEvent: Mechanism(
-            rdp=_b(f"{_CORE}:composed_rdp", "RDP composition (sum)", recursive=True),
-            rdp_support=_b(f"{_CORE}:composed_support", "every part's", recursive=True),
-            pld=_b(f"{_CORE}:composed_pld", "PLD composition (convolution)", recursive=True),
-            unamplified=_b(f"{_CORE}:composed_unamplified", "composition", recursive=True),
-        ),
+        ev.SelfComposedEvent: _composition("self_composed", "the inner event's", "convolution power"),
+        ev.ComposedEvent: _composition("composed", "every part's", "convolution"),
         # --- 004: random check-in (hidden participation: a tighter pair and a second one)
         ev.RandomCheckInEvent: Mechanism(
             pld=_b("random_checkin.pld_pairs:random_checkin_pld", "004 Thm 5.2 / count split"),

@@ -22,7 +22,7 @@ import numpy as np
 from scipy import optimize
 
 from ampfl.accounting._checks import NumericalError, check_delta, check_int, check_nonnegative
-from ampfl.accounting.accountants import Accountant, composed
+from ampfl.accounting.accountants import Accountant, composed, delta_after, epsilon_after
 from ampfl.accounting.random_checkin.analyses import analysis_event, check_analysis, check_noisy_mechanism
 from ampfl.accounting.random_checkin.per_iteration import smallest_epsilon
 from ampfl.accounting.random_checkin.theorem41 import paper_log_delta
@@ -101,24 +101,16 @@ def _composed_guarantee(
     """ε at the checked ``delta``, or δ at the checked ``epsilon`` (the one given), of ``iterations``
     iterations of the checked analysis ``name`` of the mechanism (p, q, d, z): the accountant's composition
     for wcs/ols/cs, the optimal composition of Thm 4.1's per-iteration profile for ``paper``."""
-    participation, sampling_rate, local_dataset_size, noise_multiplier = mechanism
-    if name != "paper":
-        acc = composed_accountant(
-            analysis=name,
-            participation=participation,
-            sampling_rate=sampling_rate,
-            noise_multiplier=noise_multiplier,
-            iterations=iterations,
-            local_dataset_size=local_dataset_size,
-            accountant=accountant,
-        )
-        if delta is not None:
-            return float(acc.get_epsilon(delta))
-        assert epsilon is not None
-        return float(acc.get_delta(epsilon))
-    p, q, d, z = check_noisy_mechanism(participation, sampling_rate, local_dataset_size, noise_multiplier)
     t = check_int("iterations", iterations, minimum=1)
-    return paper_composed(lambda e0: paper_log_delta(p, q, d, z, e0)[0], t, delta=delta, epsilon=epsilon)
+    if name == "paper":
+        p, q, d, z = check_noisy_mechanism(*mechanism)
+        return paper_composed(lambda e0: paper_log_delta(p, q, d, z, e0)[0], t, delta=delta, epsilon=epsilon)
+    p, q, d, z = mechanism  # analysis_event checks them
+    event = analysis_event(name, participation=p, sampling_rate=q, noise_multiplier=z, local_dataset_size=d)
+    if delta is not None:
+        return epsilon_after(event, t, delta, accountant)
+    assert epsilon is not None
+    return delta_after(event, t, epsilon, accountant)
 
 
 def paper_composed(
