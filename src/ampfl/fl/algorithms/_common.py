@@ -8,7 +8,7 @@ client step, privatisation and server step in :meth:`run_round`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import torch
@@ -23,7 +23,7 @@ from ampfl.fl.sampling import FixedSizeSampler, PoissonSampler, Sampler, local_b
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ampfl.fl.algorithms.round_protocol import ClientInstructions
+    from ampfl.fl.algorithms.round_protocol import ClientInstructions, ClientMessage
     from ampfl.fl.engine.vectorised import GradHook, LocalResult
 
 
@@ -189,6 +189,32 @@ class FederatedAlgorithm(Algorithm):
             client_ids=client,
             grad_hook=grad_hook,
         )
+
+    def client_update(
+        self,
+        broadcast: torch.Tensor,
+        instructions: ClientInstructions,
+        client_state: torch.Tensor | None,
+        rng: np.random.Generator,
+    ) -> tuple[ClientMessage, torch.Tensor | None]:
+        """The round protocol's client half where the client runs Q local steps from ``broadcast`` (``params``
+        are :class:`LocalTrainingParams`) and sends a vector formed from the trained model
+        (:meth:`local_message`), keeping no private state: the steps use the simulator's mini-batches of the
+        round's cohort when the server sampled it, else (the client joined by its own coin) mini-batches from
+        ``rng``. An algorithm whose client does other work overrides it."""
+        p = cast("LocalTrainingParams", self.params)
+        result = self.local_update(broadcast, instructions, p, rng if instructions.own_coin else None)
+        return self.local_message(broadcast, instructions, result), None
+
+    def local_message(
+        self, broadcast: torch.Tensor, instructions: ClientInstructions, result: LocalResult
+    ) -> ClientMessage:
+        """The message of :meth:`client_update` from the client's trained model (``result``, one row)."""
+        raise NotImplementedError(f"{type(self).__name__} forms no message from a local model.")
+
+    def num_examples(self, client: int) -> float:
+        """How many training records ``client`` holds (the ``num-examples`` diagnostic of its message)."""
+        return float(len(self.client_indices[client]))
 
     def reduce_metrics(self, metrics: Sequence[Mapping[str, float]]) -> dict[str, float]:
         """The round's diagnostics from the clients' messages: mean train loss (and clipped fraction)."""

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ampfl.fl.algorithms.round_protocol import ClientInstructions
+    from ampfl.fl.engine.vectorised import LocalResult
     from ampfl.fl.privacy.calibration import CalibratedNoise, NoiseTarget
 
 
@@ -216,23 +217,19 @@ class DPFedAvg(OwnRoundProtocol, FederatedAlgorithm):
     def sampled_clients(self, round_index: int) -> np.ndarray:
         return self.participants(self.sampler, round_index)
 
-    def client_update(
-        self,
-        broadcast: torch.Tensor,
-        instructions: ClientInstructions,
-        client_state: torch.Tensor | None,
-        rng: np.random.Generator,
-    ) -> tuple[ClientMessage, torch.Tensor | None]:
-        """The clipped update Δ̃_i = clip_C(w_i − w) after Q local steps: on the simulator's mini-batches of
-        the cohort when the server sampled it, else (its own coin) on mini-batches from ``rng``."""
-        result = self.local_update(broadcast, instructions, self.p, rng if instructions.own_coin else None)
+    def local_message(
+        self, broadcast: torch.Tensor, instructions: ClientInstructions, result: LocalResult
+    ) -> ClientMessage:
+        """The clipped update Δ̃_i = clip_C(w_i − w) after Q local steps (:meth:`client_update`: on the
+        simulator's mini-batches of the cohort when the server sampled it, else on mini-batches from the
+        client's own randomness)."""
         update, norms = self.clip_updates(result.params - broadcast)
         metrics = {
             "train_loss": float(result.loss.mean()),
             "clipped": float(norms[0] > self.p.clip),
-            "num-examples": float(len(self.client_indices[instructions.client])),
+            "num-examples": self.num_examples(instructions.client),
         }
-        return ClientMessage(update[0], metrics), None
+        return ClientMessage(update[0], metrics)
 
     def aggregate(
         self, total: torch.Tensor, *, count: int | None, asked: int, generator: torch.Generator | None

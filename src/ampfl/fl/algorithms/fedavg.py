@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import torch
 
     from ampfl.fl.algorithms.round_protocol import ClientInstructions, GaussianShares
+    from ampfl.fl.engine.vectorised import LocalResult
 
 
 class FedAvgParams(CohortParams):
@@ -60,18 +61,13 @@ class FedAvg(OwnRoundProtocol, FederatedAlgorithm):
     def sampled_clients(self, round_index: int) -> np.ndarray:
         return self.participants(self.sampler, round_index)
 
-    def client_update(
-        self,
-        broadcast: torch.Tensor,
-        instructions: ClientInstructions,
-        client_state: torch.Tensor | None,
-        rng: np.random.Generator,
-    ) -> tuple[ClientMessage, torch.Tensor | None]:
+    def local_message(
+        self, broadcast: torch.Tensor, instructions: ClientInstructions, result: LocalResult
+    ) -> ClientMessage:
         """Eq. (2): the client's local model w_i after Q steps (the simulator's mini-batches)."""
-        result = self.local_update(broadcast, instructions, self.p, None)
-        examples = float(len(self.client_indices[instructions.client]))
+        examples = self.num_examples(instructions.client)
         metrics = {"train_loss": float(result.loss.mean()), "num-examples": examples}
-        return ClientMessage(result.params[0], metrics), None
+        return ClientMessage(result.params[0], metrics)
 
     def aggregate(
         self, total: torch.Tensor, *, count: int | None, asked: int, generator: torch.Generator | None

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ampfl.fl.algorithms._common import FederatedAlgorithm as _Base
     from ampfl.fl.algorithms.gdpfed_groups import GroupParams
     from ampfl.fl.algorithms.round_protocol import ClientInstructions
+    from ampfl.fl.engine.vectorised import LocalResult
     from ampfl.fl.privacy.secure_sum import GroupSums
 else:
     _Base = object
@@ -108,17 +109,13 @@ class GroupRoundProtocol(OwnRoundProtocol, _Base):
             return sorted(c for c in allowed if self.active[int(self.labels[c])])
         return [int(c) for c in np.sort(np.concatenate(self.sampled(round_index))) if int(c) in allowed]
 
-    def client_update(
-        self,
-        broadcast: torch.Tensor,
-        instructions: ClientInstructions,
-        client_state: torch.Tensor | None,
-        rng: np.random.Generator,
-    ) -> tuple[ClientMessage, torch.Tensor | None]:
-        """Δ_i = w_i − w^t after Q local steps (the simulator's mini-batches of the cohort when the server
-        sampled it, else from ``rng``), restricted to the group's public mask (GDPFed+ ``mask = "public"``)
-        and, for a private algorithm, clipped to C: the message the group's sum adds up."""
-        result = self.local_update(broadcast, instructions, self.p, rng if instructions.own_coin else None)
+    def local_message(
+        self, broadcast: torch.Tensor, instructions: ClientInstructions, result: LocalResult
+    ) -> ClientMessage:
+        """Δ_i = w_i − w^t after Q local steps (:meth:`client_update`: the simulator's mini-batches of the
+        cohort when the server sampled it, else from the client's own randomness), restricted to the group's
+        public mask (GDPFed+ ``mask = "public"``) and, for a private algorithm, clipped to C: the message the
+        group's sum adds up."""
         row = result.params - broadcast
         mask = self.masks_at(broadcast)[int(self.labels[instructions.client])]
         if mask is not None:
@@ -128,7 +125,7 @@ class GroupRoundProtocol(OwnRoundProtocol, _Base):
             clip = float(self.p.clip)  # type: ignore[attr-defined]
             row, norms = clip_rows(row, clip)
             metrics["clipped"] = float(norms[0] > clip)
-        return ClientMessage(row[0], metrics), None
+        return ClientMessage(row[0], metrics)
 
     def message_bound(self) -> float:
         """‖Δ̃_i‖ ≤ C for a private algorithm (every entry within [-C, C]); unbounded without clipping."""
