@@ -71,3 +71,75 @@ def test_revealed_participation_needs_dp_dsgd_rp(run_cli, tmp_path):
     code, out, err = run_cli(["audit", "run", EXAMPLE, "--out", str(tmp_path), "--participation", "revealed"])
     assert code == 2 and out == ""
     assert "--participation: 'revealed' applies to dp_dsgd_rp only" in err and err.count("\n") == 1
+
+
+def test_canaries_auto_plans_the_count(cli_json, tmp_path):
+    """--canaries auto: the example at 10 rounds forecasts epsilon 0.948; the smallest ladder count whose
+    planned ceiling reaches it is 36 (the new keys beside the old ones)."""
+    out = cli_json(
+        [
+            "audit",
+            "run",
+            EXAMPLE,
+            "--out",
+            str(tmp_path),
+            "--rounds",
+            "10",
+            "--no-progress",
+            "--canaries",
+            "auto",
+        ]
+    )
+    assert KEYS <= set(out)
+    assert out["canaries_requested"] == "auto" and out["max_canaries"] == 5000
+    assert out["epsilon_forecast"] == pytest.approx(out["epsilon_accounted"], rel=1e-9)
+    assert out["canaries"] == 36
+    assert out["verdict"] in ("consistent", "inconclusive")  # inconclusive only if the coins fell unbalanced
+    assert out["verdict"] == (
+        "consistent" if out["epsilon_max_certifiable"] >= out["epsilon_accounted"] else "inconclusive"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--canaries", "auto", "--max-canaries", "10"],
+            "--max-canaries: certifying the accounted epsilon 1.99",
+        ),
+        (["--canaries", "many"], "--canaries must be an integer in [2, 100000] or auto. Found 'many'."),
+        (["--max-canaries", "1"], "--max-canaries must be an integer in [2, 100000]. Found 1."),
+        (["--canary", "dirac", "--score", "loss"], "--canary: 'dirac' is scored from the noised sums"),
+    ],
+)
+def test_auto_and_dirac_usage_errors_exit_2(run_cli, tmp_path, argv, message):
+    code, out, err = run_cli(["audit", "run", EXAMPLE, "--out", str(tmp_path), *argv])
+    assert code == 2 and out == ""
+    assert message in err and err.count("\n") == 1
+
+
+def test_auto_refusal_names_what_it_needs(run_cli, tmp_path):
+    code, _, err = run_cli(
+        ["audit", "run", EXAMPLE, "--out", str(tmp_path), "--canaries", "auto", "--max-canaries", "10"]
+    )
+    assert code == 2 and "needs 88 canaries, above --max-canaries = 10" in err
+
+
+def test_dirac_canaries_from_the_cli(cli_json, tmp_path):
+    out = cli_json(
+        [
+            "audit",
+            "run",
+            EXAMPLE,
+            "--out",
+            str(tmp_path),
+            "--rounds",
+            "5",
+            "--no-progress",
+            "--canary",
+            "dirac",
+        ]
+    )
+    assert out["canary"] == "dirac" and out["score"] == "noised-sums" and out["verdict"] != "VIOLATION"
+    assert out["estimator"].startswith("likelihood-ratio over dirac canaries")
+    assert 0.0 <= out["epsilon_lower"] <= out["epsilon_accounted"]

@@ -38,7 +38,7 @@ def _digits(algorithm: dict[str, Any], rounds: int = ROUNDS) -> RunConfig:
     )
 
 
-def _fedavg(z: float = Z, rate: float = 1.0, **extra: Any) -> RunConfig:
+def _fedavg(z: float | None = Z, rate: float = 1.0, **extra: Any) -> RunConfig:
     return _digits(
         {
             "name": "dp_fedavg",
@@ -96,9 +96,7 @@ def _audit(config: RunConfig, out: Path, cls: type | None = None, **kwargs: Any)
     algorithms = dict(ALGORITHMS)
     if cls is not None:
         algorithms[config.algorithm.name] = cls
-    return audit_run(
-        config, out, canary="dirac", progress=False, plot=False, algorithms=algorithms, **kwargs
-    )
+    return audit_run(config, out, canary="dirac", progress=False, plot=False, algorithms=algorithms, **kwargs)
 
 
 def _scores(out: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -135,7 +133,7 @@ def test_verdicts_of_a_run_without_its_noise(tmp_path, canaries, verdict):
     σ√T, so the bound is the perfect-separation value: 4.9 with 2000 canaries (above 4.38: VIOLATION), 2.6
     with 200 (below: the audit cannot tell, inconclusive, never consistent)."""
     report = _audit(_fedavg(), tmp_path, _SilentFedAvg, canaries=canaries)
-    scores, coins = _scores(tmp_path)
+    _, coins = _scores(tmp_path)
     expected = _perfect_bound(int(coins.sum()), int((~coins).sum()))
     assert report["epsilon_lower"] == pytest.approx(expected, rel=1e-6)
     assert report["epsilon_max_certifiable"] == pytest.approx(expected, rel=1e-6)
@@ -184,15 +182,19 @@ def test_auto_picks_the_count_that_can_certify(tmp_path):
     assert report["canaries_requested"] == "auto"
     assert m == canaries_needed(eps, delta=1e-5, cuts=CUTS)
     below = [k for k in ladder(m) if k < m]
-    assert certifiable_epsilon(below[-1], delta=1e-5, cuts=CUTS) < eps <= certifiable_epsilon(
-        m, delta=1e-5, cuts=CUTS
+    assert (
+        certifiable_epsilon(below[-1], delta=1e-5, cuts=CUTS)
+        < eps
+        <= certifiable_epsilon(m, delta=1e-5, cuts=CUTS)
     )
     ceiling_reached = report["epsilon_max_certifiable"] >= report["epsilon_accounted"]
     assert report["verdict"] == ("VIOLATION" if ceiling_reached else "inconclusive")
 
 
 def test_auto_refuses_above_the_budget(tmp_path):
-    with pytest.raises(ValueError, match=r"^max_canaries: certifying the accounted epsilon 4.38 .* needs \d+ "):
+    with pytest.raises(
+        ValueError, match=r"^max_canaries: certifying the accounted epsilon 4.38 .* needs \d+"
+    ):
         _audit(_fedavg(), tmp_path, canaries="auto", max_canaries=100)
 
 
@@ -208,3 +210,22 @@ def test_refused_configurations(tmp_path, config, message):
     with pytest.raises(ValueError, match=r"^canary: 'dirac' ") as info:
         _audit(config(), tmp_path, canaries=10)
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_noise_off_at_epsilon_7_5_is_never_consistent(tmp_path):
+    """DP-FedAvg calibrated to ε 7.5, no noise added: 500 feature canaries in one run certify at most about
+    3.8, so the one-run audit says inconclusive (it used to say consistent); Dirac canaries (4 runs × 50 000)
+    separate perfectly and certify 9.5: VIOLATION."""
+    config = _fedavg(None, target_epsilon=7.5, num_rounds=ROUNDS)
+    one_run = audit_run(
+        config,
+        tmp_path / "feature",
+        canaries=500,
+        progress=False,
+        plot=False,
+        algorithms={**ALGORITHMS, "dp_fedavg": _SilentFedAvg},
+    )
+    assert one_run["epsilon_accounted"] == pytest.approx(7.5, abs=0.05)
+    assert one_run["verdict"] == "inconclusive" and one_run["epsilon_max_certifiable"] < 5.0
+    dirac = _audit(config, tmp_path / "dirac", _SilentFedAvg, canaries=50_000, runs=4)
+    assert dirac["verdict"] == "VIOLATION" and dirac["epsilon_lower"] > 9.0

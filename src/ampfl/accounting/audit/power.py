@@ -142,9 +142,7 @@ def certifiable_epsilon(
     m = check_int("canaries", canaries, minimum=2, maximum=MAX_CANARIES)
     return max(
         (
-            planned_ceiling(
-                k, runs=runs, delta=delta, confidence=confidence, cuts=cuts, assurance=assurance
-            )
+            planned_ceiling(k, runs=runs, delta=delta, confidence=confidence, cuts=cuts, assurance=assurance)
             for k in ladder(m)
         ),
         default=0.0,

@@ -89,4 +89,3 @@ def check_requested(canaries: int | str, max_canaries: int) -> None:
         if isinstance(canaries, (str, bool)):
             raise ValueError(f"canaries must be an integer in [2, 100000] or 'auto'. Found {canaries!r}.")
         check_int("canaries", canaries, minimum=2, maximum=MAX_CANARIES)
-
