@@ -6,22 +6,39 @@ accountant with :data:`~ampfl.accounting.partition.mechanisms.PARTITION_ORDERS`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ampfl.accounting._checks import check_int, check_orders
 from ampfl.accounting.calibrate import CALIBRATION_RTOL, calibrate
-from ampfl.accounting.events import BalancedIterationSubsamplingEvent, DropoutEvent, ModelSplitEvent
+from ampfl.accounting.events import (
+    BalancedIterationSubsamplingEvent,
+    DropoutEvent,
+    ModelSplitEvent,
+    PrivacyEvent,
+)
 from ampfl.accounting.partition.mechanisms import PARTITION_ORDERS
 
 __all__ = ["calibrate_bis", "calibrate_dropout", "calibrate_model_split"]
 
 
-def _orders_kwargs(orders: Iterable[object]) -> dict[str, object]:
-    return {"orders": _orders(orders)}
-
-
-def _orders(orders: Iterable[object]) -> tuple[int, ...]:
-    return tuple(int(a) for a in check_orders("orders", orders))
+def _calibrated(
+    make_event: Callable[[float], PrivacyEvent],
+    count: int,
+    target_epsilon: float,
+    target_delta: float,
+    orders: Iterable[object],
+    rtol: float,
+) -> float:
+    """The smallest z whose ``count`` × ``make_event(z)`` meets the target on the RDP accountant at
+    ``orders`` (the one :func:`~ampfl.accounting.calibrate.calibrate`)."""
+    return calibrate(
+        make_event,
+        target_epsilon=target_epsilon,
+        target_delta=target_delta,
+        count=count,
+        rtol=rtol,
+        accountant_kwargs={"orders": tuple(int(a) for a in check_orders("orders", orders))},
+    )
 
 
 def calibrate_model_split(
@@ -39,14 +56,12 @@ def calibrate_model_split(
     term). Raises :class:`~ampfl.accounting.calibrate.UnreachableTarget` when no z ≤ 1e4 meets the target.
     """
     d = check_int("num_submodels", num_submodels, minimum=1)
-    return calibrate(
-        lambda z: ModelSplitEvent(num_submodels=d, noise_multiplier=z),
-        target_epsilon=target_epsilon,
-        target_delta=target_delta,
-        count=check_int("steps", steps, minimum=1),
-        rtol=rtol,
-        accountant_kwargs=_orders_kwargs(orders),
-    )
+
+    def event(z: float) -> ModelSplitEvent:
+        return ModelSplitEvent(num_submodels=d, noise_multiplier=z)
+
+    count = check_int("steps", steps, minimum=1)
+    return _calibrated(event, count, target_epsilon, target_delta, orders, rtol)
 
 
 def calibrate_dropout(
@@ -58,13 +73,9 @@ def calibrate_dropout(
     rtol: float = CALIBRATION_RTOL,
 ) -> float:
     """Smallest noise multiplier for ``steps`` Theorem 3.7 dropout steps (rate 1/2, split part only)."""
-    return calibrate(
-        lambda z: DropoutEvent(noise_multiplier=z),
-        target_epsilon=target_epsilon,
-        target_delta=target_delta,
-        count=check_int("steps", steps, minimum=1),
-        rtol=rtol,
-        accountant_kwargs=_orders_kwargs(orders),
+    count = check_int("steps", steps, minimum=1)
+    return _calibrated(
+        lambda z: DropoutEvent(noise_multiplier=z), count, target_epsilon, target_delta, orders, rtol
     )
 
 
@@ -85,11 +96,9 @@ def calibrate_bis(
     """
     t = check_int("iterations", iterations, minimum=1)
     k = check_int("participations", participations, minimum=1, maximum=t)
-    return calibrate(
-        lambda z: BalancedIterationSubsamplingEvent(iterations=t, participations=k, noise_multiplier=z),
-        target_epsilon=target_epsilon,
-        target_delta=target_delta,
-        count=check_int("epochs", epochs, minimum=1),
-        rtol=rtol,
-        accountant_kwargs=_orders_kwargs(orders),
-    )
+
+    def event(z: float) -> BalancedIterationSubsamplingEvent:
+        return BalancedIterationSubsamplingEvent(iterations=t, participations=k, noise_multiplier=z)
+
+    count = check_int("epochs", epochs, minimum=1)
+    return _calibrated(event, count, target_epsilon, target_delta, orders, rtol)
