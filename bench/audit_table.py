@@ -1,11 +1,13 @@
 """Empirical audit of every private algorithm's quick config (issue 27): the table of docs/audit.md.
 
-Run: ``.venv/bin/python bench/audit_table.py [--canaries 500] [--runs 1] [--out runs/audit_table] [--only
+Run: ``.venv/bin/python bench/audit_table.py [--canaries 500|auto] [--runs 1] [--out runs/audit_table] [--only
 SUBSTRING]``. For each configuration it runs :func:`ampfl.fl.audit.run.audit_run` (secret canaries, real code
-path) and prints one markdown row: ε accounted, ε unamplified, ε lower (95%), ratio, canaries, runs, verdict,
-wall time and the 1-minute load average at the end of the row. A configuration the auditor cannot handle is
-listed with the one-line reason. Rows marked "patched" run a deliberately broken algorithm (its accounted
-noise not added) to show that the scores read the canaries.
+path) and prints one markdown row: ε accounted, ε unamplified, ε lower (95%), ratio, the largest ε the audit
+could certify (every guess right), canaries, runs, verdict, wall time and the 1-minute load average at the end
+of the row. Rows with white-box Dirac canaries (``canary = "dirac"``) carry their own canary and run counts.
+A configuration the auditor cannot handle is listed with the one-line reason. Rows marked "patched" run a
+deliberately broken algorithm (its accounted noise, or part of it, not added) to show that the scores read
+the canaries. One row: ``--only "SUBSTRING OF ITS NAME"``.
 """
 
 from __future__ import annotations
@@ -145,7 +147,63 @@ def configs() -> dict[str, Any]:
             cnn,
             {"task": _padded(cnn), "algorithms": {**ALGORITHMS, "dp_fedavg": _SilentFedAvg}},
         ),
+        **dirac_rows(),
     }
+
+
+def _full_fedavg(z: float, rate: float = 1.0) -> Any:
+    """DP-FedAvg on digits, 20 clients, Poisson rate ``rate`` (1: every client every round), 10 rounds."""
+    algorithm = {
+        "name": "dp_fedavg",
+        "client_sampling": "poisson",
+        "sampling_rate": rate,
+        "expected_clients": 20 * rate,
+        "num_local_steps": 2,
+        "batch_size": 8,
+        "learning_rate": 0.5,
+        "clip": 1.0,
+        "noise_multiplier": z,
+    }
+    return _digits(algorithm, rounds=10)
+
+
+def dirac_rows() -> dict[str, Any]:
+    """White-box Dirac canaries scored from every noised sum (100 000 canaries × 4 runs unless stated):
+    unamplified DP-FedAvg (every client every round) and DP-SGD (dp_dsgd_rp at p = q = 1, full batches) at
+    ε ≈ 2, 4.4 and 7, the same with the noise removed or halved, and DP-FedAvg with Poisson q = 0.5."""
+    dirac = {"canary": "dirac", "canaries": 100_000, "runs": 4}
+    sgd = {
+        "name": "dp_dsgd_rp",
+        "participation": 1.0,
+        "sampling_rate": 1.0,
+        "clip": 1.0,
+        "learning_rate": 0.5,
+        "local_dataset_size": 120,
+        "noise_multiplier": 3.16,
+    }
+    rows: dict[str, Any] = {
+        f"dp_fedavg, every client, z = {z}, 10 rounds, dirac": (_full_fedavg(z), dirac)
+        for z in (6.32, 3.16, 2.1)
+    }
+    rows["dp_fedavg, every client, z = 3.16, dirac, patched: no noise"] = (
+        _full_fedavg(3.16),
+        {**dirac, "algorithms": {**ALGORITHMS, "dp_fedavg": _SilentFedAvg}},
+    )
+    rows["dp_fedavg, every client, z = 3.16, dirac, patched: half the noise"] = (
+        _full_fedavg(3.16),
+        {**dirac, "algorithms": {**ALGORITHMS, "dp_fedavg": _HalfNoiseFedAvg}},
+    )
+    rows["dp_fedavg, Poisson q = 0.5, z = 3.16, 10 rounds, dirac"] = (_full_fedavg(3.16, 0.5), dirac)
+    sgd_dirac = {**dirac, "canaries": 50_000}
+    rows["DP-SGD (dp_dsgd_rp, p = q = 1, full batch), z = 3.16, 10 steps, dirac (50 000 × 4)"] = (
+        _digits(sgd, rounds=10),
+        sgd_dirac,
+    )
+    rows["DP-SGD (dp_dsgd_rp, p = q = 1), z = 3.16, dirac (50 000 × 4), patched: no noise"] = (
+        _digits(sgd, rounds=10),
+        {**sgd_dirac, "algorithms": {**ALGORITHMS, "dp_dsgd_rp": _SilentSGD}},
+    )
+    return rows
 
 
 def _unsplit(split: Any) -> Any:
@@ -185,6 +243,22 @@ class _SilentMSPAFL(ALGORITHMS["ms_pafl"]):  # type: ignore[misc,valid-type]
 
 class _SilentFedAvg(ALGORITHMS["dp_fedavg"]):  # type: ignore[misc,valid-type]
     """Broken on purpose: accounts its calibrated noise, adds none."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.noise_std = 0.0
+
+
+class _HalfNoiseFedAvg(ALGORITHMS["dp_fedavg"]):  # type: ignore[misc,valid-type]
+    """Broken on purpose: accounts its noise multiplier, adds half that noise."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.noise_std = self.noise_std / 2
+
+
+class _SilentSGD(ALGORITHMS["dp_dsgd_rp"]):  # type: ignore[misc,valid-type]
+    """Broken on purpose: accounts its noise multiplier, adds no noise."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -256,6 +330,7 @@ def _row(name: str, r: dict[str, Any], unamplified: float | None, seconds: float
     cells = [name, r["privacy_unit"], num(r["epsilon_accounted"]), num(unamplified), num(r["epsilon_lower"])]
     cells += [
         ratio,
+        num(r["epsilon_max_certifiable"]),
         str(r["canaries"]),
         str(r["runs"]),
         r["verdict"],
@@ -266,31 +341,31 @@ def _row(name: str, r: dict[str, Any], unamplified: float | None, seconds: float
 
 
 HEADER = (
-    "| configuration | unit | ε accounted | ε unamplified | ε lower (95%) | ratio | canaries | runs "
-    "| verdict | time (s) | load |"
+    "| configuration | unit | ε accounted | ε unamplified | ε lower (95%) | ratio | max certifiable "
+    "| canaries | runs | verdict | time (s) | load |"
 )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--canaries", type=int, default=500)
+    parser.add_argument("--canaries", default="500", help="a count, or auto")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("runs") / "audit_table")
     parser.add_argument("--only", default="", help="rows whose name contains this")
     args = parser.parse_args()
     print(HEADER)
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    canaries: int | str = "auto" if args.canaries == "auto" else int(args.canaries)
     for i, (name, row) in enumerate(configs().items()):
         if args.only not in name:
             continue
         config, kwargs = row if isinstance(row, tuple) else (row, {})
+        kwargs = {"canaries": canaries, "runs": args.runs, **kwargs}  # a row's own counts win
         started = time.perf_counter()
         try:
-            r = audit_run(
-                config, args.out / str(i), canaries=args.canaries, runs=args.runs, progress=False, **kwargs
-            )
+            r = audit_run(config, args.out / str(i), progress=False, **kwargs)
         except (ValueError, RuntimeError) as exc:
-            print(f"| {name} | | | | not audited: {str(exc).splitlines()[0][:120]} | | | | | | |")
+            print(f"| {name} | | | | not audited: {str(exc).splitlines()[0][:120]} | | | | | | | |")
             continue
         seconds = time.perf_counter() - started
         twin: float | None = math.inf
