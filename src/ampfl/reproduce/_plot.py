@@ -46,6 +46,12 @@ def cap_probability_axis(ax: Any, *, bottom: float | None = None) -> None:
     ax.set_ylim(bottom=low if bottom is None else bottom, top=1.0)
 
 
+def scale_note(*, quick: bool, medium: bool, seed: int) -> str:
+    """The end of a training figure's note: which scale ran (none said: the full one) and its seed."""
+    scale = " QUICK RUN (--quick)." if quick else " MEDIUM RUN (--medium)." if medium else ""
+    return f"{scale} Seed {seed}."
+
+
 def save(fig: Any, path: Path, *, note: str | None = None) -> Path:
     """Save ``fig`` as PNG atomically, with ``note`` (e.g. the stated parameters) as a footer; close it.
 

@@ -318,7 +318,7 @@ def table1_training(
 def _plot(
     out: Path, results: list[dict[str, Any]], s: Setting, quick: bool, medium: bool = False, seed: int = 0
 ) -> Path:
-    from ampfl.reproduce._plot import new_figure, save
+    from ampfl.reproduce._plot import new_figure, save, scale_note
 
     fig, ax = new_figure(width=6.5, height=3.8)
     labels = [f"{r['method']}\nε={r['target_epsilon']:g}" for r in results]
@@ -339,8 +339,7 @@ def _plot(
         f"pretrain: {s.pretrain_examples} examples of classes 0-{PRETRAIN_CLASSES - 1}, no DP; DP fine-tune: "
         f"{s.finetune_examples} examples, q = {s.sampling_rate:g}, {s.epochs} epochs, δ = {DELTA:g}, "
         f"C = {s.clip:g}; each method at its best learning rate of {list(s.learning_rates)}."
-        + (" QUICK RUN." if quick else " MEDIUM RUN." if medium else "")
-        + f" Seed {seed}."
+        + scale_note(quick=quick, medium=medium, seed=seed)
     )
     return Path(save(fig, out / "dong_table1_training.png", note=note))
 

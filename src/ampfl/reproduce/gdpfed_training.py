@@ -311,7 +311,7 @@ def table2(
     from ampfl.fl.run.experiment import build_task, run_or_reuse
     from ampfl.fl.run.folder import read_lines
     from ampfl.io import atomic_write_csv
-    from ampfl.reproduce._plot import legend_below, save
+    from ampfl.reproduce._plot import legend_below, save, scale_note
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -373,8 +373,7 @@ def table2(
         f"ampfl settings (001 Table I not recovered): 3 equal groups, budgets ε = {list(BUDGETS)} nats, "
         f"δ = {DELTA:g}, C = 1, IID, 3 local steps; sound RDP calibration; each method at its best η of "
         f"{ {d: list(_grid(d, quick, medium)) for d, _ in used} }; DP-FedAvg at the strictest budget."
-        + (" QUICK RUN (--quick)." if quick else " MEDIUM RUN (--medium)." if medium else "")
-        + f" Seed {seed}."
+        + scale_note(quick=quick, medium=medium, seed=seed)
     )
     png = save(fig, out / "gdpfed_table2.png", note=note)
     csv_path = atomic_write_csv(

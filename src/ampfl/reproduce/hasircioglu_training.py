@@ -202,7 +202,7 @@ def _figure(figure: str, out: Path, *, quick: bool, medium: bool = False, seed: 
     from ampfl.fl.run.experiment import build_task, run_or_reuse
     from ampfl.fl.run.folder import read_lines
     from ampfl.io import atomic_write_csv
-    from ampfl.reproduce._plot import legend_below, new_figure, save
+    from ampfl.reproduce._plot import legend_below, new_figure, save, scale_note
 
     chosen = scale(quick=quick, medium=medium)
     iterations, evaluations, grid = chosen["iterations"], chosen["evaluations"], chosen["grid"]
@@ -266,8 +266,7 @@ def _figure(figure: str, out: Path, *, quick: bool, medium: bool = False, seed: 
         f"p = {s['p']:.4g}, q = {s['q']:.4g} (p·N·q·d = 70 as in 004), "
         f"per-iteration ε = {EPSILON}, δ = {DELTA:g}, C = 1, z = σ/C, CNN of 004 Fig. 8, SGD momentum 0.9, "
         f"{iterations} iterations (not given in 004); each method at its best η of {list(grid)}."
-        + (" QUICK RUN (--quick)." if quick else " MEDIUM RUN (--medium)." if medium else "")
-        + f" Seed {seed}."
+        + scale_note(quick=quick, medium=medium, seed=seed)
     )
     png = save(fig, out / f"hasircioglu_{figure}.png", note=note)
     csv_path = atomic_write_csv(

@@ -107,7 +107,7 @@ def fig2(out: Path, *, quick: bool = False, medium: bool = False, seed: int = 0)
     from ampfl.fl.run.experiment import build_task, run_or_reuse
     from ampfl.fl.run.folder import read_lines
     from ampfl.io import atomic_write_csv
-    from ampfl.reproduce._plot import legend_below, new_figure, save
+    from ampfl.reproduce._plot import legend_below, new_figure, save, scale_note
 
     rounds = rounds_of(quick=quick, medium=medium)
     try:
@@ -223,8 +223,7 @@ def fig2(out: Path, *, quick: bool = False, medium: bool = False, seed: int = 0)
         f"C = 1, d_α = d_p = 0.5; η = {LEARNING_RATE:g}, γ = {GAMMA:g}, T = {rounds} "
         f"(η, γ, T not given in 000). ε: the run's composed ε at δ = {DELTA:g} (participation public to the "
         "server, persistent private state: no amplification by local sampling)."
-        + (" QUICK RUN (--quick)." if quick else " MEDIUM RUN (--medium)." if medium else "")
-        + f" Seed {seed}."
+        + scale_note(quick=quick, medium=medium, seed=seed)
     )
     png = save(fig, out / "ms_pafl_fig2.png", note=note)
     return {

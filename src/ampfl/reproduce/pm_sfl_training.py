@@ -317,7 +317,7 @@ def _compare(
     from ampfl.fl.run.experiment import run_or_reuse
     from ampfl.fl.run.folder import read_lines
     from ampfl.io import atomic_write_csv
-    from ampfl.reproduce._plot import legend_below, new_figure, save
+    from ampfl.reproduce._plot import legend_below, new_figure, save, scale_note
 
     s = setting_of(quick=quick, medium=medium)
     grid = tuple(s["learning_rates"])
@@ -388,9 +388,7 @@ def _compare(
         f"{data_note}. N = {n}, C = {s['client_fraction']}, "
         f"{s['rounds']} rounds × {s['local_steps']} local steps of batch {BATCH}, Adam, c = {C}, "
         f"split CNN {s['channels']} split after block {MODEL['split_layer']}; each method at its best "
-        f"client η of {list(grid)}."
-        + (" QUICK RUN (--quick)." if quick else " MEDIUM RUN (--medium)." if medium else "")
-        + f" Seed {seed}."
+        f"client η of {list(grid)}." + scale_note(quick=quick, medium=medium, seed=seed)
     )
     png = save(fig, out / f"{stem}.png", note=note)
     csv_path = atomic_write_csv(
@@ -441,7 +439,7 @@ def attack(
     ``dataset`` as :func:`table1` (the victim is client 0, its first training images)."""
     from ampfl.fl.split.attack import attack_client
     from ampfl.io import atomic_write_csv
-    from ampfl.reproduce._plot import save_image_grid
+    from ampfl.reproduce._plot import save_image_grid, scale_note
 
     if dataset not in DATASETS:
         raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {dataset!r}.")
@@ -488,9 +486,7 @@ def attack(
         f"the bottom's gradient, weight {ATTACK_GRAD_WEIGHT:g}), {ATTACK_IMAGES}"
         " training images of client 0,"
         f" {DATASETS[dataset][0]}; models after {s['rounds']} rounds."
-        " PM-SFL attacker uses the mask 1[θ > 0.5]."
-        + (" QUICK RUN (--quick)." if quick else " MEDIUM RUN (--medium)." if medium else "")
-        + f" Seed {seed}."
+        " PM-SFL attacker uses the mask 1[θ > 0.5]." + scale_note(quick=quick, medium=medium, seed=seed)
     )
     png = save_image_grid(out / "pm_sfl_attack.png", x, recon_rows, note=note)
     csv_path = atomic_write_csv(out / "pm_sfl_attack.csv", ["method", "image", "psnr", "ssim"], csv_rows)
