@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from ampfl.fl.algorithms.base import Algorithm
     from ampfl.fl.task import Task
 
-#: SplitFed-DP's batch draw, wrapped for one round so that the observer knows which rows a step sent.
+#: SplitFed-DP's batch draw, wrapped for one round so that the observer knows which rows a step sent (where
+#: the module draws them itself; else its ``cohort_batches`` method is wrapped).
 _BATCHES = "local_batches"
 
 __all__ = ["SlotPlan", "insert_slot_canaries", "revealed_participation", "slot_scores", "smashed_observer"]
@@ -145,7 +146,9 @@ def smashed_observer(cls: type[Algorithm], plan: SlotPlan) -> type[Algorithm]:
                 clipped = module.clip_rows(smashed, self.dp.smashed_clip).flatten(1)
                 self._directions = clipped / clipped.norm(dim=1, keepdim=True).clamp(min=1e-12)
             self._step = 0
-            original = getattr(module, _BATCHES)
+            original = getattr(module, _BATCHES, None)
+            if original is None:  # the round draws its batches through ``cohort_batches`` (recorded below)
+                return dict(super().run_round(round_index))
 
             def recording(*args: Any, **kwargs: Any) -> torch.Tensor:
                 batches: torch.Tensor = original(*args, **kwargs)
@@ -158,6 +161,11 @@ def smashed_observer(cls: type[Algorithm], plan: SlotPlan) -> type[Algorithm]:
             finally:
                 setattr(module, _BATCHES, original)
             return metrics
+
+        def cohort_batches(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+            batches: torch.Tensor = super().cohort_batches(*args, **kwargs)
+            self._batches = batches.numpy().copy()
+            return batches
 
         def dp_step(
             self, local: torch.Tensor, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator
