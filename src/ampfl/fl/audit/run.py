@@ -157,6 +157,7 @@ def _one_run(
     algorithms: Mapping[str, type[Algorithm]],
     progress: bool,
     label: str,
+    probe: Algorithm,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     from ampfl.fl.audit import observers
     from ampfl.fl.run.experiment import clear_run_folder, run_experiment
@@ -164,7 +165,7 @@ def _one_run(
     included = secret_coins(canaries)
     cls = algorithms[config.algorithm.name]
     if observer == "noised-sums":
-        return _dirac_run(config, base, folder, included, algorithms, progress, label)
+        return _dirac_run(config, base, folder, included, algorithms, progress, label, probe)
     if observer == "smashed":
         task, slots = observers.insert_slot_canaries(base, included=included, seed=config.seed)
         cls = observers.smashed_observer(cls, slots)
@@ -222,13 +223,14 @@ def _dirac_run(
     algorithms: Mapping[str, type[Algorithm]],
     progress: bool,
     label: str,
+    probe: Algorithm,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """One run with Dirac canaries (:mod:`ampfl.fl.audit.dirac`): scores, coins, the run's summary."""
+    """One run with Dirac canaries (:mod:`ampfl.fl.audit.dirac`; ``probe``: the algorithm built on ``base``):
+    scores, coins, the run's summary."""
     from ampfl.fl.audit import dirac
-    from ampfl.fl.run.experiment import build_algorithm, clear_run_folder, run_experiment
+    from ampfl.fl.run.experiment import clear_run_folder, run_experiment
 
     cls = algorithms[config.algorithm.name]
-    probe = build_algorithm(config, base, algorithms=algorithms)
     task, d, width = dirac.dirac_task(probe, base, int(included.size), seed=config.seed)
     clip = float(probe.p.clip)  # type: ignore[attr-defined]
     plan = dirac.DiracPlan(included, d, width, clip, dirac.presence_rate(probe))
@@ -358,6 +360,7 @@ def audit_run(
             algorithms=algorithms,
             progress=progress,
             label=label,
+            probe=probe,
         )
         all_scores.append(s)
         all_coins.append(c)
