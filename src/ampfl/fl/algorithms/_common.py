@@ -148,6 +148,47 @@ class FederatedAlgorithm(Algorithm):
             rng=self.rng(round_index, ROLE_DATA),
         )
 
+    def cohort_local_sgd(
+        self,
+        start: torch.Tensor,
+        clients: np.ndarray,
+        round_index: int,
+        p: LocalTrainingParams,
+        *,
+        grad_hook: GradHook | None = None,
+        average: bool = False,
+    ) -> LocalResult:
+        """The Q local SGD steps (000 Eq. 2) of round ``round_index``'s cohort ``clients`` from ``start``
+        (``[d]``, shared, or ``[K, d]``) on the simulator's mini-batches (:meth:`batches`); ``grad_hook`` and
+        ``average`` as :meth:`~ampfl.fl.engine.vectorised.Engine.local_sgd`'s."""
+        return self.local_sgd(
+            start, self.batches(clients, round_index, p), clients, p, grad_hook=grad_hook, average=average
+        )
+
+    def local_sgd(
+        self,
+        start: torch.Tensor,
+        batches: torch.Tensor,
+        clients: np.ndarray,
+        p: LocalTrainingParams,
+        *,
+        grad_hook: GradHook | None = None,
+        average: bool = False,
+    ) -> LocalResult:
+        """The engine's local SGD on the training data, at ``p``'s learning rate, of the clients ``clients``
+        (``[K]``) on the mini-batch indices ``batches`` (``[K, Q, b]``)."""
+        return self.engine.local_sgd(
+            self.model,
+            start,
+            self.x_train,
+            self.y_train,
+            batches,
+            learning_rate=p.learning_rate,
+            client_ids=clients,
+            grad_hook=grad_hook,
+            average=average,
+        )
+
     # -- pieces of the round protocol (ampfl.fl.algorithms.round_protocol) --------------------------------
     def broadcast(self) -> torch.Tensor:
         """The flat model the server sends the asked clients: the global model."""
@@ -179,16 +220,7 @@ class FederatedAlgorithm(Algorithm):
                 scheme=p.local_sampling,
                 rng=rng,
             )
-        return self.engine.local_sgd(
-            self.model,
-            start,
-            self.x_train,
-            self.y_train,
-            batches,
-            learning_rate=p.learning_rate,
-            client_ids=client,
-            grad_hook=grad_hook,
-        )
+        return self.local_sgd(start, batches, client, p, grad_hook=grad_hook)
 
     def client_update(
         self,

@@ -106,7 +106,8 @@ class Algorithm(ABC):
     #: Its Gaussian noise may be added by the clients, each a share, before a secure sum (the round
     #: protocol's ``gaussian_shares``): ``ampfl deploy --secure-aggregation secaggplus`` runs it so.
     noise_shares: ClassVar[bool] = False
-    #: Each client noises its own message in full (MS-PAFL): a secure sum of the messages is noised already.
+    #: Each client noises its own message in full (MS-PAFL, SplitFed-DP): a secure sum of the messages is
+    #: noised already, and ε holds against the server, who sees who sends (:meth:`threat_model`).
     noised_on_client: ClassVar[bool] = False
 
     def __init__(
@@ -210,9 +211,17 @@ class Algorithm(ABC):
     def threat_model(self) -> dict[str, list[str]]:
         """``protects_against`` and ``participation_hidden_from`` of this algorithm on the simulator
         (:func:`ampfl.fl.run.release.threat_model`). Default: noise added by the (trusted) server, so ε
-        protects against the consumers of the released models, from whom participation is hidden."""
+        protects against the consumers of the released models, from whom participation is hidden; with
+        :attr:`noised_on_client`, ε holds against the server too (each client noises its own upload before
+        it leaves) and no amplification by hidden participation is claimed (the server sees who uploads)."""
         from ampfl.fl.run.release import threat_model
 
+        if self.noised_on_client:  # each client noises what it sends; the server sees who sends
+            return threat_model(
+                private=self.privacy_unit is not None,
+                server_sees_only_noised_sum=True,
+                participation_hidden=False,
+            )
         return threat_model(private=self.privacy_unit is not None)
 
     def group_budgets(self) -> dict[int, float]:

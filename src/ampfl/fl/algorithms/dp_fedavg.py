@@ -149,15 +149,7 @@ class DPFedAvg(OwnRoundProtocol, FederatedAlgorithm):
         total = torch.zeros_like(self.global_params)
         metrics = {"participants": float(len(clients))}
         if len(clients):
-            result = self.engine.local_sgd(
-                self.model,
-                self.global_params,
-                self.x_train,
-                self.y_train,
-                self.batches(clients, round_index, self.p),
-                learning_rate=self.p.learning_rate,
-                client_ids=clients,
-            )
+            result = self.cohort_local_sgd(self.global_params, clients, round_index, self.p)
             clipped, norms = self.clip_updates(result.params - self.global_params)
             total = clipped.sum(0)
             metrics["train_loss"] = float(result.loss.mean())

@@ -408,16 +408,7 @@ class DPSGDPartition(DPSGDPartitionProtocol, FederatedAlgorithm):
                 rows = torch.as_tensor([position[int(c)] for c in ids], dtype=torch.int64)
                 return grads * mask_f[rows]
 
-            result = self.engine.local_sgd(
-                self.model,
-                self.global_params,
-                self.x_train,
-                self.y_train,
-                self.batches(clients, round_index, p),
-                learning_rate=p.learning_rate,
-                client_ids=clients,
-                grad_hook=hook,
-            )
+            result = self.cohort_local_sgd(self.global_params, clients, round_index, p, grad_hook=hook)
             delta = (result.params - self.global_params) * mask_f
             total, clipped = clip_parts(delta, split, p.clip, p.nonsplit_clip)
             metrics["train_loss"] = float(result.loss.mean())

@@ -44,16 +44,7 @@ class FedAvg(OwnRoundProtocol, FederatedAlgorithm):
         clients = self.participants(self.sampler, round_index)
         if len(clients) == 0:
             return {"participants": 0.0}
-        result = self.engine.local_sgd(
-            self.model,
-            self.global_params,
-            self.x_train,
-            self.y_train,
-            self.batches(clients, round_index, self.p),
-            learning_rate=self.p.learning_rate,
-            client_ids=clients,
-            average=True,
-        )
+        result = self.cohort_local_sgd(self.global_params, clients, round_index, self.p, average=True)
         self.global_params = result.params  # Eq. (3): the mean of the clients' models
         return {"participants": float(len(clients)), "train_loss": float(result.loss.mean())}
 

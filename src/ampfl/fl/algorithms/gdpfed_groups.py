@@ -205,15 +205,7 @@ class GroupFederatedAlgorithm(GroupRoundProtocol, FederatedAlgorithm):
         masks = self.masks(round_index)
         rows = torch.zeros((clients.size, d))
         if clients.size:
-            result = self.engine.local_sgd(
-                self.model,
-                self.global_params,
-                self.x_train,
-                self.y_train,
-                self.batches(clients, round_index, self.p),
-                learning_rate=self.p.learning_rate,
-                client_ids=clients,
-            )
+            result = self.cohort_local_sgd(self.global_params, clients, round_index, self.p)
             rows = result.params - self.global_params
             metrics["train_loss"] = float(result.loss.mean())
             for g, mask in enumerate(masks):

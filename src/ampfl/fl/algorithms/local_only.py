@@ -53,15 +53,7 @@ class LocalOnly(FederatedAlgorithm):
         clients = self.sampler.sample(round_index, self.rng(round_index, ROLE_CHECKIN))
         if len(clients) == 0:
             return {"participants": 0.0}
-        result = self.engine.local_sgd(
-            self.model,
-            self.store.get(clients),
-            self.x_train,
-            self.y_train,
-            self.batches(clients, round_index, self.p),
-            learning_rate=self.p.learning_rate,
-            client_ids=clients,
-        )
+        result = self.cohort_local_sgd(self.store.get(clients), clients, round_index, self.p)
         self.store.set(clients, result.params)
         return {"participants": float(len(clients)), "train_loss": float(result.loss.mean())}
 

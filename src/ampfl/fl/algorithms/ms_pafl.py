@@ -139,17 +139,6 @@ class MSPAFL(OwnRoundProtocol, FederatedAlgorithm):
             private_state="persistent",
         )
 
-    def threat_model(self) -> dict[str, list[str]]:
-        """ε holds against the server too: each client noises its own public part before upload (Eq. 12)
-        and the accounted event holds with participation public (the server sees who uploads)."""
-        from ampfl.fl.run.release import threat_model
-
-        return threat_model(
-            private=self.privacy_unit is not None,
-            server_sees_only_noised_sum=True,
-            participation_hidden=False,
-        )
-
     def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
         if self.privacy_unit is None:
             return []
@@ -164,15 +153,7 @@ class MSPAFL(OwnRoundProtocol, FederatedAlgorithm):
         start = self.partition.merge(
             {"private": self.store.get(clients), "public": self.public.expand(len(clients), -1)}
         )  # Eq. (14)
-        result = self.engine.local_sgd(
-            self.model,
-            start,
-            self.x_train,
-            self.y_train,
-            self.batches(clients, round_index, self.p),
-            learning_rate=self.p.learning_rate,
-            client_ids=clients,
-        )  # Eqs. (9), (2b)
+        result = self.cohort_local_sgd(start, clients, round_index, self.p)  # Eqs. (9), (2b)
         parts = self.partition.split(result.params)
         self.store.set(clients, parts["private"])  # w_{i,α} stays on the client
         noisy, norms, ratio = self.privatize_public(

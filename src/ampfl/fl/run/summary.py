@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ampfl.fl.run.folder import SUMMARY
 from ampfl.fl.run.lines import group_fields, noise_levels
-from ampfl.fl.run.release import privacy_randomness, threat_model
+from ampfl.fl.run.release import TIMING_KEYS, privacy_randomness, threat_model
 from ampfl.io import atomic_write_json
 
 if TYPE_CHECKING:
@@ -60,12 +60,7 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "accountant_requested",
     "accounting",
     "analysis",
-    "wall_seconds",
-    "round_seconds_mean",
-    "discovery_seconds",
-    "bring_up_seconds",
-    "teardown_seconds",
-    "deploy_seconds",
+    *TIMING_KEYS,
     "final_metrics",
     "num_clients",
     "seed",

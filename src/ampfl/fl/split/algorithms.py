@@ -201,6 +201,19 @@ class PMSFL(SplitAlgorithm):
         )
 
     def run_round(self, round_index: int) -> dict[str, float]:
+        clients, before, after, uploads, loss = self.train_masks(round_index)
+        personal = self._indicator_update(clients, round_index, before, after)
+        self.keep_personal(clients, personal, after)
+        self.theta = aggregate_masks(uploads, personal, self.theta)
+        return self.end_round(clients, loss, personal)
+
+    def train_masks(
+        self, round_index: int
+    ) -> tuple[np.ndarray, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The first half of a round: the cohort trains its probability masks from its starting θ and draws
+        what it uploads. Returns ``(clients, θ before, θ after, uploads, train losses)``; the uploads are
+        binary masks M ~ Bern(θ after) (``binary``) or θ after itself. The round's noise generator stays set
+        until :meth:`end_round`."""
         clients = self.participants(round_index)
         before = self.start_theta(clients)
         scores = score_from_probability(before, self.p.c)
@@ -211,11 +224,16 @@ class PMSFL(SplitAlgorithm):
             uploads = (torch.rand(after.shape, generator=self._gen) < after).to(after.dtype)
         else:
             uploads = after
-        personal = self._indicator_update(clients, round_index, before, after)
-        ids = torch.from_numpy(clients)
+        return clients, before, after, uploads, loss
+
+    def keep_personal(self, clients: np.ndarray, personal: torch.Tensor, after: torch.Tensor) -> None:
+        """Store the cohort's personal-coordinate indicators and, where personal, its trained θ."""
+        ids = torch.from_numpy(np.asarray(clients))
         self.personal[ids] = personal
         self.personal_theta[ids] = torch.where(personal, after, self.personal_theta[ids])
-        self.theta = aggregate_masks(uploads, personal, self.theta)
+
+    def end_round(self, clients: np.ndarray, loss: torch.Tensor, personal: torch.Tensor) -> dict[str, float]:
+        """Drop the round's noise generator and return the round's metrics."""
         self._gen = None
         return {
             "participants": float(len(clients)),

@@ -189,11 +189,9 @@ class SplitAlgorithm(Algorithm):
         """Round ``round_index``'s cohort: ``max(C·N, 1)`` clients without replacement (003 Alg. 1 line 4)."""
         return self.sampler.sample(round_index, self.rng(round_index, ROLE_SAMPLING))
 
-    def train_cohort(
-        self, clients: np.ndarray, round_index: int, leaves: list[torch.Tensor], make_weights: MakeWeights
-    ) -> torch.Tensor:
-        """R local split steps of the cohort on their leaves (``[K, ...]``, updated in place); mean losses."""
-        batches = local_batches(
+    def cohort_batches(self, clients: np.ndarray, round_index: int) -> torch.Tensor:
+        """The mini-batch indices ``[K, R, b]`` of the cohort ``clients`` in round ``round_index``."""
+        return local_batches(
             self.client_indices,
             clients,
             num_steps=self.sp.num_local_steps,
@@ -201,6 +199,12 @@ class SplitAlgorithm(Algorithm):
             scheme="wor",
             rng=self.rng(round_index, ROLE_DATA),
         )
+
+    def train_cohort(
+        self, clients: np.ndarray, round_index: int, leaves: list[torch.Tensor], make_weights: MakeWeights
+    ) -> torch.Tensor:
+        """R local split steps of the cohort on their leaves (``[K, ...]``, updated in place); mean losses."""
+        batches = self.cohort_batches(clients, round_index)
         for leaf in leaves:
             leaf.requires_grad_(True)
         opt = make_optimizer(self.sp.optimizer, leaves, self.sp.learning_rate)

@@ -49,7 +49,7 @@ import torch
 from pydantic import BaseModel, Field
 from torch.nn import functional as F
 
-from ampfl.fl.algorithms.base import ROLE_DATA, ROLE_EVAL, ROLE_NOISE
+from ampfl.fl.algorithms.base import ROLE_EVAL, ROLE_NOISE
 from ampfl.fl.models.split_cnn import (
     bottom_forward_stacked,
     init_bottom_weights,
@@ -57,7 +57,6 @@ from ampfl.fl.models.split_cnn import (
     sample_mask,
     score_from_probability,
 )
-from ampfl.fl.sampling import local_batches
 from ampfl.fl.split.common import (
     SplitAlgorithm,
     SplitParams,
@@ -220,17 +219,6 @@ class DepthFL(DepthFLProtocol, SplitAlgorithm):
         self.bottom = _depth_average(convs, self.block_of, depth, self.bottom)
         self.heads = _depth_average(heads, self.head_of, depth, self.heads)
         return {"participants": float(k), "train_loss": float((total / self.sp.num_local_steps).mean())}
-
-    def cohort_batches(self, clients: np.ndarray, round_index: int) -> torch.Tensor:
-        """The mini-batch indices ``[K, R, b]`` of the cohort ``clients`` in round ``round_index``."""
-        return local_batches(
-            self.client_indices,
-            clients,
-            num_steps=self.sp.num_local_steps,
-            batch_size=self.sp.batch_size,
-            scheme="wor",
-            rng=self.rng(round_index, ROLE_DATA),
-        )
 
     def train_prefixes(
         self,

@@ -34,8 +34,6 @@ import torch
 from pydantic import BaseModel, Field
 
 from ampfl.accounting.events import BernoulliMaskEvent, PrivacyEvent
-from ampfl.fl.algorithms.base import ROLE_NOISE
-from ampfl.fl.models.split_cnn import keep_probability, score_from_probability
 from ampfl.fl.split.algorithms import PMSFL, PMSFLParams
 from ampfl.fl.split.common import client_depths
 
@@ -87,21 +85,10 @@ class PMSFLHetero(PMSFL):
         return [(BernoulliMaskEvent(c=self.p.c, dim=self.upload_bits), 1)]
 
     def run_round(self, round_index: int) -> dict[str, float]:
-        clients = self.participants(round_index)
-        before = self.start_theta(clients)
-        scores = score_from_probability(before, self.p.c)
-        self._gen = self.torch_generator(round_index, ROLE_NOISE)
-        loss = self.train_cohort(clients, round_index, [scores], self._masked)
-        after = keep_probability(scores, self.p.c).detach()
+        clients, before, after, uploads, loss = self.train_masks(round_index)
         held = self.block_of[None, :] < self.splits[torch.from_numpy(np.asarray(clients))][:, None]  # [K, d]
-        if self.binary:
-            uploads = (torch.rand(after.shape, generator=self._gen) < after).to(after.dtype)
-        else:
-            uploads = after
         personal = self._indicator_update(clients, round_index, before, after, allowed=held)
-        ids = torch.from_numpy(np.asarray(clients))
-        self.personal[ids] = personal
-        self.personal_theta[ids] = torch.where(personal, after, self.personal_theta[ids])
+        self.keep_personal(clients, personal, after)
         shared = held & ~personal  # the bits a client uploads (Eq. 7 over its own blocks)
         holders = shared.sum(0)
         client_theta = (uploads * shared).sum(0) / holders.clamp(min=1)
@@ -110,10 +97,4 @@ class PMSFLHetero(PMSFL):
         self.theta = compensate(
             client_theta, server_theta, holders, len(clients), self.theta, on=self.hp.compensation
         )
-        self._gen = None
-        return {
-            "participants": float(len(clients)),
-            "train_loss": float(loss.mean()),
-            "mean_theta": float(self.theta.mean()),
-            "personal_fraction": float(personal.float().mean()),
-        }
+        return self.end_round(clients, loss, personal)

@@ -38,9 +38,8 @@ from pydantic import BaseModel, Field
 from torch.nn import functional as F
 
 from ampfl.accounting.events import GaussianEvent, PrivacyEvent
-from ampfl.fl.algorithms.base import ROLE_DATA, ROLE_NOISE
+from ampfl.fl.algorithms.base import ROLE_NOISE
 from ampfl.fl.models.split_cnn import bottom_forward_stacked
-from ampfl.fl.sampling import local_batches
 from ampfl.fl.split.algorithms import SplitFed
 from ampfl.fl.split.common import SplitParams, make_optimizer, unflatten
 
@@ -67,6 +66,9 @@ class SplitFedDP(SplitFed):
 
     name: ClassVar[str] = "splitfed_dp"
     Params: ClassVar[type[BaseModel]] = SplitFedDPParams
+    #: ε holds against the server too (the base's threat model): each client noises its smashed rows and its
+    #: gradient sums itself, and no amplification by participation or sampling is claimed.
+    noised_on_client: ClassVar[bool] = True
 
     def set_up(self) -> None:
         super().set_up()
@@ -75,17 +77,6 @@ class SplitFedDP(SplitFed):
         self.appearances = math.ceil(self.sp.num_local_steps * self.sp.batch_size / max(n_min, 1))
         noisy = self.dp.noise_multiplier > 0.0 and self.dp.smashed_noise_multiplier > 0.0
         self.privacy_unit = "record" if noisy else None
-
-    def threat_model(self) -> dict[str, list[str]]:
-        """ε holds against the server too: each client noises its smashed rows and its gradient sums
-        itself, and no amplification by participation or sampling is claimed."""
-        from ampfl.fl.run.release import threat_model
-
-        return threat_model(
-            private=self.privacy_unit is not None,
-            server_sees_only_noised_sum=True,
-            participation_hidden=False,
-        )
 
     def round_events(self, round_index: int) -> list[tuple[PrivacyEvent, int]]:
         if self.privacy_unit is None:
@@ -129,14 +120,7 @@ class SplitFedDP(SplitFed):
     def run_round(self, round_index: int) -> dict[str, float]:
         clients = self.participants(round_index)
         local = self.bottom.expand(len(clients), -1).clone()
-        batches = local_batches(
-            self.client_indices,
-            clients,
-            num_steps=self.sp.num_local_steps,
-            batch_size=self.sp.batch_size,
-            scheme="wor",
-            rng=self.rng(round_index, ROLE_DATA),
-        )
+        batches = self.cohort_batches(clients, round_index)
         gen = self.torch_generator(round_index, ROLE_NOISE)
         local.requires_grad_(True)
         opt = make_optimizer(self.sp.optimizer, [local], self.sp.learning_rate)
