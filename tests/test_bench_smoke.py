@@ -84,7 +84,7 @@ def _number(cell: str) -> float:
 
 
 def test_accounting_figures(
-    bench: Loader, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch
+    bench: Loader, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     m = bench("accounting_figures")
     (ms_pafl,) = (x for x in m.MECHANISMS if x.slug == "ms_pafl")  # its reference is a closed form: cheap
@@ -162,7 +162,9 @@ def test_pld_partition(bench: Loader, capsys: pytest.CaptureFixture[str], tmp_pa
     assert (tmp_path / "split.png").stat().st_size > 0
 
 
-def test_pld_poisson_accuracy(bench: Loader, capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
+def test_pld_poisson_accuracy(
+    bench: Loader, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     m = bench("pld_poisson_accuracy")
     monkeypatch.setattr(m, "grid", lambda quick: [(0.1, 2.0, 1, 1e-3)])
     monkeypatch.setattr(m, "FINE", 1e-3)  # the reference's fine grid is what costs
@@ -191,7 +193,9 @@ def test_pld_speed(
     assert _number(_row(out, "| random check-in wcs, T = 10")[4]) > 0
 
 
-def test_pld_subsampled_split(bench: Loader, capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
+def test_pld_subsampled_split(
+    bench: Loader, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     m = bench("pld_subsampled_split")
     monkeypatch.setattr(m, "SETTINGS", [(2, 0.05, 1.0, 100, 1e-5)])
     monkeypatch.setattr(m, "TARGETS", [(2, 2.0, 1e-5, 0.05, 100)])
@@ -201,7 +205,9 @@ def test_pld_subsampled_split(bench: Loader, capsys: pytest.CaptureFixture[str],
     assert _number(_row(out, "| 2 | 2 | 1e-05 | 0.05 | 100 |")[5]) > 0  # z PLD
 
 
-def test_random_checkin(bench: Loader, capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
+def test_random_checkin(
+    bench: Loader, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     m = bench("random_checkin")
     monkeypatch.setattr(m, "REPEATS", 1)
     monkeypatch.setattr(m, "GRID", m.GRID[:1])
@@ -212,7 +218,9 @@ def test_random_checkin(bench: Loader, capsys: pytest.CaptureFixture[str], monke
     assert "wcs composed calibration, T = 1000, pld: z = " in out
 
 
-def test_random_checkin_ratio(bench: Loader, capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
+def test_random_checkin_ratio(
+    bench: Loader, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     m = bench("random_checkin_ratio")
     monkeypatch.setattr(m, "single_settings", lambda quick: [(0.5, 0.5, 2, 1.0, 1, 1e-5)])
     m.main(["--single-only"])
@@ -275,7 +283,9 @@ def test_threads(bench: Loader, capsys: pytest.CaptureFixture[str]) -> None:
     assert "mlp K=10 (fedavg): median wall 1 thread" in out
 
 
-def test_device_identity(bench: Loader, capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
+def test_device_identity(
+    bench: Loader, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The child's part (one case, in this process); not the comparison with another commit's ``src/``."""
     m = bench("device_identity")
     monkeypatch.setattr(m, "CASES", {"dp_fedavg": m.CASES["dp_fedavg"]})
@@ -285,7 +295,7 @@ def test_device_identity(bench: Loader, capsys: pytest.CaptureFixture[str], monk
 
 
 def test_gpu_check_dry_run(
-    bench: Loader, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch
+    bench: Loader, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``--gpu-device cpu``: the script's dry run without a GPU (the CPU against itself)."""
     m = bench("gpu_check")
@@ -308,7 +318,9 @@ def test_gpu_check_sh() -> None:
     assert done.returncode == 2 and "usage: bench/gpu_check.sh prepare | run" in done.stderr
 
 
-def test_demo(bench: Loader, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch) -> None:
+def test_demo(
+    bench: Loader, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The table from fresh ``python -c pass`` processes in place of the demo's commands (minutes)."""
     m = bench("demo")
     rows = m._rows(tmp_path)
@@ -334,7 +346,9 @@ def test_opacus(bench: Loader, capsys: pytest.CaptureFixture[str], monkeypatch: 
 # --- Flower ----------------------------------------------------------------------------------------------
 
 
-def test_secagg_reply_time(bench: Loader, capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
+def test_secagg_reply_time(
+    bench: Loader, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("flwr")
     from flwr.supercore.task_identity import TaskIdentity
 
@@ -359,7 +373,9 @@ def test_flower_workload(bench: Loader) -> None:
     assert callable(run)
 
 
-def test_deploy(bench: Loader, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch) -> None:
+def test_deploy(
+    bench: Loader, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The table from fake messages in place of the local federations (tens of seconds each), and the
     pieces the federation runs: the CPU-recording wrapper and the minimal ClientApp."""
     pytest.importorskip("flwr")
@@ -385,7 +401,9 @@ def test_deploy(bench: Loader, capsys: pytest.CaptureFixture[str], tmp_path: Pat
     assert _row(out, "| ampfl-nocache |")[3] == "4.00x"
 
 
-def test_client_decline(bench: Loader, capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
+def test_client_decline(
+    bench: Loader, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The nodes' caches built in this process; each message's fresh process (a second or more) faked."""
     pytest.importorskip("flwr")
     m = bench("client_decline")
