@@ -37,6 +37,16 @@ def clip_rows(rows: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tens
     return rows * torch.clamp(clip / (norms + 1e-12), max=1.0)[:, None], norms
 
 
+def masked_gradients(mask: torch.Tensor) -> GradHook:
+    """The engine's gradient hook that zeroes each step's gradients outside ``mask`` (002: a client trains
+    its secret sub-model only)."""
+
+    def hook(step: int, ids: np.ndarray, grads: torch.Tensor) -> torch.Tensor:
+        return grads * mask
+
+    return hook
+
+
 class LocalTrainingParams(BaseModel):
     """Local SGD settings shared by the algorithms (000 Eq. 2: Q steps of size-b mini-batches, rate η)."""
 
@@ -233,15 +243,30 @@ class FederatedAlgorithm(Algorithm):
         are :class:`LocalTrainingParams`) and sends a vector formed from the trained model
         (:meth:`local_message`), keeping no private state: the steps use the simulator's mini-batches of the
         round's cohort when the server sampled it, else (the client joined by its own coin) mini-batches from
-        ``rng``. An algorithm whose client does other work overrides it."""
+        ``rng``. A client that trains a secret subset of the coordinates (002) draws it from ``rng`` first
+        (:meth:`trained_coordinates`), and its steps' gradients are zeroed outside it. An algorithm whose
+        client does other work overrides it."""
         p = cast("LocalTrainingParams", self.params)
-        result = self.local_update(broadcast, instructions, p, rng if instructions.own_coin else None)
-        return self.local_message(broadcast, instructions, result), None
+        trained = self.trained_coordinates(broadcast, rng)
+        hook = None if trained is None else masked_gradients(trained)
+        own = rng if instructions.own_coin else None  # else the simulator's batches in the round's cohort
+        result = self.local_update(broadcast, instructions, p, own, grad_hook=hook)
+        return self.local_message(broadcast, instructions, result, trained), None
+
+    def trained_coordinates(self, broadcast: torch.Tensor, rng: np.random.Generator) -> torch.Tensor | None:
+        """The 0/1 mask ``[d]`` (dtype of ``broadcast``) of the coordinates a client of :meth:`client_update`
+        trains, drawn from its own ``rng``; None (the default): every coordinate, nothing drawn."""
+        return None
 
     def local_message(
-        self, broadcast: torch.Tensor, instructions: ClientInstructions, result: LocalResult
+        self,
+        broadcast: torch.Tensor,
+        instructions: ClientInstructions,
+        result: LocalResult,
+        trained: torch.Tensor | None,
     ) -> ClientMessage:
-        """The message of :meth:`client_update` from the client's trained model (``result``, one row)."""
+        """The message of :meth:`client_update` from the client's trained model (``result``, one row) and
+        the coordinates it trained (:meth:`trained_coordinates`)."""
         raise NotImplementedError(f"{type(self).__name__} forms no message from a local model.")
 
     def num_examples(self, client: int) -> float:

@@ -210,7 +210,11 @@ class DPFedAvg(OwnRoundProtocol, FederatedAlgorithm):
         return self.participants(self.sampler, round_index)
 
     def local_message(
-        self, broadcast: torch.Tensor, instructions: ClientInstructions, result: LocalResult
+        self,
+        broadcast: torch.Tensor,
+        instructions: ClientInstructions,
+        result: LocalResult,
+        trained: torch.Tensor | None,
     ) -> ClientMessage:
         """The clipped update Δ̃_i = clip_C(w_i − w) after Q local steps (:meth:`client_update`: on the
         simulator's mini-batches of the cohort when the server sampled it, else on mini-batches from the

@@ -4,10 +4,10 @@
 
 Client-level form, the same events as the simulator (steps 1-4 and the privacy events: the docstring of
 :mod:`ampfl.fl.algorithms.dp_sgd_partition`). The server plans the cohort with the run's sampler
-(:meth:`~DPSGDPartitionProtocol.plan_round`: Poisson, BIS or all); each asked client draws its mask from its
-**own** randomness on its node (:meth:`~DPSGDPartitionProtocol.client_mask`: never from the privacy key, which
-the server may hold; no block id is sent), runs steps 2-3 and sends Δ_i
-(:meth:`~DPSGDPartitionProtocol.client_update`), the shared part times the public C_s/C_ns
+(:meth:`~DPSGDPartitionProtocol.sampled_clients`: Poisson, BIS or all); each asked client draws its mask
+from its **own** randomness on its node (:meth:`~DPSGDPartitionProtocol.client_mask`: never from the privacy
+key, which the server may hold; no block id is sent), runs steps 2-3 and sends Δ_i
+(:meth:`~DPSGDPartitionProtocol.local_message`), the shared part times the public C_s/C_ns
 (:meth:`~DPSGDPartitionProtocol.message_scale`); the server adds ξ from a generator seeded by the operating
 system and divides by public constants only (:meth:`~DPSGDPartitionProtocol.aggregate`). Without secure
 aggregation the server sees each Δ_i, whose support shows b_i: the guarantee then covers the released models
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ampfl.fl.algorithms._common import FederatedAlgorithm
     from ampfl.fl.algorithms.dp_sgd_partition import DPSGDPartitionParams
     from ampfl.fl.algorithms.round_protocol import ClientInstructions
+    from ampfl.fl.engine.vectorised import LocalResult
 
     _Base = FederatedAlgorithm
 else:
@@ -104,36 +105,34 @@ class DPSGDPartitionProtocol(OwnRoundProtocol, _Base):
             keep = torch.from_numpy(rng.random((1, self.num_groups)) < 0.5)
         return self._coordinates(keep)[0]
 
-    def client_update(
+    def trained_coordinates(self, broadcast: torch.Tensor, rng: np.random.Generator) -> torch.Tensor | None:
+        """Step 2 on the client: its secret mask from ``rng`` (:meth:`client_mask`, the client's own
+        randomness: the server never receives it); :meth:`client_update` then runs Q local steps from
+        ``broadcast`` with the gradients outside the mask zeroed."""
+        return self.client_mask(rng).to(broadcast.dtype)
+
+    def local_message(
         self,
         broadcast: torch.Tensor,
         instructions: ClientInstructions,
-        client_state: torch.Tensor | None,
-        rng: np.random.Generator,
-    ) -> tuple[ClientMessage, torch.Tensor | None]:
-        """Steps 2-3 on the client: its secret mask from ``rng`` (:meth:`client_mask`, the client's own
-        randomness: the server never receives it), Q local steps from ``broadcast`` with the gradients
-        outside the mask zeroed, Δ_i = w_i − w with the split and shared parts clipped separately
-        (:func:`clip_parts`). The message is Δ_i in message units (:meth:`message_scale`: the shared part
-        times C_s/C_ns); the server sums the messages (:meth:`aggregate`)."""
+        result: LocalResult,
+        trained: torch.Tensor | None,
+    ) -> ClientMessage:
+        """Step 3 on the client: Δ_i = w_i − w on the ``trained`` coordinates, with the split and shared parts
+        clipped separately (:func:`clip_parts`). The message is Δ_i in message units (:meth:`message_scale`:
+        the shared part times C_s/C_ns); the server sums the messages (:meth:`aggregate`)."""
+        assert trained is not None  # drawn by trained_coordinates
         p = self.p
-        mask = self.client_mask(rng).to(broadcast.dtype)
-
-        def hook(step: int, ids: np.ndarray, grads: torch.Tensor) -> torch.Tensor:
-            return grads * mask
-
-        own = rng if instructions.own_coin else None  # else the simulator's batches in the round's cohort
-        result = self.local_update(broadcast, instructions, p, own, grad_hook=hook)
         update, clipped = clip_parts(
-            (result.params - broadcast) * mask, self.split_coords, p.clip, p.nonsplit_clip
+            (result.params - broadcast) * trained, self.split_coords, p.clip, p.nonsplit_clip
         )
         metrics = {
             "train_loss": float(result.loss.mean()),
             "clipped": clipped,
-            "num-examples": float(len(self.client_indices[instructions.client])),
+            "num-examples": self.num_examples(instructions.client),
         }
         scale = self.message_scale()
-        return ClientMessage(update if scale is None else update * scale, metrics), None
+        return ClientMessage(update if scale is None else update * scale, metrics)
 
     def aggregate(
         self, total: torch.Tensor, *, count: int | None, asked: int, generator: torch.Generator | None

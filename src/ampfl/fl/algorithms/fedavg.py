@@ -53,7 +53,11 @@ class FedAvg(OwnRoundProtocol, FederatedAlgorithm):
         return self.participants(self.sampler, round_index)
 
     def local_message(
-        self, broadcast: torch.Tensor, instructions: ClientInstructions, result: LocalResult
+        self,
+        broadcast: torch.Tensor,
+        instructions: ClientInstructions,
+        result: LocalResult,
+        trained: torch.Tensor | None,
     ) -> ClientMessage:
         """Eq. (2): the client's local model w_i after Q steps (the simulator's mini-batches)."""
         examples = self.num_examples(instructions.client)

@@ -110,7 +110,11 @@ class GroupRoundProtocol(OwnRoundProtocol, _Base):
         return [int(c) for c in np.sort(np.concatenate(self.sampled(round_index))) if int(c) in allowed]
 
     def local_message(
-        self, broadcast: torch.Tensor, instructions: ClientInstructions, result: LocalResult
+        self,
+        broadcast: torch.Tensor,
+        instructions: ClientInstructions,
+        result: LocalResult,
+        trained: torch.Tensor | None,
     ) -> ClientMessage:
         """Δ_i = w_i − w^t after Q local steps (:meth:`client_update`: the simulator's mini-batches of the
         cohort when the server sampled it, else from the client's own randomness), restricted to the group's
