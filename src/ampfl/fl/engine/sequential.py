@@ -9,6 +9,7 @@ rounding (tests/fl/test_engine.py, to 1e-5). (The evaluation of one model withou
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -16,20 +17,34 @@ import torch
 from ampfl.fl.engine.functional_model import FunctionalModel
 
 
+class ChunkSteps(NamedTuple):
+    """The Q local SGD steps of one chunk of k clients, as both local-SGD paths take them (the vectorised
+    ``Engine._local_sgd_chunk`` and :func:`local_sgd_sequential`).
+
+    Attributes:
+        xb, yb: the mini-batches' inputs ``[k, Q, b, ...]`` and labels ``[k, Q, b]``.
+        wb: the per-example weights ``[k, Q, b]``.
+        lr: the learning rate η.
+        clip: the per-example gradient bound (None: no per-example clipping).
+        ids: the clients' ids ``[k]`` (passed to ``hook``).
+        hook: the engine's gradient hook (``ampfl.fl.engine.vectorised.GradHook``), or None.
+    """
+
+    xb: torch.Tensor
+    yb: torch.Tensor
+    wb: torch.Tensor
+    lr: float
+    clip: float | None
+    ids: np.ndarray
+    hook: Callable[[int, np.ndarray, torch.Tensor], torch.Tensor] | None
+
+
 def local_sgd_sequential(
-    model: FunctionalModel,
-    out: torch.Tensor,
-    params: torch.Tensor,
-    xb: torch.Tensor,
-    yb: torch.Tensor,
-    wb: torch.Tensor,
-    lr: float,
-    clip: float | None,
-    ids: np.ndarray,
-    hook: Callable[[int, np.ndarray, torch.Tensor], torch.Tensor] | None,
+    model: FunctionalModel, out: torch.Tensor, params: torch.Tensor, steps: ChunkSteps
 ) -> torch.Tensor:
     """Q steps of SGD for each client of a chunk, one after another: final parameters into ``out``
     (``[k, d]``), returns the mean losses ``[k]`` (arguments as ``Engine._local_sgd_chunk``)."""
+    xb, yb, wb, lr, clip, ids, hook = steps
     losses = params.new_zeros(params.shape[0])
     for i in range(params.shape[0]):
         w = params[i].clone()

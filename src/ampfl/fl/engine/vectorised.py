@@ -51,7 +51,7 @@ from ampfl.fl.engine.device import (
 from ampfl.fl.engine.evaluation import Evaluator
 from ampfl.fl.engine.functional_model import FunctionalModel
 from ampfl.fl.engine.low_rank import low_rank_local_sgd
-from ampfl.fl.engine.sequential import autograd_step, local_sgd_sequential
+from ampfl.fl.engine.sequential import ChunkSteps, autograd_step, local_sgd_sequential
 from ampfl.fl.models.base import FLModel
 
 GradHook = Callable[[int, np.ndarray, torch.Tensor], torch.Tensor]
@@ -224,10 +224,7 @@ class Engine:
             dest = work if average else out[sl] if not moved else start.new_empty(sl.stop - lo, model.dim)
             kept = work.clone() if moved and average else None
             try:
-                l_ = run(
-                    model,
-                    dest,
-                    start[sl],
+                steps = ChunkSteps(
                     _rows(x, batches[sl]),
                     _rows(y, batches[sl]),
                     weights[sl] if weights.dtype == start.dtype else weights[sl].to(start.dtype),
@@ -236,6 +233,7 @@ class Engine:
                     ids[sl],
                     grad_hook,
                 )
+                l_ = run(model, dest, start[sl], steps)
             except torch.OutOfMemoryError:
                 if not moved or size == 1:
                     raise
@@ -268,20 +266,11 @@ class Engine:
         return model.fused_linear_names
 
     def _local_sgd_chunk(
-        self,
-        model: FunctionalModel,
-        out: torch.Tensor,
-        params: torch.Tensor,
-        xb: torch.Tensor,
-        yb: torch.Tensor,
-        wb: torch.Tensor,
-        lr: float,
-        clip: float | None,
-        ids: np.ndarray,
-        hook: GradHook | None,
+        self, model: FunctionalModel, out: torch.Tensor, params: torch.Tensor, steps: ChunkSteps
     ) -> torch.Tensor:
         """Local SGD of one chunk of clients: final parameters into ``out`` (``[k, d]``; the low-rank path
         also takes ``[d]``: their sum is added to it), returns the mean losses ``[k]``."""
+        xb, yb, wb, lr, clip, ids, hook = steps
         fast = self.options.model_fast_path and model.has_stacked_forward
         fused = self._low_rank_names(model, clip, hook)
         if fused:
