@@ -37,6 +37,21 @@ def clip_rows(rows: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tens
     return rows * torch.clamp(clip / (norms + 1e-12), max=1.0)[:, None], norms
 
 
+def check_noise_given_once(
+    noise_multiplier: float | None, target_epsilon: float | None, num_rounds: int | None
+) -> None:
+    """The noise settings of an algorithm with one noise multiplier: exactly one of ``noise_multiplier`` and
+    ``target_epsilon`` (which the run calibrates), and with a target its horizon ``num_rounds``.
+
+    Raises:
+        ValueError: both or neither given, or a target without ``num_rounds``.
+    """
+    if (noise_multiplier is None) == (target_epsilon is None):
+        raise ValueError("give exactly one of noise_multiplier and target_epsilon")
+    if target_epsilon is not None and num_rounds is None:
+        raise ValueError("num_rounds is required with target_epsilon")
+
+
 def masked_gradients(mask: torch.Tensor) -> GradHook:
     """The engine's gradient hook that zeroes each step's gradients outside ``mask`` (002: a client trains
     its secret sub-model only)."""
@@ -251,7 +266,7 @@ class FederatedAlgorithm(Algorithm):
         hook = None if trained is None else masked_gradients(trained)
         own = rng if instructions.own_coin else None  # else the simulator's batches in the round's cohort
         result = self.local_update(broadcast, instructions, p, own, grad_hook=hook)
-        return self.local_message(broadcast, instructions, result, trained), None
+        return self.local_message(broadcast, instructions.client, result, trained), None
 
     def trained_coordinates(self, broadcast: torch.Tensor, rng: np.random.Generator) -> torch.Tensor | None:
         """The 0/1 mask ``[d]`` (dtype of ``broadcast``) of the coordinates a client of :meth:`client_update`
@@ -259,14 +274,10 @@ class FederatedAlgorithm(Algorithm):
         return None
 
     def local_message(
-        self,
-        broadcast: torch.Tensor,
-        instructions: ClientInstructions,
-        result: LocalResult,
-        trained: torch.Tensor | None,
+        self, broadcast: torch.Tensor, client: int, result: LocalResult, trained: torch.Tensor | None
     ) -> ClientMessage:
-        """The message of :meth:`client_update` from the client's trained model (``result``, one row) and
-        the coordinates it trained (:meth:`trained_coordinates`)."""
+        """The message of :meth:`client_update` from the trained model of ``client`` (``result``, one row)
+        and the coordinates it trained (:meth:`trained_coordinates`)."""
         raise NotImplementedError(f"{type(self).__name__} forms no message from a local model.")
 
     def num_examples(self, client: int) -> float:

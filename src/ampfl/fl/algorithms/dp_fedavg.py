@@ -43,7 +43,7 @@ import torch
 from pydantic import BaseModel, Field, model_validator
 
 from ampfl.accounting.events import GaussianEvent, PrivacyEvent
-from ampfl.fl.algorithms._common import CohortParams, FederatedAlgorithm, clip_rows
+from ampfl.fl.algorithms._common import CohortParams, FederatedAlgorithm, check_noise_given_once, clip_rows
 from ampfl.fl.algorithms.base import ROLE_NOISE
 from ampfl.fl.algorithms.round_protocol import ClientMessage, GaussianShares, OwnRoundProtocol
 from ampfl.fl.sampling import FixedSizeSampler
@@ -51,7 +51,6 @@ from ampfl.fl.sampling import FixedSizeSampler
 if TYPE_CHECKING:
     import numpy as np
 
-    from ampfl.fl.algorithms.round_protocol import ClientInstructions
     from ampfl.fl.engine.vectorised import LocalResult
     from ampfl.fl.privacy.calibration import CalibratedNoise, NoiseTarget
 
@@ -73,10 +72,7 @@ class DPFedAvgParams(CohortParams):
 
     @model_validator(mode="after")
     def _noise_given_once(self) -> DPFedAvgParams:
-        if (self.noise_multiplier is None) == (self.target_epsilon is None):
-            raise ValueError("give exactly one of noise_multiplier and target_epsilon")
-        if self.target_epsilon is not None and self.num_rounds is None:
-            raise ValueError("num_rounds is required with target_epsilon")
+        check_noise_given_once(self.noise_multiplier, self.target_epsilon, self.num_rounds)
         if self.noise_placement == "distributed" and self.client_sampling != "fixed":
             raise ValueError("noise_placement = 'distributed' requires client_sampling = 'fixed'")
         return self
@@ -210,11 +206,7 @@ class DPFedAvg(OwnRoundProtocol, FederatedAlgorithm):
         return self.participants(self.sampler, round_index)
 
     def local_message(
-        self,
-        broadcast: torch.Tensor,
-        instructions: ClientInstructions,
-        result: LocalResult,
-        trained: torch.Tensor | None,
+        self, broadcast: torch.Tensor, client: int, result: LocalResult, trained: torch.Tensor | None
     ) -> ClientMessage:
         """The clipped update Δ̃_i = clip_C(w_i − w) after Q local steps (:meth:`client_update`: on the
         simulator's mini-batches of the cohort when the server sampled it, else on mini-batches from the
@@ -223,7 +215,7 @@ class DPFedAvg(OwnRoundProtocol, FederatedAlgorithm):
         metrics = {
             "train_loss": float(result.loss.mean()),
             "clipped": float(norms[0] > self.p.clip),
-            "num-examples": self.num_examples(instructions.client),
+            "num-examples": self.num_examples(client),
         }
         return ClientMessage(update[0], metrics)
 

@@ -70,7 +70,7 @@ from ampfl.accounting.events import (
     PoissonSampledEvent,
     PrivacyEvent,
 )
-from ampfl.fl.algorithms._common import FederatedAlgorithm, LocalTrainingParams
+from ampfl.fl.algorithms._common import FederatedAlgorithm, LocalTrainingParams, check_noise_given_once
 from ampfl.fl.algorithms.base import ROLE_CHECKIN, ROLE_NOISE, ROLE_SAMPLING
 from ampfl.fl.algorithms.dp_sgd_partition_protocol import DPSGDPartitionProtocol, clip_parts
 from ampfl.fl.sampling import BalancedIterationSampler, PoissonSampler
@@ -106,10 +106,7 @@ class DPSGDPartitionParams(LocalTrainingParams):
 
     @model_validator(mode="after")
     def _consistent(self) -> DPSGDPartitionParams:
-        if (self.noise_multiplier is None) == (self.target_epsilon is None):
-            raise ValueError("give exactly one of noise_multiplier and target_epsilon")
-        if self.target_epsilon is not None and self.num_rounds is None:
-            raise ValueError("num_rounds is required with target_epsilon")
+        check_noise_given_once(self.noise_multiplier, self.target_epsilon, self.num_rounds)
         if self.sampling == "poisson" and self.sampling_rate is None:
             raise ValueError("sampling_rate is required when sampling = 'poisson'")
         if self.sampling == "bis":

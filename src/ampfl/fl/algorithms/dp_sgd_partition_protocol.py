@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from ampfl.accounting.events import PrivacyEvent
     from ampfl.fl.algorithms._common import FederatedAlgorithm
     from ampfl.fl.algorithms.dp_sgd_partition import DPSGDPartitionParams
-    from ampfl.fl.algorithms.round_protocol import ClientInstructions
     from ampfl.fl.engine.vectorised import LocalResult
 
     _Base = FederatedAlgorithm
@@ -112,11 +111,7 @@ class DPSGDPartitionProtocol(OwnRoundProtocol, _Base):
         return self.client_mask(rng).to(broadcast.dtype)
 
     def local_message(
-        self,
-        broadcast: torch.Tensor,
-        instructions: ClientInstructions,
-        result: LocalResult,
-        trained: torch.Tensor | None,
+        self, broadcast: torch.Tensor, client: int, result: LocalResult, trained: torch.Tensor | None
     ) -> ClientMessage:
         """Step 3 on the client: Δ_i = w_i − w on the ``trained`` coordinates, with the split and shared parts
         clipped separately (:func:`clip_parts`). The message is Δ_i in message units (:meth:`message_scale`:
@@ -129,7 +124,7 @@ class DPSGDPartitionProtocol(OwnRoundProtocol, _Base):
         metrics = {
             "train_loss": float(result.loss.mean()),
             "clipped": clipped,
-            "num-examples": self.num_examples(instructions.client),
+            "num-examples": self.num_examples(client),
         }
         scale = self.message_scale()
         return ClientMessage(update if scale is None else update * scale, metrics)

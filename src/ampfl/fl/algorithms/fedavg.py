@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from ampfl.fl.algorithms.round_protocol import ClientInstructions, GaussianShares
+    from ampfl.fl.algorithms.round_protocol import GaussianShares
     from ampfl.fl.engine.vectorised import LocalResult
 
 
@@ -53,14 +53,10 @@ class FedAvg(OwnRoundProtocol, FederatedAlgorithm):
         return self.participants(self.sampler, round_index)
 
     def local_message(
-        self,
-        broadcast: torch.Tensor,
-        instructions: ClientInstructions,
-        result: LocalResult,
-        trained: torch.Tensor | None,
+        self, broadcast: torch.Tensor, client: int, result: LocalResult, trained: torch.Tensor | None
     ) -> ClientMessage:
         """Eq. (2): the client's local model w_i after Q steps (the simulator's mini-batches)."""
-        examples = self.num_examples(instructions.client)
+        examples = self.num_examples(client)
         metrics = {"train_loss": float(result.loss.mean()), "num-examples": examples}
         return ClientMessage(result.params[0], metrics)
 

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from ampfl.accounting.events import PrivacyEvent
     from ampfl.fl.algorithms._common import FederatedAlgorithm as _Base
     from ampfl.fl.algorithms.gdpfed_groups import GroupParams
-    from ampfl.fl.algorithms.round_protocol import ClientInstructions
     from ampfl.fl.engine.vectorised import LocalResult
     from ampfl.fl.privacy.secure_sum import GroupSums
 else:
@@ -110,18 +109,14 @@ class GroupRoundProtocol(OwnRoundProtocol, _Base):
         return [int(c) for c in np.sort(np.concatenate(self.sampled(round_index))) if int(c) in allowed]
 
     def local_message(
-        self,
-        broadcast: torch.Tensor,
-        instructions: ClientInstructions,
-        result: LocalResult,
-        trained: torch.Tensor | None,
+        self, broadcast: torch.Tensor, client: int, result: LocalResult, trained: torch.Tensor | None
     ) -> ClientMessage:
         """Δ_i = w_i − w^t after Q local steps (:meth:`client_update`: the simulator's mini-batches of the
         cohort when the server sampled it, else from the client's own randomness), restricted to the group's
         public mask (GDPFed+ ``mask = "public"``) and, for a private algorithm, clipped to C: the message the
         group's sum adds up."""
         row = result.params - broadcast
-        mask = self.masks_at(broadcast)[int(self.labels[instructions.client])]
+        mask = self.masks_at(broadcast)[int(self.labels[client])]
         if mask is not None:
             row *= mask.to(row.dtype)
         metrics = {"train_loss": float(result.loss.mean())}

@@ -33,11 +33,11 @@ class PFAParams(GDPFedParams):
 
 
 class PFA(GDPFed):
-    """PFA under secure aggregation: private group sums projected onto the public sums' recent span."""
+    """PFA under secure aggregation: private group sums projected onto the public sums' recent span (GDPFed's
+    uniform variant otherwise: q_g = q, κ_g = 1)."""
 
     name: ClassVar[str] = "pfa"
     Params: ClassVar[type[Any]] = PFAParams
-    variant: ClassVar[str] = "uniform"
 
     def set_up(self) -> None:
         super().set_up()
