@@ -34,7 +34,7 @@ unprotected values: ε = ∞.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 import torch
@@ -52,6 +52,7 @@ class SplitFed(SplitAlgorithm):
 
     name: ClassVar[str] = "splitfed"
     Params: ClassVar[type[BaseModel]] = SplitParams
+    state_tensors: ClassVar[tuple[str, ...]] = ("bottom",)
 
     def set_up(self) -> None:
         super().set_up()
@@ -73,18 +74,12 @@ class SplitFed(SplitAlgorithm):
     def parameters_finite(self) -> bool:
         return super().parameters_finite() and bool(torch.isfinite(self.bottom).all())
 
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "bottom": self.bottom.clone()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.bottom = state["bottom"].clone()
-
 
 class Standalone(SplitFed):
     """Standalone: each client keeps its own bottom (no aggregation), the server's top is shared."""
 
     name: ClassVar[str] = "standalone"
+    state_tensors: ClassVar[tuple[str, ...]] = (*SplitFed.state_tensors, "store")
 
     def set_up(self) -> None:
         super().set_up()
@@ -104,13 +99,6 @@ class Standalone(SplitFed):
 
     def parameters_finite(self) -> bool:
         return SplitAlgorithm.parameters_finite(self) and bool(torch.isfinite(self.store).all())
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "store": self.store.clone()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.store = state["store"].clone()
 
 
 class PMSFLParams(SplitParams):
@@ -137,6 +125,7 @@ class PMSFL(SplitAlgorithm):
 
     name: ClassVar[str] = "pm_sfl"
     Params: ClassVar[type[BaseModel]] = PMSFLParams
+    state_tensors: ClassVar[tuple[str, ...]] = ("theta", "personal", "personal_theta")
 
     def set_up(self) -> None:
         super().set_up()
@@ -256,20 +245,6 @@ class PMSFL(SplitAlgorithm):
         out = self.scores(per_client, None)
         out["global_accuracy"] = self.scores(None, self.eval_mask(self.theta, gen))["global_accuracy"]
         return out
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            **super().state_dict(),
-            "theta": self.theta.clone(),
-            "personal": self.personal.clone(),
-            "personal_theta": self.personal_theta.clone(),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.theta = state["theta"].clone()
-        self.personal = state["personal"].clone()
-        self.personal_theta = state["personal_theta"].clone()
 
 
 class SplitFedPMParams(PMSFLParams):

@@ -124,6 +124,9 @@ class SplitAlgorithm(Algorithm):
     released_metrics: ClassVar[tuple[str, ...]] = ("global_accuracy",)
 
     full_depth: ClassVar[bool] = False
+    #: The tensor attributes a subclass keeps across rounds: :meth:`state_dict` holds a copy of each (after
+    #: the server's top and its optimiser) and :meth:`load_state_dict` restores them.
+    state_tensors: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def deploy_problem(cls, params: BaseModel, *, secure_aggregation: bool) -> str | None:
@@ -329,6 +332,7 @@ class SplitAlgorithm(Algorithm):
             "algorithm": self.name,
             "top": {k: v.clone() for k, v in self.top.state_dict().items()},
             "top_opt": self.top_opt.state_dict(),
+            **{key: getattr(self, key).clone() for key in self.state_tensors},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -338,6 +342,8 @@ class SplitAlgorithm(Algorithm):
             )
         self.top.load_state_dict(state["top"])
         self.top_opt.load_state_dict(state["top_opt"])
+        for key in self.state_tensors:
+            setattr(self, key, state[key].clone())
 
     def parameters_finite(self) -> bool:
         return all(bool(torch.isfinite(p).all()) for p in self.top.parameters())

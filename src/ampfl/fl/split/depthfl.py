@@ -42,7 +42,7 @@ the average of the L heads' softmax (DepthFL's ensemble), on each evaluated clie
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -148,6 +148,7 @@ class DepthFL(DepthFLProtocol, SplitAlgorithm):
 
     name: ClassVar[str] = "depthfl"
     Params: ClassVar[type[BaseModel]] = DepthFLParams
+    state_tensors: ClassVar[tuple[str, ...]] = ("bottom", "heads")
     full_depth: ClassVar[bool] = True
 
     def set_up(self) -> None:
@@ -328,14 +329,6 @@ class DepthFL(DepthFLProtocol, SplitAlgorithm):
 
     def parameters_finite(self) -> bool:
         return bool(torch.isfinite(self.bottom).all() and torch.isfinite(self.heads).all())
-
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "bottom": self.bottom.clone(), "heads": self.heads.clone()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.bottom = state["bottom"].clone()
-        self.heads = state["heads"].clone()
 
 
 def _depth_average(
