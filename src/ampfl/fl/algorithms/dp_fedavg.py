@@ -203,6 +203,7 @@ class DPFedAvg(OwnRoundProtocol, FederatedAlgorithm):
         return self.p.sampling_rate if noise_shares else None
 
     def sampled_clients(self, round_index: int) -> np.ndarray:
+        """The simulator's cohort of round ``round_index`` (:meth:`participants` of the run's sampler)."""
         return self.participants(self.sampler, round_index)
 
     def local_message(

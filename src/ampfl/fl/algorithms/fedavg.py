@@ -50,6 +50,7 @@ class FedAvg(OwnRoundProtocol, FederatedAlgorithm):
 
     # -- the round protocol (ampfl.fl.algorithms.round_protocol) ---------------------------------------
     def sampled_clients(self, round_index: int) -> np.ndarray:
+        """The simulator's cohort of round ``round_index`` (:meth:`participants` of the run's sampler)."""
         return self.participants(self.sampler, round_index)
 
     def local_message(

@@ -16,9 +16,11 @@ algorithm that deploys (``ampfl deploy``: each client on its own Flower SuperNod
    under secure summation, :meth:`RoundProtocol.gaussian_shares`, or client-side noise), dividing only by
    public constants.
 
-A transport (``ampfl.flower``) calls these and nothing algorithm-specific: the vectors it sums, the bound
-of their entries (:meth:`RoundProtocol.message_bound`, for SecAgg+'s encoding) and whether the server may
-learn how many clients contributed (:attr:`RoundProtocol.sum_reveals_count`) are the algorithm's to say.
+An algorithm that is its own protocol mixes in :class:`OwnRoundProtocol`, the pieces they share (it deploys,
+a default server-sampled :meth:`RoundProtocol.plan_round`). A transport (``ampfl.flower``) calls these and
+nothing algorithm-specific: the vectors it sums, the bound of their entries
+(:meth:`RoundProtocol.message_bound`, for SecAgg+'s encoding) and whether the server may learn how many
+clients contributed (:attr:`RoundProtocol.sum_reveals_count`) are the algorithm's to say.
 
 Several sums (paper 001's privacy groups): a protocol that also implements :class:`GroupedSums` says which
 sum each client's message enters (:meth:`GroupedSums.sum_groups`, :meth:`GroupedSums.sum_of`), the noise of
@@ -215,8 +217,9 @@ class OwnRoundProtocol:
         return None
 
     def plan_round(self, round_index: int, eligible: Sequence[int], *, noise_shares: bool) -> list[int]:
-        """Every eligible client when each joins by its own coin (:meth:`own_coin` is not None), else the
-        clients the simulator samples in round ``round_index`` (:meth:`sampled_clients`) that are eligible."""
+        """Every eligible client when each joins by its own coin (:meth:`own_coin` is not None; asked of
+        client 0, the choice being the same for every client), else the clients the simulator samples in
+        round ``round_index`` (:meth:`sampled_clients`) that are eligible."""
         if self.own_coin(0, noise_shares=noise_shares) is not None:
             return sorted(int(c) for c in eligible)
         allowed = {int(c) for c in eligible}
