@@ -268,8 +268,10 @@ class _SilentSGD(ALGORITHMS["dp_dsgd_rp"]):  # type: ignore[misc,valid-type]
 class _SilentSplit(ALGORITHMS["dp_sgd_split"]):  # type: ignore[misc,valid-type]
     """Broken on purpose: reports the events of its calibrated z, adds no noise."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    claimed = math.nan
+
+    def _set_noise_multiplier(self, z: float) -> None:  # at set-up, and again when the run calibrates z
+        super()._set_noise_multiplier(z)
         self.claimed, self.noise_multiplier = self.noise_multiplier, 0.0
 
     def round_events(self, round_index: int) -> Any:
