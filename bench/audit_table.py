@@ -194,6 +194,10 @@ def dirac_rows() -> dict[str, Any]:
         {**dirac, "algorithms": {**ALGORITHMS, "dp_fedavg": _HalfNoiseFedAvg}},
     )
     rows["dp_fedavg, Poisson q = 0.5, z = 3.16, 10 rounds, dirac"] = (_full_fedavg(3.16, 0.5), dirac)
+    rows["dp_fedavg (examples/digits_dp_fedavg.toml: q = 0.5, 40 rounds), dirac"] = (
+        load_config(ROOT / "examples" / "digits_dp_fedavg.toml"),
+        dirac,
+    )
     sgd_dirac = {**dirac, "canaries": 50_000}
     rows["DP-SGD (dp_dsgd_rp, p = q = 1, full batch), z = 3.16, 10 steps, dirac (50 000 × 4)"] = (
         _digits(sgd, rounds=10),
