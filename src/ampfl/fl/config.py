@@ -211,7 +211,8 @@ class RunConfig(_Section):
     """A complete, validated run configuration.
 
     Attributes:
-        seed: root seed of every random draw (partition, sampling, noise).
+        seed: the public seed: model initialisation, the partition and the evaluation subsets; the privacy
+            randomness only with ``[privacy] reproducible = true`` or in a run without a guarantee.
         rounds: number of rounds T.
         eval_every: evaluate (and write a ``metrics.jsonl`` line) every this many rounds; the last round is
             always evaluated.
