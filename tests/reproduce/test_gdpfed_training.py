@@ -45,7 +45,7 @@ def test_gdpfed_table2_quick(tiny: None, tmp_path: Path) -> None:
             eps = r["epsilon"][str(g)]
             if name == "p_fedavg":
                 assert eps == math.inf
-            elif name == "dp_fedavg":
+            elif name in ("dp_fedavg", "dp_fedavg_per_group"):
                 assert eps <= min(gdpfed_training.BUDGETS) * (1 + 1e-9)  # everyone at the strictest budget
             else:
                 assert eps <= budget * (1 + 1e-9)
@@ -59,6 +59,29 @@ def test_gdpfed_table2_quick(tiny: None, tmp_path: Path) -> None:
     assert (
         by_method["gdpfed"]["noise_energy"]["expected"] > by_method["dp_fedavg"]["noise_energy"]["expected"]
     )
+    # the per-group baseline: GDPFed's round with every group at the strictest budget, z_g = z(ε_min),
+    # so its aggregate noise is G times one sum's, against the same public cohort
+    per_group = by_method["dp_fedavg_per_group"]
+    assert per_group["budget"] == {str(g): min(gdpfed_training.BUDGETS) for g in range(3)}
+    for g in range(3):
+        assert per_group["noise_multiplier"][str(g)] == pytest.approx(
+            by_method["gdpfed"]["noise_multiplier"]["0"]
+        )
+    for name in ("dp_fedavg", "dp_fedavg_per_group", "gdpfed"):
+        energy = by_method[name]["noise_energy"]
+        assert energy["cohort"] == pytest.approx(gdpfed_training.SETTINGS["digits"]["participation"] * 90)
+        assert energy["aggregate_expected"] == pytest.approx(energy["expected"] / energy["cohort"] ** 2)
+    assert per_group["noise_energy"]["aggregate_expected"] == pytest.approx(
+        3 * by_method["dp_fedavg"]["noise_energy"]["aggregate_expected"], rel=0.02
+    )
+    assert by_method["gdpfed_plus_ranked"]["kappa"] == {"0": 0.25, "1": 0.5, "2": 0.75}
+    verdicts = {v["comparison"]: v for v in result["verdicts"]["digits"]}
+    assert len(verdicts) == 4  # the planner's κ row is left out here
+    versus_b = verdicts["GDPFed vs DP-FedAvg, one noisy sum per group at the strictest ε"]
+    assert versus_b["noise_energy_ratio"] == pytest.approx(
+        by_method["gdpfed"]["noise_energy"]["aggregate"] / per_group["noise_energy"]["aggregate"]
+    )
+    assert versus_b["noise_energy_ratio"] < 1  # looser groups need less noise than ε_min's
     plus = by_method["gdpfed_plus_kappa0.5"]["noise_energy"]  # top-κ after the noise keeps κ + 2tφ(t) of it
     assert plus["measured"] == pytest.approx(plus["expected_topk"], rel=0.1)
     assert plus["measured"] > 1.5 * plus["expected"]

@@ -4,18 +4,24 @@ Table III (noise per method: noise multipliers and the measured noise energy nex
 Table I (N, T, q, budgets), the learning rates, κ defaults and every number of Tables II–III were not
 recovered (RECOVERED_MATH.md §2.9), so the settings below are ampfl's and are printed on the plot and in the
 CSV. Three privacy groups of equal size with budgets ``BUDGETS`` (nats, δ = ``DELTA``), IID data, C = 1.
-Methods (``[algorithm] name``): ``p_fedavg`` (non-private), ``dp_fedavg`` (every client at the strictest
-budget; Poisson sampling at q, central noise), ``gdpfed`` (q_g = q, per-group z_g), ``gdpfed_minus``
-(planner's q_g), ``gdpfed_plus`` (planner's q_g and κ_g, top-κ of each noisy group sum as in Algorithm 1;
-``gdpfed_plus_kappa0.5``: κ_g = 0.5 for every group). Every method gets
-the same learning-rate grid (``LEARNING_RATES``) and is reported at its best final accuracy (the grid search
-itself is not accounted, as in the paper). Noise multipliers come from ampfl's sound RDP calibration, which
+Methods (``[algorithm] name``): ``p_fedavg`` (non-private); two DP-FedAvg baselines at the strictest budget:
+``dp_fedavg`` (one secure sum over all clients, Poisson sampling at q, one central noise) and
+``dp_fedavg_per_group`` (one noisy sum per group, every group at the strictest budget: ``gdpfed`` with all
+budgets = min ε); ``gdpfed`` (q_g = q, per-group z_g), ``gdpfed_minus`` (planner's q_g), ``gdpfed_plus``
+(planner's q_g and κ_g, top-κ of each noisy group sum as in Algorithm 1; ``gdpfed_plus_kappa0.5``:
+κ_g = 0.5 for every group; ``gdpfed_plus_ranked``: κ_g by budget rank, ampfl's reading of 001's κ rule).
+Every method gets the same learning-rate grid (``LEARNING_RATES``) and is reported at its best final
+accuracy (the grid search itself is not accounted, as in the paper); the κ rows are rules fixed in advance,
+not a κ search. Noise multipliers come from ampfl's sound RDP calibration, which
 needs less noise than the paper's inferred Theorem 1 (docs/gdpfed.md says what that does to the ordering).
 
 Noise energy: per round and group, ‖ξ_g‖² of the noise in the group's secure sum on the kept coordinates,
 averaged over rounds (``measured``), against the planner's ⌈κ_g d⌉ z_g² C² (``expected``), summed over
 groups (top-κ after the noise keeps more than a κ share of the noise, docs/planner.md A5); for
-DP-FedAvg the noise of its one sum, re-drawn from the run's own noise generator, against d z² C².
+DP-FedAvg the noise of its one sum, re-drawn from the run's own noise generator, against d z² C². The same
+energy divided by the squared public cohort the server divides by (``noise_energy["aggregate"]``, one
+formula for every method: :mod:`ampfl.reproduce.gdpfed_rows`) is the noise in the applied update; the
+result's ``verdicts`` compare GDPFed with each baseline and each GDPFed+ κ row with GDPFed.
 ``quick=True`` (``ampfl reproduce gdpfed-table2 --quick``): digits and a Fashion-MNIST subset, fewer rounds
 and the quick grid (a few minutes on 2 cores). ``medium=True`` (``--medium``, several seeds): digits at the
 full setting, Fashion-MNIST with the quick subset of clients and 40 rounds, Shakespeare with the quick GRU
@@ -29,17 +35,28 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ampfl.reproduce.gdpfed_rows import dp_fedavg_noise, result_row, verdicts
+
 BUDGETS = (1.0, 2.0, 4.0)
 DELTA = 1e-5
-#: label -> (``[algorithm] name``, extra parameters). 001's κ defaults were not recovered: ``gdpfed_plus``
-#: takes the planner's κ_g (``sparsify="auto"``), ``gdpfed_plus_kappa0.5`` κ_g = 0.5 (a sensitivity row).
+#: label -> (``[algorithm] name``, extra parameters). Two DP-FedAvg baselines, because 001 admits two
+#: readings of "DP-FedAvg at the strictest budget": ``dp_fedavg``, one secure sum over all clients with one
+#: noise z(ε_min) (the recovered appendix's Algorithm 3); ``dp_fedavg_per_group``, GDPFed's round (one
+#: Poisson sample, secure sum and noise per group, the λ_g-reweighted step) with every group at ε_min, i.e.
+#: DP-FedAvg run per group with noise for the strictest ε, accounted per group like GDPFed. 001's κ
+#: defaults were not recovered: ``gdpfed_plus`` takes the planner's κ_g (``sparsify="auto"``),
+#: ``gdpfed_plus_kappa0.5`` κ_g = 0.5, ``gdpfed_plus_ranked`` κ_g by budget rank
+#: (:func:`ampfl.accounting.groups.ranked_kappa`, ampfl's reading of 001's Table VIII rule).
+RANKED = "ranked"
 METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "p_fedavg": ("p_fedavg", {}),
     "dp_fedavg": ("dp_fedavg", {}),
+    "dp_fedavg_per_group": ("gdpfed", {"group_budgets": [min(BUDGETS)] * len(BUDGETS)}),
     "gdpfed": ("gdpfed", {}),
     "gdpfed_minus": ("gdpfed_minus", {}),
     "gdpfed_plus": ("gdpfed_plus", {}),
-    "gdpfed_plus_kappa0.5": ("gdpfed_plus", {"kappa": [0.5, 0.5, 0.5]}),
+    "gdpfed_plus_kappa0.5": ("gdpfed_plus", {"kappa": [0.5] * len(BUDGETS)}),
+    "gdpfed_plus_ranked": ("gdpfed_plus", {"kappa": RANKED}),  # resolved in _config (lazy import)
     "idp_fedavg": ("idp_fedavg", {}),
     "pfa": ("pfa", {}),
 }
@@ -115,6 +132,18 @@ def _pick(dataset: str, key: str, level: str, default: Any = None) -> Any:
 SHAKESPEARE_TEST = 2000
 
 
+def _sizes(clients: int) -> list[int]:
+    """The three groups' sizes, also declared as the public N̂_g (``expected_group_sizes``)."""
+    return [clients // 3, clients // 3, clients - 2 * (clients // 3)]
+
+
+def _budgets(label: str) -> list[float]:
+    """The budgets row ``label``'s mechanism runs at (the DP-FedAvg baselines: the strictest for all)."""
+    if label == "dp_fedavg":
+        return [min(BUDGETS)] * len(BUDGETS)
+    return [float(b) for b in METHODS[label][1].get("group_budgets", BUDGETS)]
+
+
 def _config(
     dataset: str,
     label: str,
@@ -136,7 +165,7 @@ def _config(
     rounds = int(_pick(dataset, "rounds", level))
     participation = _participation(dataset, quick, medium)
     options = _pick(dataset, "options", level)
-    sizes = [clients // 3, clients // 3, clients - 2 * (clients // 3)]
+    sizes = _sizes(clients)
     algorithm: dict[str, Any] = {
         "name": method,
         "learning_rate": lr,
@@ -161,6 +190,10 @@ def _config(
         if method != "p_fedavg":
             algorithm["clip"] = 1.0
     algorithm.update(extra)
+    if algorithm.get("kappa") == RANKED:
+        from ampfl.accounting.groups import ranked_kappa
+
+        algorithm["kappa"] = ranked_kappa(algorithm["group_budgets"])
     return parse_config(
         {
             "seed": seed,
@@ -179,91 +212,6 @@ def _config(
             "privacy": {"accountant": "rdp", "delta": DELTA, "reproducible": True},  # an experiment
         }
     )
-
-
-def _dp_fedavg_noise(config: Any, task: Any) -> dict[str, float]:
-    """DP-FedAvg's noise energy: its central noise re-drawn from the run's own generator, every round."""
-    import torch
-
-    from ampfl.fl.algorithms.base import ROLE_NOISE
-    from ampfl.fl.run.experiment import build_algorithm
-
-    alg = build_algorithm(config, task)
-    shape = alg.global_params.shape  # type: ignore[attr-defined]
-    std = float(alg.noise_std)  # type: ignore[attr-defined]
-    total = 0.0
-    for r in range(config.rounds):
-        noise = torch.randn(shape, generator=alg.torch_generator(r, ROLE_NOISE)) * std
-        total += float(noise.double().square().sum())
-    z = float(alg.noise_multiplier)  # type: ignore[attr-defined]
-    return {"measured": total / config.rounds, "expected": shape.numel() * z * z, "noise_multiplier": z}
-
-
-def _result(
-    method: str,
-    dataset: str,
-    lr: float,
-    summary: dict[str, Any],
-    final: dict[str, Any],
-    extra: dict[str, float] | None,
-) -> dict[str, Any]:
-    """A results row; ``final``: the run's last line merged with its diagnostics (the plan's q_g, κ_g, z_g
-    and the realised noise energy)."""
-    groups = range(len(BUDGETS))
-    if METHODS[method][0] == "dp_fedavg":
-        assert extra is not None
-        eps = {str(g): summary["epsilon"] for g in groups}  # one mechanism over every client
-        z = {str(g): extra["noise_multiplier"] for g in groups}
-        q = {str(g): summary["params"]["sampling_rate"] for g in groups}
-        kappa = {str(g): 1.0 for g in groups}
-        energy: dict[str, Any] = {"measured": extra["measured"], "expected": extra["expected"]}
-    elif METHODS[method][0] == "p_fedavg":
-        eps = {str(g): summary["epsilon"] for g in groups}
-        z = {str(g): 0.0 for g in groups}
-        q = {str(g): final[f"q_g{g}"] for g in groups}
-        kappa = {str(g): 1.0 for g in groups}
-        energy = {"measured": 0.0, "expected": 0.0}
-    else:
-        eps = dict(summary["epsilon_by_group"])
-        z = {str(g): final[f"noise_multiplier_g{g}"] for g in groups}
-        q = {str(g): final[f"q_g{g}"] for g in groups}
-        kappa = {str(g): final[f"kappa_g{g}"] for g in groups}
-        sums = [g for g in groups if f"noise_energy_mean_g{g}" in final]  # one per secure sum
-        energy = {
-            "measured": sum(final[f"noise_energy_mean_g{g}"] for g in sums),
-            "expected": sum(final[f"noise_energy_expected_g{g}"] for g in sums),
-            "expected_topk": sum(
-                final.get(f"noise_energy_expected_topk_g{g}", final[f"noise_energy_expected_g{g}"])
-                for g in sums
-            ),
-            "by_sum": {
-                str(g): {
-                    "measured": final[f"noise_energy_mean_g{g}"],
-                    "expected": final[f"noise_energy_expected_g{g}"],
-                }
-                for g in sums
-            },
-        }
-    if energy["expected"] > 0:
-        energy["ratio"] = energy["measured"] / energy["expected"]
-        energy["ratio_topk"] = energy["measured"] / energy.get("expected_topk", energy["expected"])
-    return {
-        "method": method,
-        "dataset": dataset,
-        "learning_rate": lr,
-        "final_accuracy": summary["final_accuracy"],
-        "best_accuracy": summary["best_accuracy"],
-        "epsilon": eps,
-        "budget": {str(g): b for g, b in enumerate(BUDGETS)},
-        "delta": summary["delta"],
-        "noise_multiplier": z,
-        "sampling_rate": q,
-        "kappa": kappa,
-        "noise_energy": energy,
-        "stopped": summary["stopped"],
-        "published": None,
-        "published_source": PUBLISHED_SOURCE,
-    }
 
 
 def _participation(dataset: str, quick: bool, medium: bool = False) -> float:
@@ -342,9 +290,21 @@ def table2(
                 )
                 folder = out / dataset / method / f"lr{lr:g}"
                 summary = run_or_reuse(config, folder, task=task, label=f"{dataset} {method} η={lr:g}")
-                extra = _dp_fedavg_noise(config, task) if METHODS[method][0] == "dp_fedavg" else None
+                algorithm = METHODS[method][0]
+                extra = dp_fedavg_noise(config, task) if algorithm == "dp_fedavg" else None
                 lines = read_lines(folder, diagnostics=True)  # with diagnostics: not covered by ε
-                result = _result(method, dataset, lr, summary, lines[-1], extra)
+                result = result_row(
+                    method,
+                    algorithm,
+                    dataset,
+                    lr,
+                    summary,
+                    lines[-1],
+                    extra,
+                    budgets=_budgets(method),
+                    public_sizes=_sizes(task.num_clients),
+                    source=PUBLISHED_SOURCE,
+                )
                 runs.append(result)
                 for m in lines:
                     rows.append([dataset, method, lr, m["round"], m["accuracy"], m["epsilon"]])
@@ -372,7 +332,8 @@ def table2(
     note = (
         f"ampfl settings (001 Table I not recovered): 3 equal groups, budgets ε = {list(BUDGETS)} nats, "
         f"δ = {DELTA:g}, C = 1, IID, 3 local steps; sound RDP calibration; each method at its best η of "
-        f"{ {d: list(_grid(d, quick, medium)) for d, _ in used} }; DP-FedAvg at the strictest budget."
+        f"{ {d: list(_grid(d, quick, medium)) for d, _ in used} }; DP-FedAvg at the strictest budget: "
+        "dp_fedavg one sum over all clients, dp_fedavg_per_group one noisy sum per group."
         + scale_note(quick=quick, medium=medium, seed=seed)
     )
     png = save(fig, out / "gdpfed_table2.png", note=note)
@@ -393,6 +354,8 @@ def table2(
             *(r["kappa"][str(g)] for g in range(len(BUDGETS))),
             r["noise_energy"]["measured"],
             r["noise_energy"]["expected"],
+            r["noise_energy"]["aggregate"],
+            r["noise_energy"]["cohort"],
         ]
         for r in results
     ]
@@ -409,6 +372,8 @@ def table2(
             *per_group,
             "noise_measured",
             "noise_expected",
+            "noise_aggregate",
+            "cohort",
         ],
         table,
     )
@@ -423,6 +388,7 @@ def table2(
         "skipped": skipped,
         "results": results,
         "runs": runs,
+        "verdicts": verdicts(results),
         "ordering": {
             dataset: [
                 r["method"]

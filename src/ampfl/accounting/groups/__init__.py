@@ -6,6 +6,8 @@
 - :mod:`~ampfl.accounting.groups.error_model`: the planner's error model J(q, κ) (ampfl's design).
 - :mod:`~ampfl.accounting.groups.search`: partitions into aggregates and the constrained minimisation of J.
 - :mod:`~ampfl.accounting.groups.planner`: :func:`plan_groups`, the GDPFed+ planner (docs/planner.md).
+- :mod:`~ampfl.accounting.groups.kappa`: :func:`ranked_kappa`, κ_g by budget rank (ampfl's reading of
+  001's experimental κ rule).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ampfl.accounting.groups.calibration import (
     system_epsilon,
 )
 from ampfl.accounting.groups.error_model import OMEGA_MODELS, ErrorModel, PlanProblem, objective, omega
+from ampfl.accounting.groups.kappa import RANKED_LEVELS, ranked_kappa
 from ampfl.accounting.groups.planner import MERGE, SPARSIFY, BaselinePlan, GroupPlan, plan_groups
 
 __all__ = [
@@ -34,6 +37,7 @@ __all__ = [
     "MAX_NOISE_MULTIPLIER",
     "MERGE",
     "OMEGA_MODELS",
+    "RANKED_LEVELS",
     "REMARK_2_WARNING",
     "SPARSIFY",
     "BaselinePlan",
@@ -51,6 +55,7 @@ __all__ = [
     "omega",
     "paper_group_sigma",
     "plan_groups",
+    "ranked_kappa",
     "reweighting",
     "sound_group_sigma",
     "system_epsilon",
