@@ -170,7 +170,9 @@ def _full_fedavg(z: float, rate: float = 1.0) -> Any:
 def dirac_rows() -> dict[str, Any]:
     """White-box Dirac canaries scored from every noised sum (100 000 canaries × 4 runs unless stated):
     unamplified DP-FedAvg (every client every round) and DP-SGD (dp_dsgd_rp at p = q = 1, full batches) at
-    ε ≈ 2, 4.4 and 7, the same with the noise removed or halved, and DP-FedAvg with Poisson q = 0.5."""
+    ε ≈ 2, 4.4 and 7, the same with the noise removed or halved; amplification: DP-FedAvg with Poisson q = 0.5
+    with participation hidden (against the amplified ε) and revealed (against the revealed-participation ε;
+    the row after it is the same run's hidden view), DP-SGD with local sampling q = 0.5 beside q = 1."""
     dirac = {"canary": "dirac", "canaries": 100_000, "runs": 4}
     sgd = {
         "name": "dp_dsgd_rp",
@@ -194,13 +196,28 @@ def dirac_rows() -> dict[str, Any]:
         {**dirac, "algorithms": {**ALGORITHMS, "dp_fedavg": _HalfNoiseFedAvg}},
     )
     rows["dp_fedavg, Poisson q = 0.5, z = 3.16, 10 rounds, dirac"] = (_full_fedavg(3.16, 0.5), dirac)
+    revealed = {**dirac, "participation": "revealed"}  # prints the same run's hidden view as a second row
+    rows["dp_fedavg, Poisson q = 0.5, participation revealed, z = 3.16, 10 rounds, dirac"] = (
+        _full_fedavg(3.16, 0.5),
+        revealed,
+    )
     rows["dp_fedavg (examples/digits_dp_fedavg.toml: q = 0.5, 40 rounds), dirac"] = (
         load_config(ROOT / "examples" / "digits_dp_fedavg.toml"),
         dirac,
     )
+    rows["dp_fedavg (examples/digits_dp_fedavg.toml), participation revealed, dirac"] = (
+        load_config(ROOT / "examples" / "digits_dp_fedavg.toml"),
+        revealed,
+    )
     sgd_dirac = {**dirac, "canaries": 50_000}
     rows["DP-SGD (dp_dsgd_rp, p = q = 1, full batch), z = 3.16, 10 steps, dirac (50 000 × 4)"] = (
         _digits(sgd, rounds=10),
+        sgd_dirac,
+    )
+    rows[
+        "DP-SGD with local sampling (dp_dsgd_rp, p = 1, q = 0.5), z = 3.16, 10 steps, dirac (50 000 × 4)"
+    ] = (
+        _digits({**sgd, "sampling_rate": 0.5}, rounds=10),
         sgd_dirac,
     )
     rows["DP-SGD (dp_dsgd_rp, p = q = 1), z = 3.16, dirac (50 000 × 4), patched: no noise"] = (
@@ -380,6 +397,10 @@ def main() -> None:
         elif math.isfinite(r["epsilon_accounted"]):
             twin = _unamplified(config, args.out / f"{i}-unamplified", r["noise"] or {})
         print(_row(name, r, twin, seconds), flush=True)
+        if "hidden_view" in r:  # the same run, participation hidden, against the amplified ε
+            hidden = {**r, **r["hidden_view"]}
+            hidden["ratio"] = hidden["epsilon_lower"] / hidden["epsilon_accounted"]
+            print(_row(f"{name}: its hidden view (same run)", hidden, twin, seconds), flush=True)
 
 
 if __name__ == "__main__":

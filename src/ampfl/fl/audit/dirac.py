@@ -22,7 +22,28 @@ coordinates and the data leave them at zero, so given the coins the K scores of 
 the audit pools the (run, canary) trials in the likelihood-ratio test with Clopper–Pearson bounds
 (:func:`ampfl.accounting.audit.likelihood_ratio.likelihood_ratio_audit`) at the fixed thresholds :data:`CUTS`
 (in units of σ√T, chosen before any score is seen; Bonferroni over them). The presence coins of a sampled
-canary client are drawn from operating-system entropy, as its inclusion coin.
+canary (its own Bern(q) per sum, as every client's or record's) are drawn from operating-system entropy, as
+its inclusion coin, independently of every other canary's and of the data's coins.
+
+Two views of the same run (``view``):
+
+- ``"hidden"`` (participation as accounted by amplification): the observer does not know in which sums a
+  canary took part; the score is the one above, over every sum.
+- ``"revealed"`` (DP-FedAvg with Poisson sampling, participation public): the observer also learns, every
+  round, whether each canary client was sampled, its presence set S_k, drawn for every canary whether or not
+  its secret coin included it (a public coin that exists in both neighbouring datasets, as the accounted pair
+  has it). Given S_k the likelihood-ratio test reads only those sums: log LR = Σ_{t∈S_k} (C y_t − C²/2)/σ²,
+  and the score is its increasing transform (Σ_{t∈S_k} y_t + (T − |S_k|)·C/2) / (σ√T), which equals the
+  hidden score when every sum is in S_k; the cuts stay the same fixed thresholds. The run is then accounted
+  with participation revealed (:func:`revealed_accounting`: each round the Gaussian behind a public
+  Bern(q) coin, whose PLD composition Σ_m Bin(m; T, q) δ_m(ε) is exact), at the noise the hidden run was
+  calibrated to.
+
+Local (record) sampling: DP-DSGD-RP at participation p = 1 with any rate q, each canary record in each sum
+with its own Poisson coin (a record's inclusion is its own Bernoulli at p = 1, so the canaries' trials stay
+independent); p < 1 is refused, since the canary records at one client would share its check-in. At p = 1
+the accounted pair does not depend on d (the client's other records), so the canaries beyond d at one client
+do not leave the accounted relation (checked in the tests).
 """
 
 from __future__ import annotations
@@ -35,13 +56,31 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
     from ampfl.fl.algorithms.base import Algorithm
+    from ampfl.fl.config import RunConfig
     from ampfl.fl.task import Task
 
-__all__ = ["CUTS", "DiracPlan", "dirac_observer", "dirac_scores", "dirac_task", "presence_rate"]
+__all__ = [
+    "CUTS",
+    "VIEWS",
+    "DiracPlan",
+    "dirac_observer",
+    "dirac_run",
+    "dirac_scores",
+    "dirac_task",
+    "hidden_view_of",
+    "presence_rate",
+    "revealed_accounting",
+    "revealed_setup",
+]
 
 #: Thresholds of the membership test "score ≥ t", in units of the claimed σ√T (fixed in advance).
 CUTS = np.round(np.arange(0.25, 8.01, 0.25), 2)
+#: What the observer knows of a canary's presence: nothing (``hidden``) or every round's coin (``revealed``).
+VIEWS = ("hidden", "revealed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,12 +111,13 @@ def presence_rate(probe: Algorithm) -> float:
             )
         return float(params.sampling_rate)
     if isinstance(probe, DPDSGDRandomParticipation):
-        if params.participation != 1.0 or params.sampling_rate != 1.0:
+        if params.participation != 1.0:
             raise ValueError(
-                "canary: 'dirac' audits dp_dsgd_rp at full participation (participation = sampling_rate = "
-                f"1). Found participation {params.participation}, sampling_rate {params.sampling_rate}."
+                "canary: 'dirac' audits dp_dsgd_rp at full participation (participation = 1, any "
+                "sampling_rate: the canary records at one client would share its check-in). "
+                f"Found participation {params.participation}."
             )
-        return 1.0
+        return float(params.sampling_rate)
     raise ValueError(f"canary: 'dirac' applies to dp_fedavg and dp_dsgd_rp. Found {probe.name!r}.")
 
 
@@ -128,19 +168,27 @@ def dirac_observer(cls: type[Algorithm], plan: DiracPlan) -> type[Algorithm]:
             flat = coordinates(self, plan.features, plan.width, included.size)
             self.dirac_index = torch.from_numpy(flat)
             self.dirac_sum = np.zeros(included.size)
+            self.dirac_revealed_sum = np.zeros(included.size)  # Σ over the sums in S_k
+            self.dirac_presences = np.zeros(included.size, dtype=np.int64)  # |S_k|
+            self.dirac_coin = np.ones(included.size, dtype=bool)
             self.dirac_steps = 0
 
         def server_update(self, total: torch.Tensor, *rest: Any) -> Any:
             index = self.dirac_index
             if bool(torch.any(total[index] != 0)):  # the data must leave the canaries' coordinates at zero
                 raise RuntimeError("dirac canaries: the data's clipped sum is not zero on their coordinates")
-            present = included & (rng.random(included.size) < plan.rate)
+            coin = rng.random(included.size) < plan.rate  # public under the revealed view
+            self.dirac_coin = coin
+            present = included & coin
             total = total.clone()
             total[index[torch.from_numpy(present)]] += plan.norm
             return super().server_update(total, *rest)
 
         def apply_noised_sum(self, noised: torch.Tensor) -> Any:
-            self.dirac_sum += noised[self.dirac_index].double().numpy()
+            read = noised[self.dirac_index].double().numpy()
+            self.dirac_sum += read
+            self.dirac_revealed_sum += np.where(self.dirac_coin, read, 0.0)
+            self.dirac_presences += self.dirac_coin
             self.dirac_steps += 1
             return super().apply_noised_sum(noised)
 
@@ -148,11 +196,132 @@ def dirac_observer(cls: type[Algorithm], plan: DiracPlan) -> type[Algorithm]:
     return Observed
 
 
-def dirac_scores(algorithm: Algorithm, clip: float) -> np.ndarray:
-    """Σ_t (noised sum)_k / (σ √T), σ = z·C the claimed noise std (C when z = 0: no noise claimed)."""
+def dirac_scores(algorithm: Algorithm, clip: float, view: str = "hidden") -> np.ndarray:
+    """``"hidden"``: Σ_t (noised sum)_k / (σ √T), σ = z·C the claimed noise std (C when z = 0: no noise
+    claimed); ``"revealed"``: (Σ_{t∈S_k} (noised sum)_k + (T − |S_k|)·C/2) / (σ √T) (module docstring)."""
     steps = int(algorithm.dirac_steps)  # type: ignore[attr-defined]
     if steps == 0:
         raise RuntimeError("dirac canaries: the run formed no noised sum")
     z = float(getattr(algorithm, "noise_multiplier", 0.0) or 0.0)
     sigma = z * clip if z > 0.0 and math.isfinite(z) else clip
-    return np.asarray(algorithm.dirac_sum, dtype=np.float64) / (sigma * math.sqrt(steps))  # type: ignore[attr-defined]
+    if view == "revealed":
+        absent = steps - np.asarray(algorithm.dirac_presences, dtype=np.float64)  # type: ignore[attr-defined]
+        total = np.asarray(algorithm.dirac_revealed_sum, dtype=np.float64) + absent * clip / 2.0  # type: ignore[attr-defined]
+    else:
+        total = np.asarray(algorithm.dirac_sum, dtype=np.float64)  # type: ignore[attr-defined]
+    return total / (sigma * math.sqrt(steps))
+
+
+def revealed_accounting(cls: type[Algorithm]) -> type[Algorithm]:
+    """``cls`` (DP-FedAvg, Poisson rate q) accounted with participation revealed: each round the Gaussian at
+    noise multiplier z behind a public Bern(q) coin, i.e. ``RandomCheckInEvent(participation=q,
+    sampling_rate=1, z, participation_hidden=False)`` (one unit of norm ≤ C that takes part with a revealed
+    probability q; the PLD accountant composes it exactly, Σ_m Bin(m; T, q) δ_m(ε)), and
+    ``participation_hidden_from = []``. Calibrating a ``target_epsilon`` would use it too: fix the noise
+    first."""
+    from ampfl.accounting.events import RandomCheckInEvent
+    from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
+    from ampfl.fl.run.release import threat_model
+
+    if not issubclass(cls, DPFedAvg):
+        raise ValueError(
+            f"participation: 'revealed' with canary 'dirac' applies to dp_fedavg. Found {cls.name!r}."
+        )
+
+    class Revealed(cls):  # type: ignore[valid-type,misc]
+        def event_at(self, noise_multiplier: float) -> Any:
+            return RandomCheckInEvent(
+                participation=float(self.p.sampling_rate),
+                sampling_rate=1.0,
+                noise_multiplier=noise_multiplier,
+                participation_hidden=False,
+            )
+
+        def threat_model(self) -> dict[str, list[str]]:
+            return threat_model(private=self.privacy_unit is not None, participation_hidden=False)
+
+    Revealed.__name__ = cls.__name__
+    return Revealed
+
+
+def dirac_run(
+    config: RunConfig,
+    base: Task,
+    folder: Path,
+    included: np.ndarray,
+    algorithms: Mapping[str, type[Algorithm]],
+    progress: bool,
+    label: str,
+    probe: Algorithm,
+    view: str = "hidden",
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """One run with Dirac canaries (:mod:`ampfl.fl.audit.dirac`; ``probe``: the algorithm built on ``base``):
+    the scores of ``view``, coins, the run's summary (for the revealed view with ``hidden_scores``, the same
+    run's hidden-view scores)."""
+    from ampfl.fl.run.experiment import clear_run_folder, run_experiment
+
+    cls = algorithms[config.algorithm.name]
+    task, d, width = dirac_task(probe, base, int(included.size), seed=config.seed)
+    clip = float(probe.p.clip)  # type: ignore[attr-defined]
+    plan = DiracPlan(included, d, width, clip, presence_rate(probe))
+    built: list[Any] = []
+
+    class Audited(dirac_observer(cls, plan)):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            built.append(self)
+
+    Audited.__name__ = cls.__name__
+    clear_run_folder(folder)
+    summary = run_experiment(
+        config,
+        folder,
+        task=task,
+        algorithms={**algorithms, config.algorithm.name: Audited},
+        plots=False,
+        progress=progress,
+        label=label,
+    )
+    if view == "revealed":
+        summary = {**summary, "hidden_scores": dirac_scores(built[-1], clip, "hidden")}
+    return dirac_scores(built[-1], clip, view), included, summary
+
+
+def revealed_setup(
+    config: RunConfig, probe: Algorithm, algorithms: Mapping[str, type[Algorithm]]
+) -> tuple[RunConfig, dict[str, type[Algorithm]]]:
+    """``config`` at ``probe``'s calibrated noise (a ``target_epsilon`` would recalibrate it for the revealed
+    accounting: a different run) and ``algorithms`` with its algorithm accounted with participation revealed
+    (:func:`ampfl.fl.audit.dirac.revealed_accounting`)."""
+    params = config.algorithm.params
+    if getattr(params, "target_epsilon", None) is not None:
+        z = float(probe.noise_multiplier)  # type: ignore[attr-defined]
+        params = params.model_copy(update={"target_epsilon": None, "noise_multiplier": z})
+        algorithm = config.algorithm.model_copy(update={"params": params})
+        config = config.model_copy(update={"algorithm": algorithm})
+    name = config.algorithm.name
+    return config, {**algorithms, name: revealed_accounting(algorithms[name])}
+
+
+def hidden_view_of(
+    scores: np.ndarray, coins: np.ndarray, epsilon: float, delta: float, confidence: float, runs: int
+) -> dict[str, Any]:
+    """The hidden-participation view of a revealed Dirac audit's runs: the hidden scores against the
+    amplified (hidden-participation) ε of the same noise, at the same fixed thresholds."""
+    from ampfl.accounting.audit.likelihood_ratio import likelihood_ratio_audit
+    from ampfl.accounting.audit.power import max_certifiable
+    from ampfl.fl.audit.run import OBSERVERS
+
+    lr = likelihood_ratio_audit(
+        scores[coins], scores_out=scores[~coins], delta=delta, confidence=confidence, cuts=CUTS
+    )
+    ceiling = max_certifiable(coins, runs=runs, delta=delta, confidence=confidence, cuts=CUTS)
+    violation = lr.epsilon_lower > epsilon or (math.isinf(epsilon) and lr.epsilon_lower > 0.0)
+    verdict = "VIOLATION" if violation else ("inconclusive" if epsilon > ceiling else "consistent")
+    return {
+        "epsilon_accounted": float(epsilon),
+        "epsilon_lower": float(lr.epsilon_lower),
+        "guesses_correct": int(lr.correct),
+        "verdict": verdict,
+        "observer": OBSERVERS["noised-sums"],
+    }

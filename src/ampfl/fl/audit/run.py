@@ -30,8 +30,12 @@ power to tell there; ``"consistent"`` otherwise.
 
 ``canary = "dirac"``: white-box gradient canaries on coordinates the data leave at zero, scored from every
 noised sum the server forms (:mod:`ampfl.fl.audit.dirac`), their independent trials pooled in the
-likelihood-ratio test at fixed thresholds, in one run or many. ``canaries = "auto"``: the smallest count whose
-ceiling reaches the forecast accounted ε, if it fits ``max_canaries`` (:mod:`ampfl.fl.audit.plan`).
+likelihood-ratio test at fixed thresholds, in one run or many; with ``participation = "revealed"`` (DP-FedAvg,
+Poisson sampling) the observer also knows in which rounds each canary client was sampled, the run is
+accounted with participation revealed at the noise the hidden run was calibrated to, and the report's
+``hidden_view`` gives the same run's hidden-participation bound against the amplified ε.
+``canaries = "auto"``: the smallest count whose ceiling reaches the forecast accounted ε, if it fits
+``max_canaries`` (:mod:`ampfl.fl.audit.plan`).
 """
 
 from __future__ import annotations
@@ -91,6 +95,9 @@ OBSERVERS = {
     "revealed": "every released model and who checked in at each round",
     "smashed": "the noised clipped smashed rows the server receives (not the gradient sums)",
     "noised-sums": "every noised sum the server forms (equivalently every released model)",
+    "noised-sums-revealed": (
+        "every noised sum the server forms and, each round, which canary clients it sampled"
+    ),
 }
 #: Canary kinds: those of :mod:`ampfl.fl.audit.canaries` and the gradient canaries of the dirac module.
 CANARIES = (*KINDS, "dirac")
@@ -103,9 +110,19 @@ def _observer(probe: Algorithm, participation: str, score: str, canary: str = "a
     from ampfl.fl.split.splitfed_dp import SplitFedDP
 
     if canary == "dirac":
-        if participation != "as-accounted" or score != "delta":
-            raise ValueError("canary: 'dirac' is scored from the noised sums as accounted (score 'delta').")
+        from ampfl.fl.algorithms.dp_fedavg import DPFedAvg
+
+        if score != "delta":
+            raise ValueError("canary: 'dirac' is scored from the noised sums (score 'delta').")
         presence_rate(probe)  # one-line errors for the algorithms and samplings not offered
+        if participation == "revealed":
+            if not isinstance(probe, DPFedAvg):
+                raise ValueError(
+                    "participation: 'revealed' with canary 'dirac' applies to dp_fedavg (Poisson sampling): "
+                    "dp_dsgd_rp's dirac audit runs at participation 1, nothing to reveal. "
+                    f"Found {probe.name!r}."
+                )
+            return "noised-sums-revealed"
         return "noised-sums"
 
     if participation == "revealed":
@@ -160,12 +177,14 @@ def _one_run(
     probe: Algorithm,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     from ampfl.fl.audit import observers
+    from ampfl.fl.audit.dirac import dirac_run
     from ampfl.fl.run.experiment import clear_run_folder, run_experiment
 
     included = secret_coins(canaries)
     cls = algorithms[config.algorithm.name]
-    if observer == "noised-sums":
-        return _dirac_run(config, base, folder, included, algorithms, progress, label, probe)
+    if observer.startswith("noised-sums"):
+        view = "revealed" if observer == "noised-sums-revealed" else "hidden"
+        return dirac_run(config, base, folder, included, algorithms, progress, label, probe, view)
     if observer == "smashed":
         task, slots = observers.insert_slot_canaries(base, included=included, seed=config.seed)
         cls = observers.smashed_observer(cls, slots)
@@ -213,46 +232,6 @@ def _one_run(
     else:
         scores = model_scores(algorithm, initial, _released(algorithm).detach().clone(), plan, task, score)
     return scores, plan.included, summary
-
-
-def _dirac_run(
-    config: RunConfig,
-    base: Task,
-    folder: Path,
-    included: np.ndarray,
-    algorithms: Mapping[str, type[Algorithm]],
-    progress: bool,
-    label: str,
-    probe: Algorithm,
-) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """One run with Dirac canaries (:mod:`ampfl.fl.audit.dirac`; ``probe``: the algorithm built on ``base``):
-    scores, coins, the run's summary."""
-    from ampfl.fl.audit import dirac
-    from ampfl.fl.run.experiment import clear_run_folder, run_experiment
-
-    cls = algorithms[config.algorithm.name]
-    task, d, width = dirac.dirac_task(probe, base, int(included.size), seed=config.seed)
-    clip = float(probe.p.clip)  # type: ignore[attr-defined]
-    plan = dirac.DiracPlan(included, d, width, clip, dirac.presence_rate(probe))
-    built: list[Any] = []
-
-    class Audited(dirac.dirac_observer(cls, plan)):  # type: ignore[misc]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            built.append(self)
-
-    Audited.__name__ = cls.__name__
-    clear_run_folder(folder)
-    summary = run_experiment(
-        config,
-        folder,
-        task=task,
-        algorithms={**algorithms, config.algorithm.name: Audited},
-        plots=False,
-        progress=progress,
-        label=label,
-    )
-    return dirac.dirac_scores(built[-1], clip), included, summary
 
 
 def _released(algorithm: Any) -> Any:
@@ -304,7 +283,7 @@ def audit_run(
     from ampfl.accounting._checks import check_choice, check_int, check_positive, check_probability
     from ampfl.accounting.audit.likelihood_ratio import likelihood_ratio_audit
     from ampfl.accounting.audit.one_run import one_run_audit
-    from ampfl.fl.audit.dirac import CUTS
+    from ampfl.fl.audit.dirac import CUTS, hidden_view_of, revealed_setup
     from ampfl.fl.audit.plan import check_requested, forecast_epsilon, resolve_canaries
     from ampfl.fl.run.experiment import build_calibrated, build_task
 
@@ -324,7 +303,16 @@ def audit_run(
     probe, accountant = build_calibrated(config, base, algorithms=algorithms)
     unit = probe.privacy_unit or ("client" if config.algorithm.name in _CLIENT_LEVEL else "record")
     observer = _observer(probe, participation, score, canary)
-    cuts = CUTS if observer == "noised-sums" else None
+    cuts = CUTS if observer.startswith("noised-sums") else None
+    hidden_epsilon = None
+    if observer == "noised-sums-revealed":  # the same noise, accounted with participation revealed
+        if config.privacy.neighbouring != "add-remove":
+            raise ValueError(
+                "participation: 'revealed' with canary 'dirac' needs [privacy] neighbouring = 'add-remove'."
+            )
+        hidden_epsilon = forecast_epsilon(config, probe, accountant)
+        config, algorithms = revealed_setup(config, probe, algorithms)
+        probe, accountant = build_calibrated(config, base, algorithms=algorithms)
     requested, forecast = canaries, None
     if canaries == "auto":
         forecast = forecast_epsilon(config, probe, accountant)
@@ -370,6 +358,10 @@ def audit_run(
     scores, coins = np.concatenate(all_scores), np.concatenate(all_coins)
     eps_acc = float(summaries[0]["epsilon"])
     delta = float(summaries[0]["delta"] or config.privacy.delta)
+    hidden_view = None
+    if hidden_epsilon is not None:
+        hidden = np.concatenate([s["hidden_scores"] for s in summaries])
+        hidden_view = hidden_view_of(hidden, coins, hidden_epsilon, delta, confidence, runs)
     if cuts is not None:  # independent trials (dirac): the likelihood-ratio test at fixed thresholds
         if coins.all() or not coins.any():
             raise ValueError("every coin came out the same: run the audit again.")
@@ -409,7 +401,7 @@ def audit_run(
         "max_canaries": int(max_canaries),
         "epsilon_forecast": forecast,
         "confidence": float(confidence),
-        "score": {"smashed": "smashed", "noised-sums": "noised-sums"}.get(observer, score),
+        "score": "noised-sums" if cuts is not None else "smashed" if observer == "smashed" else score,
         "canary": "slot" if observer == "smashed" else canary,
         "observer": OBSERVERS[observer],
         "participation": participation,
@@ -419,6 +411,8 @@ def audit_run(
         "noise": summaries[0].get("noise"),
         "wall_seconds": 0.0,
     }
+    if hidden_view is not None:
+        report["hidden_view"] = hidden_view
     if float(np.ptp(scores)) == 0.0:
         report["note"] = (
             "every canary got the same score: the released model never changed on the canary coordinates "
