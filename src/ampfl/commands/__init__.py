@@ -88,6 +88,7 @@ def command_of(argv: Sequence[str]) -> str | None:
 
 
 _Action = TypeVar("_Action", bound=argparse.Action)
+_Item = TypeVar("_Item")
 
 
 class _Unbuilt(argparse.ArgumentParser):
@@ -145,14 +146,17 @@ def command_modules() -> list[Any]:
     return modules
 
 
+def _split_list(text: str, convert: Callable[[str], _Item]) -> list[_Item] | None:
+    """The comma-separated items of ``text`` (empty ones skipped), or ``None`` if one does not convert."""
+    try:
+        return [convert(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        return None
+
+
 def parse_orders(text: str) -> list[int]:
     """``--orders`` parser: comma-separated integers >= 2 (argparse ``type=``)."""
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--orders must be a comma-separated list of integers >= 2. Found {text!r}."
-        ) from None
+    values = _split_list(text, int)
     if not values or min(values) < 2:
         raise argparse.ArgumentTypeError(
             f"--orders must be a comma-separated list of integers >= 2. Found {text!r}."
@@ -164,12 +168,11 @@ def parse_float_list(flag: str) -> Callable[[str], list[float]]:
     """argparse ``type=`` for comma-separated floats, with an error naming ``flag``."""
 
     def parse(text: str) -> list[float]:
-        try:
-            values = [float(part) for part in text.split(",") if part.strip()]
-        except ValueError:
+        values = _split_list(text, float)
+        if values is None:
             raise argparse.ArgumentTypeError(
                 f"{flag} must be a comma-separated list of numbers. Found {text!r}."
-            ) from None
+            )
         if not values:
             raise argparse.ArgumentTypeError(
                 f"{flag} must be a non-empty comma-separated list. Found {text!r}."
@@ -199,6 +202,15 @@ def rename_parameters(message: str, flags: dict[str, str]) -> str:
         elif pattern.match(message):
             message = pattern.sub(flag, message, count=1)
     return message
+
+
+def keywords(args: argparse.Namespace, flags: dict[str, str], *names: str) -> dict[str, Any]:
+    """The keywords ``names`` of the Python API, each read from the flag that ``flags`` maps it to.
+
+    ``flags`` is the table a command gives :func:`flag_errors`, so the flag that sets a keyword and the flag
+    its errors name are written once (``{"sampling_rate": "--rate"}`` reads ``args.rate``).
+    """
+    return {name: getattr(args, flags[name].lstrip("-").replace("-", "_")) for name in names}
 
 
 @contextmanager

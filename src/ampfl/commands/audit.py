@@ -14,9 +14,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ampfl.commands import CommandFailed, Registry, flag_errors
+from ampfl.commands import CommandFailed, Registry, flag_errors, keywords
+from ampfl.commands._flags import add_checkin, add_noise_multiplier, add_rounds
 
-# Keyword of the Python API -> flag, so that one-line errors name the flag.
+# Keyword of the Python API -> flag: the handler reads each keyword from its flag (`keywords`) and one-line
+# errors name the flag.
 _FLAGS = {
     "participation": "--p",
     "sampling_rate": "--q",
@@ -34,15 +36,8 @@ def register(registry: Registry) -> None:
         _audit_random_checkin,
         help="exact per-iteration delta of explicit datasets vs the paper-004 analyses",
     )
-    parser.add_argument("--p", type=float, required=True, help="client participation probability in (0, 1]")
-    parser.add_argument("--q", type=float, required=True, help="local sampling probability in (0, 1]")
-    parser.add_argument("--d", type=int, required=True, help="samples of the client besides x' (>= 0)")
-    parser.add_argument(
-        "--noise-multiplier",
-        type=float,
-        required=True,
-        help="noise std / clip norm (the paper's sigma/C, > 0)",
-    )
+    add_checkin(parser)
+    add_noise_multiplier(parser)
     parser.add_argument("--epsilon", type=float, required=True, help="epsilon >= 0 (nats)")
     parser.add_argument(
         "--grid", type=int, default=41, help="equally spaced a values in [-1, 1] (default 41)"
@@ -76,7 +71,7 @@ def register(registry: Registry) -> None:
         help="training runs in [1, 10000]; 1: one-run estimator, more: likelihood-ratio test (default 1)",
     )
     run.add_argument("--confidence", type=float, default=0.95, help="confidence in (0, 1) (default 0.95)")
-    run.add_argument("--rounds", type=int, default=None, help="train this many rounds (>= 1) instead")
+    add_rounds(run, required=False, note="train this many instead of the config's")
     run.add_argument(
         "--score", choices=("delta", "loss"), default="delta", help="white box (delta, default) or loss"
     )
@@ -104,15 +99,7 @@ def _audit_random_checkin(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting.audit import audit_random_checkin
 
     console = Console(stderr=True)
-    kwargs: dict[str, Any] = {
-        "participation": args.p,
-        "sampling_rate": args.q,
-        "local_dataset_size": args.d,
-        "noise_multiplier": args.noise_multiplier,
-        "epsilon": args.epsilon,
-        "grid": args.grid,
-        "refine": not args.no_refine,
-    }
+    kwargs: dict[str, Any] = {**keywords(args, _FLAGS, *_FLAGS), "refine": not args.no_refine}
     if not console.is_terminal:  # no bar (and no stray newline) when stderr is a file or a pipe
         result = audit_random_checkin(**kwargs)
     else:
@@ -203,12 +190,9 @@ def _audit_run(args: argparse.Namespace) -> dict[str, Any]:
             config,
             out,
             canaries=canaries,
-            max_canaries=args.max_canaries,
-            runs=args.runs,
-            confidence=args.confidence,
-            score=args.score,
-            participation=args.participation,
-            canary=args.canary,
+            **keywords(
+                args, _RUN_FLAGS, "max_canaries", "runs", "confidence", "score", "participation", "canary"
+            ),
             progress=not args.no_progress,
         )
     except DataUnavailableError as exc:

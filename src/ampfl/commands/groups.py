@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ampfl.commands import Registry, flag_errors, parse_float_list
+from ampfl.commands import Registry, flag_errors, keywords, parse_float_list
+from ampfl.commands._flags import add_clip, add_delta, add_rounds
 
 # Keyword of plan_groups / ErrorModel -> flag, so that one-line errors name the flag.
 _FLAGS = {
@@ -65,10 +66,10 @@ def register(registry: Registry) -> None:
         required=True,
         help="global participation ratio q: expected cohort q*N, each group sampled at its own rate q_g",
     )
-    parser.add_argument("--rounds", type=int, required=True, help="number of rounds T")
-    parser.add_argument("--delta", type=float, required=True, help="delta (same for every group)")
+    add_rounds(parser)
+    add_delta(parser, note="the same for every group")
     parser.add_argument("--dim", type=int, required=True, help="model dimension d")
-    parser.add_argument("--clip", type=float, default=1.0, help="per-client clipping norm C (default 1)")
+    add_clip(parser, default=1.0, note="per client")
     sparse = parser.add_mutually_exclusive_group()
     sparse.add_argument("--sparsify", choices=("none", "auto"), default=None, help="top-kappa: none or auto")
     sparse.add_argument(
@@ -106,26 +107,11 @@ def _plan_groups(args: argparse.Namespace) -> dict[str, Any]:
         sparsify = "given"
     else:
         sparsify = args.sparsify or "none"
-    model = ErrorModel(
-        dim=args.dim,
-        clip_norm=args.clip,
-        signal_norm=args.signal_norm,
-        heterogeneity=args.heterogeneity,
-        omega=args.omega,
+    model = ErrorModel(**keywords(args, _FLAGS, "dim", "clip_norm", "signal_norm", "heterogeneity", "omega"))
+    settings = keywords(
+        args, _FLAGS, "participation", "rounds", "target_delta", "kappa", "analysis", "min_rate", "merge"
     )
-    plan = plan_groups(
-        args.budgets,
-        args.sizes,
-        participation=args.participation,
-        rounds=args.rounds,
-        target_delta=args.delta,
-        model=model,
-        sparsify=sparsify,
-        kappa=args.kappa,
-        analysis=args.analysis,
-        min_rate=args.min_rate,
-        merge=args.merge,
-    )
+    plan = plan_groups(args.budgets, args.sizes, model=model, sparsify=sparsify, **settings)
     clip = float(args.clip)
     groups = [
         {

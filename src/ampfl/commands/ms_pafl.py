@@ -16,9 +16,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ampfl.commands import Registry, flag_errors
+from ampfl.commands import Registry, flag_errors, keywords
+from ampfl.commands._flags import (
+    add_accountant,
+    add_clip,
+    add_delta,
+    add_noise_multiplier,
+    add_participation,
+    add_rounds,
+)
 
-# Keyword of account_ms_pafl -> flag, so that one-line errors name the flag.
+# Keyword of account_ms_pafl -> flag: the handler reads each keyword from its flag (`keywords`) and one-line
+# errors name the flag.
 _FLAGS = {
     "participation": "--p",
     "eps_local": "--eps-local",
@@ -46,16 +55,16 @@ def register(registry: Registry) -> None:
         help="MS-PAFL (paper 000): sound public-participation epsilon (persistent private submodel), plus "
         "first-use, amplified and the paper's Eq. 9 / Lemma 1 / Thm 1 / Cor. 1 / Thms 3-4 as printed",
     )
-    parser.add_argument("--p", type=float, required=True, help="client check-in probability p in (0, 1]")
+    add_participation(parser)
     noise = parser.add_mutually_exclusive_group(required=True)
     noise.add_argument(
         "--eps-local", type=float, help="per-round LDP epsilon_l in (0, 1]; Lemma 1 sets the noise"
     )
-    noise.add_argument(
-        "--noise-multiplier",
-        type=float,
-        help="z = sigma/C: noise std over the clip norm, multiply an older sigma/(2C) value by 2 (instead of "
-        "--eps-local; the analyses use sigma/(2C), the upload's sensitivity being 2C)",
+    add_noise_multiplier(
+        noise,
+        required=False,
+        note="instead of --eps-local; multiply an older sigma/(2C) value by 2 (the analyses use sigma/(2C), "
+        "the upload's sensitivity being 2C)",
     )
     parser.add_argument("--delta-local", type=float, required=True, help="per-round LDP delta_l in (0, 1)")
     parser.add_argument("--clients", type=int, required=True, help="number of clients N")
@@ -64,23 +73,15 @@ def register(registry: Registry) -> None:
     parser.add_argument("--batch", type=int, required=True, help="mini-batch size b")
     parser.add_argument("--dataset-size", type=int, required=True, help="local dataset size |D_i|")
     parser.add_argument("--sampling", choices=("wor", "wr"), required=True, help="data subsampling scheme")
-    parser.add_argument("--rounds", type=int, default=None, help="number of rounds T (needs --delta-tilde)")
+    add_rounds(parser, required=False, note="needs --delta-tilde")
     parser.add_argument("--delta-tilde", type=float, default=None, help="delta~ of Thm 4 (needs --rounds)")
-    parser.add_argument(
-        "--delta",
-        type=float,
-        default=None,
-        help="delta of the reported epsilon (default: the paper's, Cor. 1 delta_c or Thm 4 T*delta_c+delta~)",
+    add_delta(
+        parser,
+        required=False,
+        note="default: the paper's, Cor. 1 delta_c or Thm 4 T*delta_c+delta~",
     )
-    parser.add_argument(
-        "--clip", type=float, default=1.0, help="clipping threshold C (default 1, as the paper); sigma = C z"
-    )
-    parser.add_argument(
-        "--accountant",
-        choices=("auto", "pld", "rdp"),
-        default="pld",
-        help="accountant of the sound analysis (default pld; auto: pld, the tightest sound one)",
-    )
+    add_clip(parser, default=1.0, note="the paper's clipping threshold; sigma = C z")
+    add_accountant(parser, auto="pld, the tightest sound one", default="pld")
 
 
 def _account(args: argparse.Namespace) -> dict[str, Any]:
@@ -94,23 +95,8 @@ def _account(args: argparse.Namespace) -> dict[str, Any]:
         if args.delta_tilde is not None:
             # Thm 4's slack adds to the total delta: delta~ = 1 would make the guarantee vacuous.
             check_delta("--delta-tilde", args.delta_tilde)
-        result = account_ms_pafl(
-            participation=args.p,
-            eps_local=args.eps_local,
-            noise_multiplier=args.noise_multiplier,
-            delta_local=args.delta_local,
-            num_clients=args.clients,
-            beta=args.beta,
-            local_steps=args.local_steps,
-            batch_size=args.batch,
-            dataset_size=args.dataset_size,
-            sampling=args.sampling,
-            rounds=args.rounds,
-            delta_tilde=args.delta_tilde,
-            delta=args.delta,
-            clip=args.clip,
-            accountant="pld" if args.accountant == "auto" else args.accountant,
-        )
+        given = keywords(args, _FLAGS, *(name for name in _FLAGS if name != "accountant"))
+        result = account_ms_pafl(**given, accountant="pld" if args.accountant == "auto" else args.accountant)
     analyses = {
         name: analysis_entry(epsilon=a.epsilon, delta=a.delta, sound=a.sound, note=a.note)
         for name, a in result.analyses.items()

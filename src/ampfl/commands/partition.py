@@ -14,9 +14,17 @@ mechanisms (:data:`ampfl.accounting.partition.PARTITION_ORDERS`), whose cost gro
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
-from ampfl.commands import Registry, flag_errors, parse_orders
+from ampfl.commands import Handler, Registry, flag_errors, keywords, parse_orders
+from ampfl.commands._flags import (
+    add_accountant,
+    add_clip,
+    add_delta,
+    add_noise_multiplier,
+    add_target_epsilon,
+)
 
 # Keyword of the Python API -> flag, so that one-line errors name the flag.
 _FLAGS = {
@@ -38,9 +46,10 @@ _FLAGS = {
 }
 
 _ORDERS_HELP = "comma-separated integer Renyi orders >= 2 (default: ampfl's grid, see docs/partition.md)"
-_ACCOUNTANT_HELP = (
-    "accountant: pld (pessimistic PLD: any --submodels, with or without --rate; bis with any --k) or rdp "
-    "(002 Thm 3.1); default: pld where it applies, else rdp (auto)"
+#: What ``--accountant auto`` resolves to (:func:`resolve_accountant`).
+_AUTO = (
+    "pld (pessimistic PLD: any --submodels, with or without --rate; bis with any --k) where it applies, "
+    "else rdp (002 Thm 3.1)"
 )
 _BOUND_HELP = (
     "forward term of Theorem 3.1: exact (Lemma 3.12, Eq. 2) or efficient (Eq. 5); "
@@ -49,17 +58,9 @@ _BOUND_HELP = (
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--delta", type=float, required=True, help="target delta in (0, 1)")
+    add_delta(parser)
     parser.add_argument("--orders", type=parse_orders, default=None, help=_ORDERS_HELP)
-    parser.add_argument("--clip", type=float, default=None, help="clip norm C (reports noise_std = z*C)")
-
-
-def _noise(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--noise-multiplier", type=float, required=True, help="noise multiplier z = noise std / C")
-
-
-def _epsilon(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--epsilon", type=float, required=True, help="target epsilon")
+    add_clip(parser)
 
 
 def _steps(p: argparse.ArgumentParser) -> None:
@@ -91,19 +92,24 @@ def register(registry: Registry) -> None:
             "account",
             "model-split",
             _account_model_split,
-            (_noise, _model_split_args, exact, _nonsplit_args, add_accountant),
+            (add_noise_multiplier, _model_split_args, exact, _nonsplit_args, _accountant),
         ),
-        ("account", "bis", _account_bis, (_noise, _bis_args, auto, add_accountant)),
-        ("account", "poisson", _account_poisson, (_noise, _poisson_args)),
+        ("account", "bis", _account_bis, (add_noise_multiplier, _bis_args, auto, _accountant)),
+        ("account", "poisson", _account_poisson, (add_noise_multiplier, _poisson_args)),
         (
             "account",
             "dropout",
             _account_dropout,
-            (_noise, _steps, _split_rate, exact, _nonsplit_args, add_accountant),
+            (add_noise_multiplier, _steps, _split_rate, exact, _nonsplit_args, _accountant),
         ),
-        ("calibrate", "model-split", _calibrate_model_split, (_epsilon, _model_split_args, add_accountant)),
-        ("calibrate", "bis", _calibrate_bis, (_epsilon, _bis_args, add_accountant)),
-        ("calibrate", "poisson", _calibrate_poisson, (_epsilon, _poisson_args)),
+        (
+            "calibrate",
+            "model-split",
+            _calibrate_model_split,
+            (add_target_epsilon, _model_split_args, _accountant),
+        ),
+        ("calibrate", "bis", _calibrate_bis, (add_target_epsilon, _bis_args, _accountant)),
+        ("calibrate", "poisson", _calibrate_poisson, (add_target_epsilon, _poisson_args)),
     ):
         text = _HELP[name] if verb == "account" else "noise for " + _HELP[name]
         p = registry.command(verb, name, handler, help=text)
@@ -146,17 +152,11 @@ def _bis_args(p: argparse.ArgumentParser) -> None:
 def _poisson_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=float, required=True, help="sampling rate q in (0, 1]")
     _steps(p)
-    p.add_argument(
-        "--accountant",
-        choices=("auto", "rdp", "pld"),
-        default=None,
-        help="accountant (default auto: pld, the tightest sound one; rdp when --orders is given)",
-    )
+    add_accountant(p, auto="pld, the tightest sound one; rdp when --orders is given")
 
 
-def add_accountant(p: argparse.ArgumentParser) -> None:
-    # auto (the default): pld where it applies, else rdp; the report names the resolved one
-    p.add_argument("--accountant", choices=("auto", "rdp", "pld"), default=None, help=_ACCOUNTANT_HELP)
+def _accountant(p: argparse.ArgumentParser) -> None:
+    add_accountant(p, auto=_AUTO)
 
 
 # ---------------------------------------------------------------------------------- accountant policy
@@ -209,19 +209,15 @@ def _poisson_accountant(args: argparse.Namespace) -> str:
 # ------------------------------------------------------------------------------------------------ handlers
 
 
+def _split_setting(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords every model-split command (account or calibrate, dropout included) passes on."""
+    return keywords(args, _FLAGS, "steps", "delta", "sampling_rate", "clip", "orders")
+
+
 def _split(args: argparse.Namespace) -> dict[str, Any]:
     """The keywords ``account model-split|dropout`` pass on."""
-    return {
-        "noise_multiplier": args.noise_multiplier,
-        "steps": args.steps,
-        "delta": args.delta,
-        "nonsplit_noise_multiplier": args.nonsplit_noise_multiplier,
-        "nonsplit_clip": args.nonsplit_clip,
-        "sampling_rate": args.rate,
-        "clip": args.clip,
-        "orders": args.orders,
-        "bound": args.bound,
-    }
+    own = keywords(args, _FLAGS, "noise_multiplier", "nonsplit_noise_multiplier", "nonsplit_clip", "bound")
+    return {**_split_setting(args), **own}
 
 
 @flag_errors(_FLAGS)
@@ -247,65 +243,51 @@ def _calibrate_model_split(args: argparse.Namespace) -> dict[str, Any]:
     accountant = "pld" if wants_pld(args) else "rdp"
     return calibrate_split(
         target_epsilon=args.epsilon,
-        delta=args.delta,
         num_submodels=args.submodels,
-        steps=args.steps,
         accountant=accountant,
-        sampling_rate=args.rate,
-        clip=args.clip,
-        orders=args.orders,
+        **_split_setting(args),
     )
 
 
 def _bis(args: argparse.Namespace) -> dict[str, Any]:
     """The keywords ``account|calibrate bis`` pass on (the accountant resolved)."""
     return {
-        "iterations": args.iterations,
-        "participations": args.k,
-        "epochs": args.epochs,
-        "delta": args.delta,
+        **keywords(args, _FLAGS, "iterations", "participations", "epochs", "delta"),
         "accountant": _bis_accountant(args),
-        "clip": args.clip,
-        "orders": args.orders,
+        **keywords(args, _FLAGS, "clip", "orders"),
         "bound": getattr(args, "bound", None) or "auto",  # calibrate bis has no --bound
     }
-
-
-@flag_errors(_FLAGS)
-def _account_bis(args: argparse.Namespace) -> dict[str, Any]:
-    from ampfl.accounting.partition.sampling_reports import account_bis
-
-    return account_bis(noise_multiplier=args.noise_multiplier, **_bis(args))
-
-
-@flag_errors(_FLAGS)
-def _calibrate_bis(args: argparse.Namespace) -> dict[str, Any]:
-    from ampfl.accounting.partition.sampling_reports import calibrate_bis
-
-    return calibrate_bis(target_epsilon=args.epsilon, **_bis(args))
 
 
 def _poisson(args: argparse.Namespace) -> dict[str, Any]:
     """The keywords ``account|calibrate poisson`` pass on (the accountant resolved)."""
     return {
-        "sampling_rate": args.rate,
-        "steps": args.steps,
-        "delta": args.delta,
+        **keywords(args, _FLAGS, "sampling_rate", "steps", "delta"),
         "accountant": _poisson_accountant(args),
-        "clip": args.clip,
-        "orders": args.orders,
+        **keywords(args, _FLAGS, "clip", "orders"),
     }
 
 
-@flag_errors(_FLAGS)
-def _account_poisson(args: argparse.Namespace) -> dict[str, Any]:
-    from ampfl.accounting.partition.sampling_reports import account_poisson
+def _sampling_handler(name: str, keywords: Callable[[argparse.Namespace], dict[str, Any]]) -> Handler:
+    """The handler of ``account|calibrate bis|poisson``: the report ``name`` of
+    :mod:`~ampfl.accounting.partition.sampling_reports`, given the noise multiplier (``account_*``) or the
+    target epsilon (``calibrate_*``) and the command's ``keywords``."""
 
-    return account_poisson(noise_multiplier=args.noise_multiplier, **_poisson(args))
+    @flag_errors(_FLAGS)
+    def handler(args: argparse.Namespace) -> dict[str, Any]:
+        from ampfl.accounting.partition import sampling_reports
+
+        if name.startswith("calibrate"):
+            given = {"target_epsilon": args.epsilon}
+        else:
+            given = {"noise_multiplier": args.noise_multiplier}
+        report: dict[str, Any] = getattr(sampling_reports, name)(**given, **keywords(args))
+        return report
+
+    return handler
 
 
-@flag_errors(_FLAGS)
-def _calibrate_poisson(args: argparse.Namespace) -> dict[str, Any]:
-    from ampfl.accounting.partition.sampling_reports import calibrate_poisson
-
-    return calibrate_poisson(target_epsilon=args.epsilon, **_poisson(args))
+_account_bis = _sampling_handler("account_bis", _bis)
+_calibrate_bis = _sampling_handler("calibrate_bis", _bis)
+_account_poisson = _sampling_handler("account_poisson", _poisson)
+_calibrate_poisson = _sampling_handler("calibrate_poisson", _poisson)

@@ -25,6 +25,14 @@ import math
 from typing import Any
 
 from ampfl.commands import Registry, flag_errors
+from ampfl.commands._flags import (
+    add_accountant,
+    add_checkin,
+    add_clip,
+    add_delta,
+    add_noise_multiplier,
+    add_target_epsilon,
+)
 
 # Keyword of the Python API -> flag, so that one-line errors name the flag.
 _FLAGS = {
@@ -45,18 +53,9 @@ _RECOMMENDED = "wcs"  # ampfl.accounting.random_checkin.RECOMMENDED_ANALYSIS (te
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--p", type=float, required=True, help="client participation probability in (0, 1]")
-    parser.add_argument("--q", type=float, required=True, help="local record sampling probability in (0, 1]")
-    parser.add_argument("--d", type=int, required=True, help="records held by the client besides x' (>= 0)")
-    parser.add_argument(
-        "--clip", type=float, default=None, help="clip norm C (> 0): reports noise_std = noise multiplier x C"
-    )
-    parser.add_argument(
-        "--accountant",
-        choices=("auto", "rdp", "pld"),
-        default=None,
-        help="accountant for wcs/ols/cs (default auto: pld with --iterations, else the closed forms)",
-    )
+    add_checkin(parser)
+    add_clip(parser)
+    add_accountant(parser, auto="pld for wcs/ols/cs with --iterations, else the closed forms")
 
 
 def _mechanism(args: argparse.Namespace) -> dict[str, Any]:
@@ -157,11 +156,37 @@ def _each(fn: Any) -> dict[str, tuple[float | None, float | None, str]]:
     return out
 
 
+def _report(
+    args: argparse.Namespace,
+    values: dict[str, tuple[float | None, float | None, str]],
+    hidden: dict[str, Any],
+    *,
+    z: float,
+    kind: str | None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The common report of both commands: the recommended analysis on top, every analysis listed."""
+    from ampfl.accounting import random_checkin as rc
+    from ampfl.accounting.report import privacy_report
+
+    top_eps, top_delta, _ = values[rc.RECOMMENDED_ANALYSIS]
+    # The recommended analysis raises rather than fail to compute; calibrated without noise, epsilon is 0.
+    assert top_eps is not None and top_delta is not None
+    return privacy_report(
+        epsilon=top_eps,
+        delta=top_delta,
+        analysis=rc.RECOMMENDED_ANALYSIS,
+        accountant=kind or "closed-form",
+        noise_multiplier=z,
+        clip=args.clip,
+        analyses={**_entries(values), HIDDEN: hidden},
+        **extra,
+    )
+
+
 @flag_errors(_FLAGS)
 def _account(args: argparse.Namespace) -> dict[str, Any]:
-    from ampfl.accounting import random_checkin as rc
     from ampfl.accounting._checks import check_delta, check_int, check_nonnegative, check_positive
-    from ampfl.accounting.report import privacy_report
 
     mech = _mechanism(args)
     _auto(args)
@@ -190,25 +215,13 @@ def _account(args: argparse.Namespace) -> dict[str, Any]:
         kind = args.accountant or "pld"
         values = _each(lambda name: (_epsilon(name, mech, z, dlt, t, kind), dlt))
         hidden = _hidden(mech, z, delta=dlt, epsilon=None, t=t)
-    top_eps, top_delta, _ = values[rc.RECOMMENDED_ANALYSIS]
-    assert top_eps is not None and top_delta is not None  # the recommended analysis raises instead
-    return privacy_report(
-        epsilon=top_eps,
-        delta=top_delta,
-        analysis=rc.RECOMMENDED_ANALYSIS,
-        accountant=kind or "closed-form",
-        noise_multiplier=z,
-        clip=args.clip,
-        analyses={**_entries(values), HIDDEN: hidden},
-        iterations=t,
-    )
+    return _report(args, values, hidden, z=z, kind=kind, iterations=t)
 
 
 @flag_errors(_FLAGS)
 def _calibrate(args: argparse.Namespace) -> dict[str, Any]:
     from ampfl.accounting import random_checkin as rc
     from ampfl.accounting._checks import check_int
-    from ampfl.accounting.report import privacy_report
 
     mech = _mechanism(args)
     _auto(args)
@@ -242,16 +255,12 @@ def _calibrate(args: argparse.Namespace) -> dict[str, Any]:
     else:  # no noise: as wcs, (0, δ) iff δ ≥ P(the record is used at all)
         wcs_eps = values[rc.RECOMMENDED_ANALYSIS][0]
         hidden = {"epsilon": wcs_eps, "delta": dlt, "sound": True, "note": _HIDDEN_NOTE}
-    top_eps = values[rc.RECOMMENDED_ANALYSIS][0]
-    assert top_eps is not None  # calibrated: z > 0, or no noise needed (epsilon 0)
-    return privacy_report(
-        epsilon=top_eps,
-        delta=dlt,
-        analysis=rc.RECOMMENDED_ANALYSIS,
-        accountant=kind or "closed-form",
-        noise_multiplier=z,
-        clip=args.clip,
-        analyses={**_entries(values), HIDDEN: hidden},
+    return _report(
+        args,
+        values,
+        hidden,
+        z=z,
+        kind=kind,
         target_epsilon=float(args.epsilon),
         target_delta=dlt,
         iterations=t or 1,
@@ -267,15 +276,10 @@ def register(registry: Registry) -> None:
         help="per-iteration delta(epsilon) or composed epsilon of DP-DSGD with random check-in (paper 004)",
     )
     _add_common(account)
-    account.add_argument(
-        "--noise-multiplier",
-        type=float,
-        required=True,
-        help="noise std / clip norm (the paper's sigma/C, > 0)",
-    )
+    add_noise_multiplier(account)
     account.add_argument("--epsilon", type=float, default=None, help="per-iteration epsilon (>= 0)")
     account.add_argument("--iterations", type=int, default=None, help="number of iterations T to compose")
-    account.add_argument("--delta", type=float, default=None, help="target total delta (with --iterations)")
+    add_delta(account, required=False, note="the total delta, with --iterations")
 
     calibrate = registry.command(
         "calibrate",
@@ -284,8 +288,8 @@ def register(registry: Registry) -> None:
         help="smallest noise multiplier for a target (epsilon, delta) under random check-in (paper 004)",
     )
     _add_common(calibrate)
-    calibrate.add_argument("--epsilon", type=float, required=True, help="target epsilon (> 0)")
-    calibrate.add_argument("--delta", type=float, required=True, help="target delta in (0, 1)")
+    add_target_epsilon(calibrate)
+    add_delta(calibrate)
     calibrate.add_argument(
         "--iterations", type=int, default=None, help="number of iterations T (default: one iteration)"
     )

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -63,50 +64,42 @@ def _plot(
     path: Path,
     xs: np.ndarray,
     series: dict[str, list[float]],
-    *,
-    xlabel: str,
-    ylabel: str,
-    logx: bool,
-    logy: bool,
-    title: str,
-    note: str,
-    probability: bool = False,
+    axis: _Axis,
+    measure: _Measure,
+    text: tuple[str, str],
 ) -> Path:
-    """One log/linear plot of ``series``; ``probability`` caps the y axis at 1 (a δ axis).
+    """One plot of ``series`` against ``axis`` (log or linear), y on a log scale, capped at 1 if ``measure``
+    is a probability (a δ axis); ``text`` is the title and the footer note.
 
-    On a log axis, zeros and values below :data:`LOG_FLOOR` cannot be drawn: the legend names the curves
+    On the log axis, zeros and values below :data:`LOG_FLOOR` cannot be drawn: the legend names the curves
     with zeros and those entirely below the floor.
     """
     from ampfl.reproduce._plot import cap_probability_axis, legend_below, new_figure, save
 
+    title, note = text
     fig, ax = new_figure(width=6.5, height=4.2)
-    if logy and any(0.0 < y < LOG_FLOOR for ys in series.values() for y in ys):
+    if any(0.0 < y < LOG_FLOOR for ys in series.values() for y in ys):
         note += f" Values below {LOG_FLOOR:g} are not drawn; the CSV has every value."
     for label, ys in series.items():
-        text = label
-        if logy:
-            values = np.array([y if y >= LOG_FLOOR else np.nan for y in ys])
-            zeros = sum(1 for y in ys if y == 0.0)
-            below = sum(1 for y in ys if 0.0 < y < LOG_FLOOR)
-            hidden = []
-            if zeros:
-                hidden.append(f"= 0 at {zeros} of {len(ys)} points")
-            if below == len(ys):
-                hidden.append(f"below {LOG_FLOOR:g} everywhere")
-            if hidden:
-                text += " [" + "; ".join(hidden) + ": not drawn, see CSV]"
-        else:
-            values = np.array(ys)
-        ax.plot(xs, values, label=text, marker=".", ms=6 if len(xs) < 15 else 3)  # isolated points show
-    ax.set_xscale("log" if logx else "linear")
+        values = np.array([y if y >= LOG_FLOOR else np.nan for y in ys])
+        zeros = sum(1 for y in ys if y == 0.0)
+        below = sum(1 for y in ys if 0.0 < y < LOG_FLOOR)
+        hidden = []
+        if zeros:
+            hidden.append(f"= 0 at {zeros} of {len(ys)} points")
+        if below == len(ys):
+            hidden.append(f"below {LOG_FLOOR:g} everywhere")
+        if hidden:
+            label += " [" + "; ".join(hidden) + ": not drawn, see CSV]"
+        ax.plot(xs, values, label=label, marker=".", ms=6 if len(xs) < 15 else 3)  # isolated points show
+    ax.set_xscale("log" if axis.log else "linear")
     ax.set_xlim(float(xs[0]), float(xs[-1]))
-    ax.set_yscale("log" if logy else "linear")
-    if logy:
-        ax.set_ylim(bottom=max(ax.get_ylim()[0], LOG_FLOOR))
-    if probability:
-        cap_probability_axis(ax, bottom=LOG_FLOOR if logy else 0.0)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set_yscale("log")
+    ax.set_ylim(bottom=max(ax.get_ylim()[0], LOG_FLOOR))
+    if measure.probability:
+        cap_probability_axis(ax, bottom=LOG_FLOOR)
+    ax.set_xlabel(axis.label)
+    ax.set_ylabel(measure.label)
     ax.set_title(title, fontsize=10)
     legend_below(ax, ncol=1)
     ax.grid(True, which="both", alpha=0.3)
@@ -119,124 +112,107 @@ def _write(out: Path, name: str, xname: str, xs: np.ndarray, series: dict[str, l
     return atomic_write_csv(out / f"{name}.csv", header, rows)
 
 
-def fig1(out: Path, *, points: int = 40) -> dict[str, Any]:
-    """Fig. 1: δ vs ε, C = σ = 1, p = q = 0.1."""
-    eps = np.linspace(0.05, 2.0, points)
+class _Axis(NamedTuple):
+    """The x axis of Figs. 1, 2, 3 and 5: CSV column, label, log scale, and the parameters a point sets."""
+
+    column: str
+    label: str
+    log: bool
+    sets: Callable[[float], dict[str, float]]
+
+
+class _Measure(NamedTuple):
+    """What Figs. 1, 2, 3 and 5 plot: δ(ε) or ε(δ) per iteration, at the ``fixed`` parameters the axis
+    leaves; a δ axis (``probability``) is capped at 1."""
+
+    function: Callable[..., float]
+    label: str
+    fixed: dict[str, float]
+    probability: bool
+
+
+def _checkin_at_pq(q: float) -> dict[str, float]:
+    """Fig. 5's point: record sampling probability q, client participation p = 1e-4 / q (at most 1)."""
+    return {"participation": min(1.0, 1e-4 / q), "sampling_rate": q}
+
+
+_EPSILON = _Axis("epsilon", "ε per iteration (nats)", False, lambda e: {"epsilon": e})
+_NOISE = _Axis(
+    "noise_multiplier", "noise multiplier z = σ/C (C = 1)", True, lambda z: {"noise_multiplier": z}
+)
+_PQ = _Axis("q", "record sampling probability q (client participation p = 1e-4 / q)", True, _checkin_at_pq)
+
+
+def _delta_at(**fixed: float) -> _Measure:
+    return _Measure(rc.delta_per_iteration, "δ per iteration", fixed, True)
+
+
+def _epsilon_at(**fixed: float) -> _Measure:
+    return _Measure(rc.epsilon_per_iteration, "ε per iteration (nats)", fixed, False)
+
+
+#: Title and footer note of each of Figs. 1, 2, 3 and 5.
+_TEXT = {
+    "fig1": (
+        "004 Fig. 1: δ vs ε per iteration (p = q = 0.1, σ = C = 1)",
+        "ampfl reproduction of 004 Fig. 1. 'proposed' = Thm 4.1 as printed: NOT a sound bound "
+        "(explicit datasets exceed it; docs/accounting.md, docs/audit.md). CS = Cor. 5.3, exact for one "
+        "dataset, hence a lower bound here. All parameters as stated in 004 Sec. 5.2.",
+    ),
+    "fig2": (
+        f"004 Fig. 2: ε vs σ/C at δ = {FIG2_DELTA:g} (p = q = 0.1, C = 1)",
+        f"δ = {FIG2_DELTA:g} per iteration (not stated in 004; chosen by ampfl). 'proposed' = Thm 4.1 "
+        "as printed, NOT a sound bound (docs/accounting.md). CS = Cor. 5.3, a lower bound here.",
+    ),
+    "fig3": (
+        f"004 Fig. 3: δ vs σ/C at ε = {FIG3_EPSILON:g} (p = q = 0.1, C = 1)",
+        f"ε = {FIG3_EPSILON:g} nats per iteration (not stated in 004; chosen by ampfl). 'proposed' = "
+        "Thm 4.1 as printed, NOT a sound bound (docs/accounting.md). CS = Cor. 5.3, a lower bound here.",
+    ),
+    "fig5": (
+        f"004 Fig. 5: ε vs q at pq = 1e-4, δ = {FIG5_DELTA:g} (σ = C = 1)",
+        f"δ = {FIG5_DELTA:g} per iteration (not stated in 004; chosen by ampfl). 'proposed' = Thm 4.1 "
+        "as printed, NOT a sound bound (ε = 0 means it claims no privacy loss; docs/accounting.md). "
+        "CS = Cor. 5.3, a lower bound here.",
+    ),
+}
+
+
+def _figure(out: Path, name: str, axis: _Axis, xs: np.ndarray, measure: _Measure) -> dict[str, Any]:
+    """Figs. 1, 2, 3 and 5: every curve of :func:`_curves` at the points ``xs`` of ``axis`` (the other
+    parameters :data:`BASE` and ``measure.fixed``), as ``hasircioglu_<name>`` CSV and PNG."""
     series = {
         label: [
-            rc.delta_per_iteration(analysis=a, local_dataset_size=d, epsilon=float(e), **BASE) for e in eps
+            measure.function(
+                analysis=a, local_dataset_size=d, **{**BASE, **measure.fixed, **axis.sets(float(x))}
+            )
+            for x in xs
         ]
         for label, a, d in _curves()
     }
-    csv = _write(out, "hasircioglu_fig1", "epsilon", eps, series)
-    png = _plot(
-        out / "hasircioglu_fig1.png",
-        eps,
-        series,
-        xlabel="ε per iteration (nats)",
-        ylabel="δ per iteration",
-        logx=False,
-        logy=True,
-        probability=True,
-        title="004 Fig. 1: δ vs ε per iteration (p = q = 0.1, σ = C = 1)",
-        note="ampfl reproduction of 004 Fig. 1. 'proposed' = Thm 4.1 as printed: NOT a sound bound "
-        "(explicit datasets exceed it; docs/accounting.md, docs/audit.md). CS = Cor. 5.3, exact for one "
-        "dataset, hence a lower bound here. All parameters as stated in 004 Sec. 5.2.",
-    )
+    csv = _write(out, f"hasircioglu_{name}", axis.column, xs, series)
+    png = _plot(out / f"hasircioglu_{name}.png", xs, series, axis, measure, _TEXT[name])
     return {"files": [str(csv), str(png)]}
+
+
+def fig1(out: Path, *, points: int = 40) -> dict[str, Any]:
+    """Fig. 1: δ vs ε, C = σ = 1, p = q = 0.1."""
+    return _figure(out, "fig1", _EPSILON, np.linspace(0.05, 2.0, points), _delta_at())
 
 
 def fig2(out: Path, *, points: int = 30) -> dict[str, Any]:
     """Fig. 2: ε vs σ/C at δ = 1e-5 (δ not stated in 004), p = q = 0.1, C = 1."""
-    sig = np.geomspace(0.5, 10.0, points)
-    series = {
-        label: [
-            rc.epsilon_per_iteration(
-                analysis=a, local_dataset_size=d, delta=FIG2_DELTA, **{**BASE, "noise_multiplier": float(s)}
-            )
-            for s in sig
-        ]
-        for label, a, d in _curves()
-    }
-    csv = _write(out, "hasircioglu_fig2", "noise_multiplier", sig, series)
-    png = _plot(
-        out / "hasircioglu_fig2.png",
-        sig,
-        series,
-        xlabel="noise multiplier z = σ/C (C = 1)",
-        ylabel="ε per iteration (nats)",
-        logx=True,
-        logy=True,
-        title=f"004 Fig. 2: ε vs σ/C at δ = {FIG2_DELTA:g} (p = q = 0.1, C = 1)",
-        note=f"δ = {FIG2_DELTA:g} per iteration (not stated in 004; chosen by ampfl). 'proposed' = Thm 4.1 "
-        "as printed, NOT a sound bound (docs/accounting.md). CS = Cor. 5.3, a lower bound here.",
-    )
-    return {"files": [str(csv), str(png)]}
+    return _figure(out, "fig2", _NOISE, np.geomspace(0.5, 10.0, points), _epsilon_at(delta=FIG2_DELTA))
 
 
 def fig3(out: Path, *, points: int = 40) -> dict[str, Any]:
     """Fig. 3: δ vs σ/C at ε = 1 (ε not stated in 004), p = q = 0.1, C = 1."""
-    sig = np.geomspace(0.3, 10.0, points)
-    series = {
-        label: [
-            rc.delta_per_iteration(
-                analysis=a,
-                local_dataset_size=d,
-                epsilon=FIG3_EPSILON,
-                **{**BASE, "noise_multiplier": float(s)},
-            )
-            for s in sig
-        ]
-        for label, a, d in _curves()
-    }
-    csv = _write(out, "hasircioglu_fig3", "noise_multiplier", sig, series)
-    png = _plot(
-        out / "hasircioglu_fig3.png",
-        sig,
-        series,
-        xlabel="noise multiplier z = σ/C (C = 1)",
-        ylabel="δ per iteration",
-        logx=True,
-        logy=True,
-        probability=True,
-        title=f"004 Fig. 3: δ vs σ/C at ε = {FIG3_EPSILON:g} (p = q = 0.1, C = 1)",
-        note=f"ε = {FIG3_EPSILON:g} nats per iteration (not stated in 004; chosen by ampfl). 'proposed' = "
-        "Thm 4.1 as printed, NOT a sound bound (docs/accounting.md). CS = Cor. 5.3, a lower bound here.",
-    )
-    return {"files": [str(csv), str(png)]}
+    return _figure(out, "fig3", _NOISE, np.geomspace(0.3, 10.0, points), _delta_at(epsilon=FIG3_EPSILON))
 
 
 def fig5(out: Path, *, points: int = 25) -> dict[str, Any]:
     """Fig. 5: ε vs q with pq = 1e-4 fixed, C = σ = 1, δ = 1e-5 (δ not stated in 004)."""
-    qs = np.geomspace(1e-4, 1.0, points)
-    series: dict[str, list[float]] = {}
-    for label, a, d in _curves():
-        series[label] = [
-            rc.epsilon_per_iteration(
-                analysis=a,
-                participation=min(1.0, 1e-4 / float(q)),
-                sampling_rate=float(q),
-                local_dataset_size=d,
-                noise_multiplier=1.0,
-                delta=FIG5_DELTA,
-            )
-            for q in qs
-        ]
-    csv = _write(out, "hasircioglu_fig5", "q", qs, series)
-    png = _plot(
-        out / "hasircioglu_fig5.png",
-        qs,
-        series,
-        xlabel="record sampling probability q (client participation p = 1e-4 / q)",
-        ylabel="ε per iteration (nats)",
-        logx=True,
-        logy=True,
-        title=f"004 Fig. 5: ε vs q at pq = 1e-4, δ = {FIG5_DELTA:g} (σ = C = 1)",
-        note=f"δ = {FIG5_DELTA:g} per iteration (not stated in 004; chosen by ampfl). 'proposed' = Thm 4.1 "
-        "as printed, NOT a sound bound (ε = 0 means it claims no privacy loss; docs/accounting.md). "
-        "CS = Cor. 5.3, a lower bound here.",
-    )
-    return {"files": [str(csv), str(png)]}
+    return _figure(out, "fig5", _PQ, np.geomspace(1e-4, 1.0, points), _epsilon_at(delta=FIG5_DELTA))
 
 
 def section6_rows() -> list[dict[str, Any]]:
