@@ -18,8 +18,13 @@ median reported) so that load bursts on a shared machine hit them alike; the seq
 Mini-batch index sampling is done once outside the timed region. Prints median ms/round, client-updates/s,
 the ratios sequential/vectorised and vectorised/centralized, and the load average at the start.
 
+With ``--dp`` also DP-FedAvg's client work, interleaved with the others: ``dp`` =
+``local_sgd(clip_updates=C)`` (the sum of the clipped updates, for the CNN from the low-rank factors),
+``dp_full`` = the K models formed and their updates clipped (the computation before), each as a ratio to
+``vectorised`` (FedAvg's round).
+
 Usage: ``.venv/bin/python bench/engine.py [--quick] [--threads N] [--models logreg,cnn] [--ks 10,100,1000]
-[--clock wall|cpu] [--seq-max-k K]``.
+[--clock wall|cpu] [--seq-max-k K] [--dp]``.
 Not a test; numbers go to docs/performance.md.
 """
 
@@ -38,6 +43,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from ampfl.fl.engine.clipping import clip_rows
 from ampfl.fl.engine.vectorised import Engine, EngineOptions, FunctionalModel
 from ampfl.fl.models import build_model
 from ampfl.fl.sampling import local_batches
@@ -94,9 +100,13 @@ def _round_functions(
     y: torch.Tensor,
     batches: torch.Tensor,
     classes: int,
+    dp: bool = False,
 ) -> dict[str, Callable[[], object]]:
     """The timed callables of one cohort: vectorised (model fast path, and plain vmap for models that have a
-    fast path), sequential, centralized (and, for image models, centralized in channels-last layout)."""
+    fast path), sequential, centralized (and, for image models, centralized in channels-last layout); with
+    ``dp``, DP-FedAvg's client work: the sum of the clipped updates by the engine (``dp``:
+    ``local_sgd(clip_updates=C)``, from the low-rank factors where the model has them) and by forming the K
+    models and clipping their rows (``dp_full``, the computation before)."""
     k, steps, batch = batches.shape
     w0 = fm.initial()
     vec_engine, seq_engine = Engine(), Engine(EngineOptions(vectorized=False))
@@ -124,6 +134,16 @@ def _round_functions(
             opt.step()
 
     fns: dict[str, Callable[[], object]] = {"vec": vec, "seq": seq, "central": central}
+    if dp:  # C = 1e-3: every client clipped (the clip's cost does not depend on how many are)
+
+        def dp_sum() -> torch.Tensor:
+            return vec_engine.local_sgd(fm, w0, x, y, batches, learning_rate=0.05, clip_updates=1e-3).params
+
+        def dp_full() -> torch.Tensor:
+            models = vec_engine.local_sgd(fm, w0, x, y, batches, learning_rate=0.05).params
+            return clip_rows(models - w0, 1e-3)[0].sum(0)
+
+        fns |= {"dp": dp_sum, "dp_full": dp_full}
     if fm.has_stacked_forward:
         fns["vec_vmap"] = vec_vmap
     if x.dim() == 4:  # images: centralized training in the channels-last layout (a stronger baseline)
@@ -156,6 +176,7 @@ def bench_model(
     repeats: int,
     seq_max_k: int,
     clock: Callable[[], float] = time.perf_counter,
+    dp: bool = False,
 ) -> list[dict[str, float]]:
     shape = tuple(x.shape[1:])
     torch.manual_seed(0)
@@ -174,7 +195,7 @@ def bench_model(
             scheme="wr",
             rng=np.random.default_rng(1),
         )
-        fns = _round_functions(model_name, fm, x, y, batches, classes)
+        fns = _round_functions(model_name, fm, x, y, batches, classes, dp)
         seq = fns.pop("seq")
         t = timed_interleaved(fns, repeats, clock)
         t_vec, t_cen = t["vec"], t["central"]
@@ -193,6 +214,8 @@ def bench_model(
                 "seq_over_vec": t_seq / t_vec,
                 "vec_over_central": t_vec / t_cen,
                 "vec_over_central_cl": t_vec / t.get("central_cl", nan),
+                "dp_over_vec": t.get("dp", nan) / t_vec,
+                "dp_full_over_vec": t.get("dp_full", nan) / t_vec,
             }
         )
         r = rows[-1]
@@ -203,6 +226,11 @@ def bench_model(
             extra += (
                 f" | centralized channels-last {r['central_cl_ms']:8.2f} ms  "
                 f"vec/central-cl {r['vec_over_central_cl']:5.2f}x"
+            )
+        if dp:
+            extra += (
+                f" | DP-FedAvg sum {1e3 * t['dp']:8.2f} ms ({r['dp_over_vec']:4.2f}x vec), "
+                f"formed K models {1e3 * t['dp_full']:8.2f} ms ({r['dp_full_over_vec']:4.2f}x vec)"
             )
         print(
             f"  {model_name:6s} K={k:5d}  vectorised {r['vec_ms']:9.2f} ms  "
@@ -227,6 +255,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=7, help="timed repetitions (median reported)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="cpu: the process's CPU time")
     ap.add_argument("--seq-max-k", type=int, default=100, help="largest K timed sequentially (CNN)")
+    ap.add_argument("--dp", action="store_true", help="also DP-FedAvg's clipped sum (factors / K models)")
     args = ap.parse_args(argv)
     clock = time.perf_counter if args.clock == "wall" else time.process_time
     torch.set_num_threads(args.threads)
@@ -253,6 +282,7 @@ def main(argv: list[str] | None = None) -> None:
             repeats=repeats,
             seq_max_k=1000,
             clock=clock,
+            dp=args.dp,
         )
     if "cnn" in models:
         x, y, source = load("fmnist", (1, 28, 28), 60000, 10)
@@ -269,6 +299,7 @@ def main(argv: list[str] | None = None) -> None:
             repeats=max(3, repeats // 2),
             seq_max_k=args.seq_max_k,
             clock=clock,
+            dp=args.dp,
         )
 
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ampfl.fl.algorithms.base import ROLE_DATA, ROLE_EVAL, ROLE_INIT, ROLE_SAMPLING, Algorithm
 from ampfl.fl.data.partitions import ClientPartition
+from ampfl.fl.engine.clipping import clip_rows as clip_rows  # each row of [K, d] clipped (re-exported)
 from ampfl.fl.engine.vectorised import FunctionalModel
 from ampfl.fl.models import build_model
 from ampfl.fl.sampling import FixedSizeSampler, PoissonSampler, Sampler, local_batches
@@ -29,12 +30,6 @@ if TYPE_CHECKING:
 
 #: At most this many clients are scored by the per-client metrics (a fixed random subset beyond it).
 MAX_EVAL_CLIENTS = 1000
-
-
-def clip_rows(rows: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each row of ``rows`` ``[K, d]`` scaled to L2 norm at most ``clip``; returns ``(clipped, norms)``."""
-    norms = torch.linalg.vector_norm(rows, dim=1)
-    return rows * torch.clamp(clip / (norms + 1e-12), max=1.0)[:, None], norms
 
 
 def check_noise_given_once(
@@ -182,12 +177,14 @@ class FederatedAlgorithm(Algorithm):
         *,
         grad_hook: GradHook | None = None,
         average: bool = False,
+        clip_updates: float | None = None,
     ) -> LocalResult:
         """The Q local SGD steps (000 Eq. 2) of round ``round_index``'s cohort ``clients`` from ``start``
-        (``[d]``, shared, or ``[K, d]``) on the simulator's mini-batches (:meth:`batches`); ``grad_hook`` and
-        ``average`` as :meth:`~ampfl.fl.engine.vectorised.Engine.local_sgd`'s."""
+        (``[d]``, shared, or ``[K, d]``) on the simulator's mini-batches (:meth:`batches`); ``grad_hook``,
+        ``average`` and ``clip_updates`` as :meth:`~ampfl.fl.engine.vectorised.Engine.local_sgd`'s."""
+        batches = self.batches(clients, round_index, p)
         return self.local_sgd(
-            start, self.batches(clients, round_index, p), clients, p, grad_hook=grad_hook, average=average
+            start, batches, clients, p, grad_hook=grad_hook, average=average, clip_updates=clip_updates
         )
 
     def local_sgd(
@@ -199,6 +196,7 @@ class FederatedAlgorithm(Algorithm):
         *,
         grad_hook: GradHook | None = None,
         average: bool = False,
+        clip_updates: float | None = None,
     ) -> LocalResult:
         """The engine's local SGD on the training data, at ``p``'s learning rate, of the clients ``clients``
         (``[K]``) on the mini-batch indices ``batches`` (``[K, Q, b]``)."""
@@ -212,6 +210,7 @@ class FederatedAlgorithm(Algorithm):
             client_ids=clients,
             grad_hook=grad_hook,
             average=average,
+            clip_updates=clip_updates,
         )
 
     # -- pieces of the round protocol (ampfl.fl.algorithms.round_protocol) --------------------------------

@@ -145,9 +145,11 @@ class DPFedAvg(OwnRoundProtocol, FederatedAlgorithm):
         total = torch.zeros_like(self.global_params)
         metrics = {"participants": float(len(clients))}
         if len(clients):
-            result = self.cohort_local_sgd(self.global_params, clients, round_index, self.p)
-            clipped, norms = self.clip_updates(result.params - self.global_params)
-            total = clipped.sum(0)
+            # Σ_i clip_C(w_i − w) and the norms: from the K models (clip_rows), or where the engine keeps
+            # the updates in low-rank form (the CNN), from their factors without forming the K models
+            result = self.cohort_local_sgd(self.global_params, clients, round_index, self.p, clip_updates=c)
+            total, norms = result.params, result.norms
+            assert norms is not None
             metrics["train_loss"] = float(result.loss.mean())
             metrics["clipped_fraction"] = float((norms > c).to(torch.float32).mean())
         gen = self.torch_generator(round_index, ROLE_NOISE)

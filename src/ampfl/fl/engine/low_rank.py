@@ -21,6 +21,8 @@ Once r·b would exceed ``max_rank`` the factors are folded into a per-client B (
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ampfl.fl.engine.functional_model import FunctionalModel
@@ -35,6 +37,7 @@ class LowRankLinear:
         if base.dim() not in (2, 3) or (base.dim() == 3 and base.shape[0] != k):
             raise ValueError(f"base must have shape [out, in] or [{k}, out, in]. Found {tuple(base.shape)}.")
         self.base, self.k = base, k
+        self._start = base  # W⁰, what the update W − W⁰ is measured from
         out_features, in_features = base.shape[-2:]
         self.max_rank = max_rank if max_rank is not None else min(out_features, in_features) // 2
         self._h: list[torch.Tensor] = []  # inputs of the past steps, [k, b, in] each
@@ -57,6 +60,8 @@ class LowRankLinear:
         if self._h:
             hs, us = self._cat()
             z = torch.baddbmm(z, torch.bmm(h, hs.transpose(1, 2)), us)
+        if torch.is_grad_enabled() and not z.requires_grad:  # a first layer (h is data): ∂L/∂z is still asked
+            z.requires_grad_(True)
         self.last = (h, z)
         return z
 
@@ -89,6 +94,18 @@ class LowRankLinear:
             hs, us = self._cat()
             out.addmm_(us.reshape(-1, us.shape[-1]).T, hs.reshape(-1, hs.shape[-1]))
 
+    def update_factors(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``(H, U)`` (``[k, r·b, in]``, ``[k, r·b, out]``) with W_i − W_i⁰ = U_iᵀ H_i (W⁰ the starting
+        weights); None once the factors were folded into a dense base, or before any step."""
+        if self.base is not self._start or not self._h:
+            return None
+        return self._cat()
+
+    def dense_update(self) -> torch.Tensor:
+        """W_i − W_i⁰ ``[k, out, in]``, formed (where :meth:`update_factors` is None)."""
+        current = self._dense() if self._h else self.base.expand(self.k, *self.base.shape[-2:])
+        return current - self._start
+
     def _dense(self) -> torch.Tensor:
         hs, us = self._cat()
         return torch.baddbmm(self.base.expand(self.k, *self.base.shape[-2:]), us.transpose(1, 2), hs)
@@ -117,6 +134,44 @@ def low_rank_local_sgd(
     the base is that one matrix. Same numbers as the gradient path up to float rounding (tested to 1e-5).
     Writes the final parameters into ``out`` (``[k, d]``) or adds their sum over the k clients to it
     (``[d]``); returns the mean losses ``[k]``."""
+    state = low_rank_steps(model, params, fused, xb, yb, wb, lr)
+    views = model.spec.unflatten(out)
+    with torch.no_grad():
+        for n, t in zip(state.trained, state.tensors, strict=True):
+            if out.dim() == 2:
+                views[n].copy_(t)
+            else:
+                views[n].add_(t.sum(0))
+        for n in fused:
+            if out.dim() == 2:
+                state.layers[n].write(views[n])
+            else:
+                state.layers[n].add_sum(views[n])
+    return state.losses
+
+
+@dataclass
+class LowRankState:
+    """The k clients after their local steps: the low-rank layers, the names and ``[k, *shape]`` tensors
+    of the other parameters, the named start (``[*shape]`` shared, or ``[k, *shape]``), the mean losses."""
+
+    layers: dict[str, LowRankLinear]
+    trained: list[str]
+    tensors: list[torch.Tensor]
+    start: dict[str, torch.Tensor]
+    losses: torch.Tensor
+
+
+def low_rank_steps(
+    model: FunctionalModel,
+    params: torch.Tensor,
+    fused: tuple[str, ...],
+    xb: torch.Tensor,
+    yb: torch.Tensor,
+    wb: torch.Tensor,
+    lr: float,
+) -> LowRankState:
+    """The Q local steps of :func:`low_rank_local_sgd` (its docstring), without writing the result."""
     spec, k = model.spec, params.shape[0]
     named = spec.unflatten(params[0] if params.stride(0) == 0 else params)
     layers = {n: LowRankLinear(named[n], k) for n in fused}
@@ -137,19 +192,7 @@ def low_rank_local_sgd(
             for n, gz in zip(fused, outs[len(trained) :], strict=True):
                 layers[n].step(gz, lr)
         total = total + per_client.detach()
-    views = spec.unflatten(out)
-    with torch.no_grad():
-        for n, t in zip(trained, tensors, strict=True):
-            if out.dim() == 2:
-                views[n].copy_(t)
-            else:
-                views[n].add_(t.sum(0))
-        for n in fused:
-            if out.dim() == 2:
-                layers[n].write(views[n])
-            else:
-                layers[n].add_sum(views[n])
-    return total / xb.shape[1]
+    return LowRankState(layers, trained, tensors, named, total / xb.shape[1])
 
 
 def _z(layer: LowRankLinear) -> torch.Tensor:

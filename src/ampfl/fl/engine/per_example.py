@@ -17,7 +17,7 @@ DP-SGD's step needs g = Σ_j clip_C(∇ℓ(w; x_j, y_j)) for the B sampled examp
 
 The flat vector is cut into *parts* (``part_of``: one part id per parameter tensor) clipped separately, each
 to its own bound (model-split DP-SGD's split and shared parts, 002 §3.2.2); the factor of example j in part p
-is min(1, C_p/(‖g_{j,p}‖ + 1e-12)), as :func:`ampfl.fl.algorithms._common.clip_rows`.
+is min(1, C_p/(‖g_{j,p}‖ + 1e-12)), as :func:`ampfl.fl.engine.clipping.clip_rows`.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch.func import vmap
 
+from ampfl.fl.engine.clipping import clip_rows, low_rank_clipped_sum
 from ampfl.fl.engine.device import (
     default_memory_cap_mb,
     hook_at,
@@ -94,10 +95,12 @@ class EngineOptions:
 
 @dataclass
 class LocalResult:
-    """Output of :meth:`Engine.local_sgd`: final parameters ``[K, d]`` and mean training loss ``[K]``."""
+    """Output of :meth:`Engine.local_sgd`: final parameters ``[K, d]`` and mean training loss ``[K]``
+    (with ``clip_updates``: the sum of the clipped updates ``[d]``, and ``norms`` the updates' norms)."""
 
     params: torch.Tensor
     loss: torch.Tensor
+    norms: torch.Tensor | None = None
 
 
 class Engine:
@@ -158,6 +161,7 @@ class Engine:
         client_ids: np.ndarray | None = None,
         grad_hook: GradHook | None = None,
         average: bool = False,
+        clip_updates: float | None = None,
     ) -> LocalResult:
         """Q steps of (optionally per-example-clipped) SGD for each of K clients.
 
@@ -175,6 +179,12 @@ class Engine:
                 FedAvg keeps, 000 Eq. 3) instead of all of them: the same numbers as ``params.mean(0)`` up
                 to float rounding; on the low-rank path (:func:`ampfl.fl.engine.low_rank.low_rank_local_sgd`)
                 without forming the K models (one matrix product over all clients' factors instead of K).
+            clip_updates: return instead the sum Σ_i clip_C(w_i − start_i) of the updates, each clipped to
+                this L2 norm C (``params`` ``[d]``, DP-FedAvg's sum), and their norms ‖w_i − start_i‖
+                (``norms`` ``[K]``): as :func:`~ampfl.fl.engine.clipping.clip_rows` of the K updates, the
+                same numbers bit for bit, or, on the low-rank path, from the factors without forming the K
+                models (:func:`ampfl.fl.engine.clipping.low_rank_clipped_sum`: equal up to float rounding,
+                with c_i ‖Δ_i‖ ≤ C exactly).
         """
         k, q, b = batches.shape
         if start.dim() == 1:
@@ -193,6 +203,15 @@ class Engine:
             if self.options.vectorized
             else k
         )
+        if clip_updates is not None and not (low_rank and k):
+            res = self.local_sgd(
+                model, start, x, y, batches, learning_rate=learning_rate, weights=weights,
+                per_sample_clip=per_sample_clip, client_ids=client_ids, grad_hook=grad_hook,
+            )  # fmt: skip
+            clipped, row_norms = clip_rows(res.params - start, clip_updates)
+            return LocalResult(clipped.sum(0), res.loss, row_norms)
+        norms: list[torch.Tensor] = []  # of the clipped updates, chunk by chunk (clip_updates)
+        summed = average or clip_updates is not None  # the chunks add to one [d] vector
         if average and not (low_rank and k):
             res = self.local_sgd(
                 model,
@@ -208,7 +227,7 @@ class Engine:
             )
             return LocalResult(res.params.mean(0), res.loss)
         # every chunk writes its rows (no concatenation), or adds the sum of its rows (average)
-        out = start.new_zeros(model.dim) if average else start.new_empty(k, model.dim)
+        out = start.new_zeros(model.dim) if summed else start.new_empty(k, model.dim)
         home, moved = start.device, self._moves(start.device)
         work = out
         if moved:  # the chunks compute on the device; their rows come back to ``out`` chunk by chunk
@@ -217,12 +236,12 @@ class Engine:
             start = start[0].to(self.device).expand(k, -1) if shared else start.to(self.device)
             batches, weights = batches.to(self.device), weights.to(self.device)
             grad_hook = None if grad_hook is None else hook_at(grad_hook, home, self.device)
-            work = out.to(self.device) if average else out
+            work = out.to(self.device) if summed else out
         losses, lo = [], 0
         while lo < k:
             sl = slice(lo, min(k, lo + size))
-            dest = work if average else out[sl] if not moved else start.new_empty(sl.stop - lo, model.dim)
-            kept = work.clone() if moved and average else None
+            dest = work if summed else out[sl] if not moved else start.new_empty(sl.stop - lo, model.dim)
+            kept = work.clone() if moved and summed else None
             try:
                 steps = ChunkSteps(
                     _rows(x, batches[sl]),
@@ -233,7 +252,15 @@ class Engine:
                     ids[sl],
                     grad_hook,
                 )
-                l_ = run(model, dest, start[sl], steps)
+                if clip_updates is None:
+                    l_ = run(model, dest, start[sl], steps)
+                else:  # the low-rank path: Σ of the chunk's clipped updates, from the factors
+                    fused = self._low_rank_names(model, per_sample_clip, grad_hook)
+                    s = steps
+                    l_, n_ = low_rank_clipped_sum(
+                        model, dest, start[sl], fused, s.xb, s.yb, s.wb, s.lr, clip_updates
+                    )
+                    norms.append(n_)
             except torch.OutOfMemoryError:
                 if not moved or size == 1:
                     raise
@@ -243,13 +270,15 @@ class Engine:
                     work.copy_(kept)
                 torch.cuda.empty_cache()
                 continue
-            if moved and not average:
+            if moved and not summed:
                 out[sl].copy_(dest)
             losses.append(l_)
             lo = sl.stop
-        if moved and average:
+        if moved and summed:
             out.copy_(work)
         loss = torch.cat(losses).to(home) if losses else out.new_zeros(0)
+        if clip_updates is not None:
+            return LocalResult(out, loss, torch.cat(norms).to(home))
         return LocalResult(out / k if average else out, loss)
 
     def _low_rank_names(
