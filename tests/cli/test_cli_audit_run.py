@@ -143,3 +143,33 @@ def test_dirac_canaries_from_the_cli(cli_json, tmp_path):
     assert out["canary"] == "dirac" and out["score"] == "noised-sums" and out["verdict"] != "VIOLATION"
     assert out["estimator"].startswith("likelihood-ratio over dirac canaries")
     assert 0.0 <= out["epsilon_lower"] <= out["epsilon_accounted"]
+
+
+def test_dirac_revealed_participation_gives_both_views(cli_json, tmp_path):
+    """The example (Poisson q = 0.5) with its participation revealed: accounted with participation revealed
+    (above the amplified ε of the same noise), and the same run's hidden view beside it; neither is a
+    VIOLATION."""
+    argv = ["audit", "run", EXAMPLE, "--out", str(tmp_path), "--rounds", "5", "--no-progress"]
+    out = cli_json([*argv, "--canary", "dirac", "--canaries", "2000", "--participation", "revealed"])
+    hidden = out["hidden_view"]
+    assert out["participation"] == "revealed" and "which canary clients" in out["observer"]
+    assert hidden["epsilon_accounted"] < out["epsilon_accounted"]
+    assert out["verdict"] != "VIOLATION" and hidden["verdict"] != "VIOLATION"
+    assert 0.0 <= out["epsilon_lower"] <= out["epsilon_accounted"]
+
+
+def test_dirac_revealed_participation_needs_dp_fedavg(run_cli, tmp_path):
+    config = tmp_path / "sgd.toml"
+    config.write_text(
+        'seed = 0\nrounds = 2\n[dataset]\nname = "digits"\n[partition]\nscheme = "iid"\nnum_clients = 4\n'
+        '[model]\nname = "logreg"\n[algorithm]\nname = "dp_dsgd_rp"\nparticipation = 1.0\n'
+        "sampling_rate = 0.5\n"
+        "clip = 1.0\nnoise_multiplier = 3.0\nlocal_dataset_size = 500\n",
+        "utf-8",
+    )
+    argv = ["audit", "run", str(config), "--out", str(tmp_path / "out"), "--canary", "dirac"]
+    code, out, err = run_cli([*argv, "--participation", "revealed"])
+    assert code == 2 and out == ""
+    assert (
+        "--participation: 'revealed' with canary 'dirac' applies to dp_fedavg" in err and err.count("\n") == 1
+    )
