@@ -77,7 +77,8 @@ __all__ = [
 ]
 
 SCORES = ("delta", "loss")
-#: ``participation``: as the algorithm accounts it, or revealed (DP-DSGD-RP; :mod:`ampfl.fl.audit.observers`).
+#: ``participation``: as the algorithm accounts it, or revealed (DP-DSGD-RP: :mod:`ampfl.fl.audit.observers`;
+#: DP-FedAvg with Dirac canaries: :mod:`ampfl.fl.audit.dirac`).
 PARTICIPATION = ("as-accounted", "revealed")
 #: Nominal privacy unit of algorithms whose noise can be switched off (privacy_unit None at z = 0).
 _CLIENT_LEVEL = ("dp_fedavg", "gdpfed", "gdpfed_plus", "gdpfed_minus", "idp_fedavg", "pfa")
@@ -266,8 +267,11 @@ def audit_run(
     :mod:`ampfl.fl.audit.dirac`) or ``"auto"`` (feature where it applies). ``canaries``: a count, or
     ``"auto"``: the smallest count that can certify the forecast accounted ε, refused in one line above
     ``max_canaries`` (:mod:`ampfl.fl.audit.plan`). ``task``: the task to train (default: from ``config``).
-    ``participation = "revealed"`` (DP-DSGD-RP only) accounts the run with participation revealed and gives
-    the observer who checked in at every round (:func:`ampfl.fl.audit.observers.revealed_participation`).
+    ``participation = "revealed"`` (DP-DSGD-RP; DP-FedAvg with ``canary = "dirac"``) accounts the run with
+    participation revealed and gives the observer who checked in at every round
+    (:func:`ampfl.fl.audit.observers.revealed_participation`; for Dirac canaries each canary client's
+    sampling coins, :func:`ampfl.fl.audit.dirac.revealed_accounting`, and the report's ``hidden_view`` is the
+    same run's hidden-participation view).
     SplitFed-DP is audited with slot canaries scored from the noised smashed rows the server receives
     (:func:`ampfl.fl.audit.observers.smashed_observer`).
 
