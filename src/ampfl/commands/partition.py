@@ -125,12 +125,15 @@ def _model_split_args(p: argparse.ArgumentParser) -> None:
 
 
 def _split_rate(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--rate",
-        type=float,
-        default=None,
-        help="Poisson sampling rate per step (002 Table 1 setting); default: every unit in every step",
-    )
+    _rate(p, required=False)
+
+
+def _rate(p: argparse.ArgumentParser, *, required: bool) -> None:
+    # The one --rate of every command here: required by poisson, optional for the split mechanisms.
+    text = "Poisson sampling rate q per step, in (0, 1]"
+    if not required:
+        text += " (002 Table 1 setting); default: every unit in every step"
+    p.add_argument("--rate", type=float, required=required, default=None, help=text)
 
 
 def _nonsplit_args(p: argparse.ArgumentParser) -> None:
@@ -150,7 +153,7 @@ def _bis_args(p: argparse.ArgumentParser) -> None:
 
 
 def _poisson_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rate", type=float, required=True, help="sampling rate q in (0, 1]")
+    _rate(p, required=True)
     _steps(p)
     add_accountant(p, auto="pld, the tightest sound one; rdp when --orders is given")
 

@@ -52,6 +52,16 @@ def scale_note(*, quick: bool, medium: bool, seed: int) -> str:
     return f"{scale} Seed {seed}."
 
 
+def scale_fields(*, quick: bool, medium: bool, seed: int) -> dict[str, Any]:
+    """The keys by which a training figure's result says which scale ran and with which seed."""
+    return {"quick": quick, "medium": medium, "seed": seed}
+
+
+def plot_accuracy(ax: Any, lines: list[dict[str, Any]], **style: Any) -> Any:
+    """Draw a run's accuracy against the round from its metrics lines; ``style`` goes to ``ax.plot``."""
+    return ax.plot([m["round"] for m in lines], [m["accuracy"] for m in lines], **style)[0]
+
+
 def save(fig: Any, path: Path, *, note: str | None = None) -> Path:
     """Save ``fig`` as PNG atomically, with ``note`` (e.g. the stated parameters) as a footer; close it.
 

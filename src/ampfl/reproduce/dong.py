@@ -41,9 +41,26 @@ def _eps(rdp: np.ndarray, orders: Any = DEFAULT_ORDERS, delta: float = DELTA) ->
 # ---------------------------------------------------------------------------------------------------------
 
 
+def _save_epsilon_plot(
+    fig: Any, ax: Any, path: Path, text: tuple[str, str, str], *, legend_size: int
+) -> Path:
+    """Figs. 1 and 3, ε at :data:`DELTA` over a count on a log axis: label the axes, title and legend, and
+    save with the footer note; ``text`` is (x label, title, note)."""
+    from ampfl.reproduce._plot import save
+
+    xlabel, title, note = text
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(f"ε at δ = {DELTA:g} (nats)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=legend_size)
+    ax.grid(True, which="both", alpha=0.3)
+    return save(fig, path, note=note)
+
+
 def fig1(out: Path, *, sigma: float = 5.0, max_steps: int = 2000) -> dict[str, Any]:
     """ε(δ = 1e-5) over training steps: Theorem 3.4 (d = 3, 8) against the plain Gaussian mechanism."""
-    from ampfl.reproduce._plot import new_figure, save
+    from ampfl.reproduce._plot import new_figure
 
     steps = np.unique(np.geomspace(1, max_steps, 40).astype(int))
     curves = {
@@ -60,20 +77,15 @@ def fig1(out: Path, *, sigma: float = 5.0, max_steps: int = 2000) -> dict[str, A
     fig, ax = new_figure()
     for name, values in table.items():
         ax.plot(steps, values, label=name)
-    ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("training steps T")
-    ax.set_ylabel(f"ε at δ = {DELTA:g} (nats)")
-    ax.set_title("002 Fig. 1 (representative): disjoint model splitting, Thm 3.4", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(True, which="both", alpha=0.3)
-    png = save(
-        fig,
-        out / "dong_fig1.png",
-        note=f"Parameters lost from 002, chosen by ampfl: noise multiplier σ/C = {sigma}, "
+    text = (
+        "training steps T",
+        "002 Fig. 1 (representative): disjoint model splitting, Thm 3.4",
+        f"Parameters lost from 002, chosen by ampfl: noise multiplier σ/C = {sigma}, "
         f"T up to {max_steps}, δ = {DELTA:g}. Thm 3.4 with the exact forward term and the (d − 1) reverse "
         "prefactor; RDP → (ε, δ) by 002 Prop. 2.3.",
     )
+    png = _save_epsilon_plot(fig, ax, out / "dong_fig1.png", text, legend_size=8)
     return {
         "files": [str(csv_path), str(png)],
         "sigma": sigma,
@@ -142,7 +154,7 @@ def fig2(out: Path) -> dict[str, Any]:
 
 def fig3(out: Path, *, sigma: float = 1.0, epochs: int = 10) -> dict[str, Any]:
     """ε(δ = 1e-5) over iterations per epoch T_e, E epochs, one participation per epoch."""
-    from ampfl.reproduce._plot import new_figure, save
+    from ampfl.reproduce._plot import new_figure
 
     per_epoch = [5, 10, 20, 50, 100, 200, 500, 1000]
     table: dict[str, list[float]] = {
@@ -183,18 +195,13 @@ def fig3(out: Path, *, sigma: float = 1.0, epochs: int = 10) -> dict[str, Any]:
     fig, ax = new_figure()
     for name in names:
         ax.plot(per_epoch, table[name], marker="o", label=name)
-    ax.set_xscale("log")
-    ax.set_xlabel("iterations per epoch T_e")
-    ax.set_ylabel(f"ε at δ = {DELTA:g} (nats)")
-    ax.set_title("002 Fig. 3 (representative): BIS vs Poisson, epoch composition", fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
-    png = save(
-        fig,
-        out / "dong_fig3.png",
-        note=f"Parameters lost from 002, chosen by ampfl: noise multiplier σ/C = {sigma}, {epochs} epochs, "
+    text = (
+        "iterations per epoch T_e",
+        "002 Fig. 3 (representative): BIS vs Poisson, epoch composition",
+        f"Parameters lost from 002, chosen by ampfl: noise multiplier σ/C = {sigma}, {epochs} epochs, "
         f"1 participation per epoch, δ = {DELTA:g}.",
     )
+    png = _save_epsilon_plot(fig, ax, out / "dong_fig3.png", text, legend_size=7)
     return {"files": [str(csv_path), str(png)], "sigma": sigma, "epochs": epochs}
 
 

@@ -239,6 +239,7 @@ def table1_training(
     from ampfl.fl.data import Dataset, DataUnavailableError, load_dataset
     from ampfl.fl.task import Task
     from ampfl.io import atomic_write_csv, atomic_write_json
+    from ampfl.reproduce._plot import scale_fields
 
     s = setting or (QUICK if quick else MEDIUM if medium else FULL)
     started = time.monotonic()
@@ -301,9 +302,7 @@ def table1_training(
     files = [str(csv_path), str(png)]
     summary: dict[str, Any] = {
         "files": files,
-        "quick": quick,
-        "medium": medium,
-        "seed": seed,
+        **scale_fields(quick=quick, medium=medium, seed=seed),
         "setting": dataclasses.asdict(s),
         "pretrained_accuracy": pretrained_accuracy,
         "results": results,

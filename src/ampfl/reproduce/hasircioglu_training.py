@@ -94,27 +94,22 @@ def scale(*, quick: bool = False, medium: bool = False) -> dict[str, Any]:
     return {"iterations": ITERATIONS, "evaluations": EVALUATIONS, "grid": LEARNING_RATES}
 
 
+#: Each figure's clients N, records per client d, which rate it fixes ("p" or "q") and at what, and its title;
+#: the other rate follows from the expected batch p·N·q·d = BATCH.
+_SCENARIOS = {
+    "fig6": (2000, 30, "q", 0.1, "many clients, small datasets"),
+    "fig7": (60, 1000, "p", 0.1, "few clients, large datasets"),
+}
+
+
 def scenario(figure: str) -> dict[str, Any]:
     """Clients, records, rates and learning rates of one figure (Fashion-MNIST adaptation, see module doc)."""
-    if figure == "fig6":
-        n, d, q = 2000, 30, 0.1
-        return {
-            "num_clients": n,
-            "d": d,
-            "q": q,
-            "p": BATCH / (n * q * d),
-            "title": "many clients, small datasets",
-        }
-    if figure == "fig7":
-        n, d, p = 60, 1000, 0.1
-        return {
-            "num_clients": n,
-            "d": d,
-            "p": p,
-            "q": BATCH / (p * n * d),
-            "title": "few clients, large datasets",
-        }
-    raise ValueError(f"figure must be fig6 or fig7. Found {figure!r}.")
+    if figure not in _SCENARIOS:
+        raise ValueError(f"figure must be fig6 or fig7. Found {figure!r}.")
+    n, d, fixed, rate, title = _SCENARIOS[figure]
+    other = BATCH / (n * rate * d)
+    p, q = (other, rate) if fixed == "q" else (rate, other)
+    return {"num_clients": n, "d": d, "p": p, "q": q, "title": title}
 
 
 def _config(
@@ -202,7 +197,7 @@ def _figure(figure: str, out: Path, *, quick: bool, medium: bool = False, seed: 
     from ampfl.fl.run.experiment import build_task, run_or_reuse
     from ampfl.fl.run.folder import read_lines
     from ampfl.io import atomic_write_csv
-    from ampfl.reproduce._plot import legend_below, new_figure, save, scale_note
+    from ampfl.reproduce._plot import legend_below, new_figure, plot_accuracy, save, scale_fields, scale_note
 
     chosen = scale(quick=quick, medium=medium)
     iterations, evaluations, grid = chosen["iterations"], chosen["evaluations"], chosen["grid"]
@@ -244,13 +239,8 @@ def _figure(figure: str, out: Path, *, quick: bool, medium: bool = False, seed: 
         _, run, lines = best
         results.append(run)
         z = run["noise_multiplier"]
-        ax.plot(
-            [m["round"] for m in lines],
-            [m["accuracy"] for m in lines],
-            marker="o",
-            ms=3,
-            label=f"{LEGEND[label]} (z = {z:.3g}, best η = {run['learning_rate']:g})",
-        )
+        legend = f"{LEGEND[label]} (z = {z:.3g}, best η = {run['learning_rate']:g})"
+        plot_accuracy(ax, lines, marker="o", ms=3, label=legend)
     s = scenario(figure)
     ax.set_xlabel("iteration (communication round)")
     ax.set_ylabel("test accuracy (fraction correct)")
@@ -283,9 +273,7 @@ def _figure(figure: str, out: Path, *, quick: bool, medium: bool = False, seed: 
     return {
         "files": [str(png), str(csv_path), str(check_path)],
         "iterations": iterations,
-        "quick": quick,
-        "medium": medium,
-        "seed": seed,
+        **scale_fields(quick=quick, medium=medium, seed=seed),
         "learning_rates": list(grid),
         "scenario": s,
         "results": results,

@@ -121,6 +121,18 @@ _SOUND_COLUMNS = ["epsilon_amplified", "epsilon_recommended", "epsilon_first_use
 
 
 # ----------------------------------------------------------------------------------------------------------
+def _round_cdp(p: float, q: float, eps_local: float) -> tuple[float, float]:
+    """The paper's single-round (ε_c^t, δ_c^t) of the global model (Cor. 1 via Thm 2), fixed N, β, δ_ℓ."""
+    return acc.theorem2_round_cdp(
+        participation=p,
+        sampling_rate=q,
+        eps_local=eps_local,
+        delta_local=DELTA_LOCAL,
+        num_clients=NUM_CLIENTS,
+        beta=BETA,
+    )
+
+
 def fig3(out: Path) -> dict[str, Any]:
     """Fig. 3: single-round ε_c^t (Cor. 1) vs ε_ℓ ∈ (0, 1]; (a) p ∈ {0.1, 0.5, 1} at q = 0.2, (b) q ∈ {0.1,
     0.3, 0.5} at p = 0.5 (q and p of the other panel are not stated in the paper: chosen here)."""
@@ -131,14 +143,7 @@ def fig3(out: Path) -> dict[str, Any]:
         for p, q in combos:
             paper, sound = [], []
             for el in EPS_LOCAL_GRID:
-                eps_c, delta_c = acc.theorem2_round_cdp(
-                    participation=p,
-                    sampling_rate=q,
-                    eps_local=el,
-                    delta_local=DELTA_LOCAL,
-                    num_clients=NUM_CLIENTS,
-                    beta=BETA,
-                )
+                eps_c, delta_c = _round_cdp(p, q, el)
                 others = _sound_and_amplified(p, q, el, 1, delta_c)
                 paper.append(eps_c)
                 sound.append(others)
@@ -160,14 +165,7 @@ def fig3(out: Path) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------------------------------------
 def _global_total(p: float, q: float, eps_local: float, rounds: int) -> tuple[float, float]:
-    eps_c, delta_c = acc.theorem2_round_cdp(
-        participation=p,
-        sampling_rate=q,
-        eps_local=eps_local,
-        delta_local=DELTA_LOCAL,
-        num_clients=NUM_CLIENTS,
-        beta=BETA,
-    )
+    eps_c, delta_c = _round_cdp(p, q, eps_local)
     return acc.theorem4_strong_composition(
         epsilon_round=eps_c, delta_round=delta_c, rounds=rounds, delta_tilde=DELTA_TILDE
     )
@@ -202,6 +200,21 @@ _TOTAL_HEADER = [
 ]
 
 
+def _finish_total(
+    fig: Any, out: Path, text: tuple[int, str, str], rows: list[list[Any]], varies: tuple[str, str] = ("", "")
+) -> dict[str, Any]:
+    """:func:`_finish` for Figs. 4 and 6, the total ε_c^T of the global model over T: ``text`` is the figure's
+    number, title and assumed settings; ``varies``, what else the figure varies, in its note and in its
+    ``shows``."""
+    number, title, settings = text
+    note = (
+        f"MS-PAFL Fig. {number} (total privacy of the global model{varies[0]}). {_LEGEND}; "
+        f"delta = T*delta_c + delta~. {settings}, delta~={DELTA_TILDE:g} (assumed). {_COMMON}."
+    )
+    shows = f"eps_c^T vs T{varies[1]}: Thm 4, amplified, sound"
+    return _finish(fig, out, f"ms-pafl-fig{number}", (note, title), (_TOTAL_HEADER, rows), shows)
+
+
 def fig4(out: Path) -> dict[str, Any]:
     """Fig. 4: ε̄_c^T (Thm 4 on Cor. 1) vs T, WOR; (a) p ∈ {0.1, 0.5, 1} at q = 0.2, (b) q ∈ {0.1, 0.3, 0.5}
     at p = 0.5; ε_ℓ = 1 and δ̃ = 1e-4 chosen here (not stated in the paper)."""
@@ -214,13 +227,8 @@ def fig4(out: Path) -> dict[str, Any]:
         _total_panel(axes[1], rows, "b", f"q={q:g}", 0.5, q, eps_local)
     for ax, title in zip(axes, ("(a) q = 0.2, p varies", "(b) p = 0.5, q varies"), strict=True):
         _axes(ax, "rounds T", _TOTAL_LABEL, title)
-    note = (
-        f"MS-PAFL Fig. 4 (total privacy of the global model). {_LEGEND}; delta = T*delta_c + delta~. "
-        f"eps_l={eps_local:g}, delta~={DELTA_TILDE:g} (assumed). {_COMMON}."
-    )
     title = "000 Fig. 4: total ε_c^T of the global model vs rounds (WOR)"
-    shows = "eps_c^T vs T: Thm 4, amplified, sound"
-    return _finish(fig, out, "ms-pafl-fig4", (note, title), (_TOTAL_HEADER, rows), shows)
+    return _finish_total(fig, out, (4, title, f"eps_l={eps_local:g}"), rows)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -299,13 +307,9 @@ def fig6(out: Path) -> dict[str, Any]:
             )
             _total_panel(ax, rows, scheme, f"b={batch} (q={q:.4f})", p, q, eps_local)
         _axes(ax, "rounds T", _TOTAL_LABEL, f"({'a' if scheme == 'wor' else 'b'}) {scheme.upper()}")
-    note = (
-        f"MS-PAFL Fig. 6 (total privacy of the global model vs batch size). {_LEGEND}; delta = T*delta_c + "
-        f"delta~. p={p:g}, eps_l={eps_local:g}, delta~={DELTA_TILDE:g} (assumed). {_COMMON}."
-    )
     title = "000 Fig. 6: total ε_c^T of the global model vs rounds for b ∈ {1, 5, 13}"
-    shows = "eps_c^T vs T for b in {1,5,13}, WOR/WR: Thm 4, amplified, sound"
-    return _finish(fig, out, "ms-pafl-fig6", (note, title), (_TOTAL_HEADER, rows), shows)
+    text = (6, title, f"p={p:g}, eps_l={eps_local:g}")
+    return _finish_total(fig, out, text, rows, (" vs batch size", " for b in {1,5,13}, WOR/WR"))
 
 
 FIGURES = {"ms-pafl-fig3": fig3, "ms-pafl-fig4": fig4, "ms-pafl-fig5": fig5, "ms-pafl-fig6": fig6}

@@ -107,7 +107,7 @@ def fig2(out: Path, *, quick: bool = False, medium: bool = False, seed: int = 0)
     from ampfl.fl.run.experiment import build_task, run_or_reuse
     from ampfl.fl.run.folder import read_lines
     from ampfl.io import atomic_write_csv
-    from ampfl.reproduce._plot import legend_below, new_figure, save, scale_note
+    from ampfl.reproduce._plot import legend_below, new_figure, plot_accuracy, save, scale_fields, scale_note
 
     rounds = rounds_of(quick=quick, medium=medium)
     try:
@@ -204,13 +204,8 @@ def fig2(out: Path, *, quick: bool = False, medium: bool = False, seed: int = 0)
             )
         if scheme == "wor":
             for label, lines in controls.items():
-                ax.plot(
-                    [m["round"] for m in lines],
-                    [m["accuracy"] for m in lines],
-                    linestyle="-.",
-                    lw=1,
-                    label=f"control, p = 0.3: {label} (public model)",
-                )
+                legend = f"control, p = 0.3: {label} (public model)"
+                plot_accuracy(ax, lines, linestyle="-.", lw=1, label=legend)
         ax.axhline(majority, color="k", linestyle=":", lw=1, label=f"majority class ({majority:.3f})")
         ax.set_title(title)
         ax.set_xlabel("communication round")
@@ -229,9 +224,7 @@ def fig2(out: Path, *, quick: bool = False, medium: bool = False, seed: int = 0)
     return {
         "files": [str(png), str(csv_path)],
         "rounds": rounds,
-        "quick": quick,
-        "medium": medium,
-        "seed": seed,
+        **scale_fields(quick=quick, medium=medium, seed=seed),
         "majority_class_accuracy": majority,
         "results": results,
         "runs": summaries,

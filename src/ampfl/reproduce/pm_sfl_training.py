@@ -43,6 +43,7 @@ setting (pickle at P, Dirichlet α = 0.3, like ``fmnist``). Runs of another data
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -248,58 +249,70 @@ def _task(config: Any, figure: str, quick: bool = True) -> Any:
     return natural.task(config.model.name, options)
 
 
-def table1(
-    out: Path,
-    *,
-    quick: bool = False,
-    dataset: str = "fmnist",
-    data_path: str | None = None,
-    medium: bool = False,
-    seed: int = 0,
-) -> dict[str, Any]:
+def _figure(body: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """A figure function of this module over ``body``: the options every pm-sfl figure takes (module
+    docstring), ``dataset`` checked against :data:`DATASETS` before ``body(out, quick, dataset, data_path,
+    medium, seed)`` runs."""
+
+    def figure(
+        out: Path,
+        *,
+        quick: bool = False,
+        dataset: str = "fmnist",
+        data_path: str | None = None,
+        medium: bool = False,
+        seed: int = 0,
+    ) -> dict[str, Any]:
+        if dataset not in DATASETS:
+            raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {dataset!r}.")
+        return body(out, quick, dataset, data_path, medium, seed)
+
+    figure.__name__ = figure.__qualname__ = body.__name__
+    figure.__doc__ = body.__doc__
+    return figure
+
+
+def _comparison(
+    methods: Callable[[], dict[str, tuple[str, dict[str, Any]]]], stem: str, title: str, doc: str
+) -> Callable[..., dict[str, Any]]:
+    """The figure function of one comparison (``pm-sfl-table1``, ``pm-sfl-hetero``): the table ``methods()``
+    (read when the figure runs) trained on the ``dataset``, ``title`` with ``{data}`` for what it is."""
+
+    def body(
+        out: Path, quick: bool, dataset: str, data_path: str | None, medium: bool, seed: int
+    ) -> dict[str, Any]:
+        heading = title.format(data=DATASETS[dataset][0])
+        return _compare(
+            out,
+            quick,
+            methods(),
+            stem,
+            heading,
+            dataset=dataset,
+            data_path=data_path,
+            medium=medium,
+            seed=seed,
+        )
+
+    body.__name__ = stem.removeprefix("pm_sfl_")
+    body.__doc__ = doc
+    return _figure(body)
+
+
+table1 = _comparison(
+    lambda: METHODS,
+    "pm_sfl_table1",
+    "003 Table 1 (homogeneous split) on {data}",
     """003 Table 1, no system heterogeneity: Dirichlet α = 0.3 on Fashion-MNIST (default) or CIFAR-100, or
-    the natural writer partition (FEMNIST, or its stand-in ``fmnist_styles``); see the module docstring."""
-    if dataset not in DATASETS:
-        raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {dataset!r}.")
-    title = f"003 Table 1 (homogeneous split) on {DATASETS[dataset][0]}"
-    return _compare(
-        out,
-        quick,
-        METHODS,
-        "pm_sfl_table1",
-        title,
-        dataset=dataset,
-        data_path=data_path,
-        medium=medium,
-        seed=seed,
-    )
-
-
-def hetero(
-    out: Path,
-    *,
-    quick: bool = False,
-    dataset: str = "fmnist",
-    data_path: str | None = None,
-    medium: bool = False,
-    seed: int = 0,
-) -> dict[str, Any]:
+    the natural writer partition (FEMNIST, or its stand-in ``fmnist_styles``); see the module docstring.""",
+)
+hetero = _comparison(
+    lambda: HETERO_METHODS,
+    "pm_sfl_hetero",
+    "003 Sec. 6.6: adaptive split depth, knowledge compensation (Eq. 8), {data}",
     """003 Table 1, system-heterogeneous setting (split after block 1, 2 or 3, equal shares): PM-SFL with and
-    without the layer-wise knowledge compensation of Eq. 8, and DepthFL; ``dataset`` as :func:`table1`."""
-    if dataset not in DATASETS:
-        raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {dataset!r}.")
-    title = f"003 Sec. 6.6: adaptive split depth, knowledge compensation (Eq. 8), {DATASETS[dataset][0]}"
-    return _compare(
-        out,
-        quick,
-        HETERO_METHODS,
-        "pm_sfl_hetero",
-        title,
-        dataset=dataset,
-        data_path=data_path,
-        medium=medium,
-        seed=seed,
-    )
+    without the layer-wise knowledge compensation of Eq. 8, and DepthFL; ``dataset`` as :func:`table1`.""",
+)
 
 
 def _compare(
@@ -317,7 +330,7 @@ def _compare(
     from ampfl.fl.run.experiment import run_or_reuse
     from ampfl.fl.run.folder import read_lines
     from ampfl.io import atomic_write_csv
-    from ampfl.reproduce._plot import legend_below, new_figure, save, scale_note
+    from ampfl.reproduce._plot import legend_below, new_figure, plot_accuracy, save, scale_fields, scale_note
 
     s = setting_of(quick=quick, medium=medium)
     grid = tuple(s["learning_rates"])
@@ -366,13 +379,7 @@ def _compare(
         assert best is not None
         _, run, lines = best
         results.append(run)
-        ax.plot(
-            [m["round"] for m in lines],
-            [m["accuracy"] for m in lines],
-            marker="o",
-            ms=3,
-            label=f"{label} (best η = {run['learning_rate']:g})",
-        )
+        plot_accuracy(ax, lines, marker="o", ms=3, label=f"{label} (best η = {run['learning_rate']:g})")
     ax.set_xlabel("communication round")
     ax.set_ylabel("mean accuracy on the clients' own distributions")
     ax.set_title(title, fontsize=9)
@@ -396,9 +403,7 @@ def _compare(
     )
     return {
         "files": [str(png), str(csv_path)],
-        "quick": quick,
-        "medium": medium,
-        "seed": seed,
+        **scale_fields(quick=quick, medium=medium, seed=seed),
         "dataset": dataset,
         "dataset_source": task.dataset.source,
         "setting": {k: (list(v) if isinstance(v, tuple) else v) for k, v in s.items()} | {"num_clients": n},
@@ -426,23 +431,16 @@ def _trained(
     return alg, summary
 
 
+@_figure
 def attack(
-    out: Path,
-    *,
-    quick: bool = False,
-    dataset: str = "fmnist",
-    data_path: str | None = None,
-    medium: bool = False,
-    seed: int = 0,
+    out: Path, quick: bool, dataset: str, data_path: str | None, medium: bool, seed: int
 ) -> dict[str, Any]:
     """003 Sec. 3 / Fig. 5: DLG-style reconstruction from smashed data, SplitFed vs PM-SFL (PSNR, SSIM);
     ``dataset`` as :func:`table1` (the victim is client 0, its first training images)."""
     from ampfl.fl.split.attack import attack_client
     from ampfl.io import atomic_write_csv
-    from ampfl.reproduce._plot import save_image_grid, scale_note
+    from ampfl.reproduce._plot import save_image_grid, scale_fields, scale_note
 
-    if dataset not in DATASETS:
-        raise ValueError(f"dataset must be one of {', '.join(DATASETS)}. Found {dataset!r}.")
     s = setting_of(quick=quick, medium=medium)
     task = _task(
         _config("splitfed", {}, 1e-3, s, dataset, data_path, seed=seed), "pm-sfl-attack", quick or medium
@@ -492,9 +490,7 @@ def attack(
     csv_path = atomic_write_csv(out / "pm_sfl_attack.csv", ["method", "image", "psnr", "ssim"], csv_rows)
     return {
         "files": [str(png), str(csv_path)],
-        "quick": quick,
-        "medium": medium,
-        "seed": seed,
+        **scale_fields(quick=quick, medium=medium, seed=seed),
         "dataset": dataset,
         "attack_steps": steps,
         "tv_weight": ATTACK_TV,
