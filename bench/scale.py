@@ -17,9 +17,21 @@ default 2; C labels drawn uniformly, default 4; L for ``label_skew``, default 2;
 examples, e.g. ``--clients 100000 --per-client 50``, or it refuses: a client stays empty). It uses only
 the public API, so ``PYTHONPATH=<older checkout>/src`` times an older version the same way (before/after).
 Target: the first round (partition + set-up + round 0) under 1 s, memory under 1 GB.
+
+``--ks 100,1000,10000 [--models logreg,mlp] [--algorithm fedavg|dp_fedavg] [--round-examples E]`` times
+instead the steady round against the cohort size K: N = max(10 000, K) clients with E examples each
+(default 20), a fixed cohort of K, Q = 5 steps of b = 10 (the defaults), logistic regression and MLP(64)
+on the generated data; per K the median CPU and wall time of a round (after a warm-up round), its ratio
+to the previous K, the time per client and the process's peak resident memory so far (K ascending, so
+about that of the largest K).
 """
 
 from __future__ import annotations
+
+import os
+
+# as the ampfl command sets it (ampfl.cli._prefer_huge_pages), before torch is imported
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 import argparse
 import resource
@@ -58,6 +70,45 @@ def _dataset(n: int, classes: int = 4) -> Dataset:
     return Dataset("scale", x, y, x[:1000].copy(), y[:1000].copy(), num_classes=classes, source="generated")
 
 
+def rounds_against_k(
+    ks: list[int], models: list[str], algorithm: str, examples: int, repeats: int
+) -> list[dict[str, float]]:
+    """Median CPU / wall ms of a steady round for each model and cohort size K (module docstring)."""
+    from ampfl.fl.algorithms.fedavg import FedAvg
+
+    rows: list[dict[str, float]] = []
+    n = max(10_000, *ks)
+    ds = _dataset(examples * n)
+    parts = partition_clients(ds.y_train, scheme="iid", num_clients=n, seed=0, samples_per_client=examples)
+    for name in models:
+        options = {"hidden": [64]} if name == "mlp" else {}
+        task = Task(dataset=ds, client_indices=parts, model=name, model_options=options)
+        previous = None
+        for k in sorted(ks):
+            if algorithm == "fedavg":
+                algo: Any = FedAvg(FedAvg.Params(cohort_size=k), task, seed=0)
+            else:
+                algo = DPFedAvg(DPFedAvg.Params(cohort_size=k, noise_multiplier=1.0, clip=0.1), task, seed=0)
+            algo.run_round(0)
+            cpu, wall = [], []
+            for r in range(1, 1 + max(2, min(repeats, 20_000 // k))):
+                c0, w0 = time.process_time(), time.perf_counter()
+                algo.run_round(r)
+                cpu.append(time.process_time() - c0)
+                wall.append(time.perf_counter() - w0)
+            row = {"K": k, "cpu_ms": 1e3 * float(np.median(cpu)), "wall_ms": 1e3 * float(np.median(wall))}
+            row["ratio"] = row["cpu_ms"] / previous if previous else float("nan")
+            previous = row["cpu_ms"]
+            rows.append(row)
+            print(
+                f"  {name:6s} K={k:7d}  CPU {row['cpu_ms']:9.1f} ms (x{row['ratio']:5.2f})  wall "
+                f"{row['wall_ms']:9.1f} ms  {1e3 * row['cpu_ms'] / k:7.1f} us/client CPU  "
+                f"peak RSS {_peak_mb():6.0f} MB",
+                flush=True,
+            )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=1_000_000)
@@ -65,8 +116,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-client", type=int, default=2, help="examples per client")
     parser.add_argument("--classes", type=int, default=4, help="labels, drawn uniformly")
     parser.add_argument("--labels-per-client", type=int, default=2, help="label_skew only")
+    parser.add_argument("--ks", default=None, help="time steady rounds at these cohort sizes instead")
+    parser.add_argument("--models", default="logreg,mlp", help="with --ks")
+    parser.add_argument("--algorithm", choices=("fedavg", "dp_fedavg"), default="fedavg", help="with --ks")
+    parser.add_argument("--round-examples", type=int, default=20, help="examples per client, with --ks")
+    parser.add_argument("--repeats", type=int, default=5, help="timed rounds per K, with --ks")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    if args.ks:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"{args.algorithm} rounds against K, 1 thread, 1-min load average {load:.1f}")
+        ks = [int(k) for k in args.ks.split(",")]
+        rounds_against_k(ks, args.models.split(","), args.algorithm, args.round_examples, args.repeats)
+        return
     n_clients, per = args.clients, args.per_client
     ds = _dataset(per * n_clients, args.classes)
     print(
