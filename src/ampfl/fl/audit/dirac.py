@@ -310,7 +310,7 @@ def hidden_view_of(
     amplified (hidden-participation) ε of the same noise, at the same fixed thresholds."""
     from ampfl.accounting.audit.likelihood_ratio import likelihood_ratio_audit
     from ampfl.accounting.audit.power import max_certifiable
-    from ampfl.fl.audit.run import OBSERVERS
+    from ampfl.fl.audit.observers import OBSERVERS
 
     lr = likelihood_ratio_audit(
         scores[coins], scores_out=scores[~coins], delta=delta, confidence=confidence, cuts=CUTS

@@ -44,6 +44,18 @@ _BATCHES = "local_batches"
 __all__ = ["SlotPlan", "insert_slot_canaries", "revealed_participation", "slot_scores", "smashed_observer"]
 
 
+#: What each observer's scores read (the report's ``observer``).
+OBSERVERS = {
+    "model": "the released model",
+    "revealed": "every released model and who checked in at each round",
+    "smashed": "the noised clipped smashed rows the server receives (not the gradient sums)",
+    "noised-sums": "every noised sum the server forms (equivalently every released model)",
+    "noised-sums-revealed": (
+        "every noised sum the server forms and, each round, which canary clients it sampled"
+    ),
+}
+
+
 def revealed_participation(cls: type[Algorithm]) -> type[Algorithm]:
     """``cls`` (DP-DSGD-RP) accounted and observed with participation revealed (module docstring).
 

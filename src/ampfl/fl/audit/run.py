@@ -59,6 +59,7 @@ from ampfl.fl.audit.canaries import (
     model_scores,
     revealed_scores,
 )
+from ampfl.fl.audit.observers import OBSERVERS
 from ampfl.fl.config import RunConfig
 from ampfl.io import atomic_save_figure, atomic_write_json
 
@@ -90,16 +91,6 @@ def secret_coins(count: int) -> np.ndarray:
     return rng.random(count) < 0.5
 
 
-#: What each observer's scores read (the report's ``observer``).
-OBSERVERS = {
-    "model": "the released model",
-    "revealed": "every released model and who checked in at each round",
-    "smashed": "the noised clipped smashed rows the server receives (not the gradient sums)",
-    "noised-sums": "every noised sum the server forms (equivalently every released model)",
-    "noised-sums-revealed": (
-        "every noised sum the server forms and, each round, which canary clients it sampled"
-    ),
-}
 #: Canary kinds: those of :mod:`ampfl.fl.audit.canaries` and the gradient canaries of the dirac module.
 CANARIES = (*KINDS, "dirac")
 
