@@ -13,6 +13,9 @@ build them all). A module that adds a command adds it there too (``tests/test_st
 
 A handler takes the parsed ``argparse.Namespace`` and returns a ``dict`` (the JSON object printed with
 ``--json``). It raises ``ValueError`` for bad input (one line, exit 2) and never prints tracebacks.
+
+The flags that several commands share are declared here once (``add_noise_multiplier``, ``add_delta``,
+``add_clip``, ...), and :func:`keywords` reads a handler's keywords from the flags that set them.
 """
 
 from __future__ import annotations
@@ -180,6 +183,84 @@ def parse_float_list(flag: str) -> Callable[[str], list[float]]:
         return values
 
     return parse
+
+
+# ----------------------------------------------------------------------------------------- shared flags
+# The flags that several commands share, each declared once: one name, one type and one help text per
+# quantity across the CLI (docs/units.md); a command adds its own words to the common help with ``note``.
+# Range checks stay with the Python API (``ampfl.accounting._checks``, ``ampfl.numeric_ranges``).
+
+#: The accountants every ``--accountant`` offers; ``auto`` resolves to the tightest sound one that applies.
+ACCOUNTANTS = ("auto", "rdp", "pld")
+
+
+def _with_note(text: str, note: str | None) -> str:
+    return text if note is None else f"{text}; {note}"
+
+
+def _add_quantity(parser: Any, flag: str, kind: type, text: str, *, required: bool, note: str | None) -> None:
+    """``flag`` of type ``kind``, required or else None when not given; help ``text`` and the command's
+    ``note``. ``parser`` may be a mutually exclusive group."""
+    parser.add_argument(flag, type=kind, required=required, default=None, help=_with_note(text, note))
+
+
+def add_noise_multiplier(parser: Any, *, required: bool = True, note: str | None = None) -> None:
+    """``--noise-multiplier`` z = σ/C (float). ``parser`` may be a mutually exclusive group."""
+    text = "noise multiplier z = sigma/C: noise std over the clip norm (> 0)"
+    _add_quantity(parser, "--noise-multiplier", float, text, required=required, note=note)
+
+
+def add_delta(parser: argparse.ArgumentParser, *, required: bool = True, note: str | None = None) -> None:
+    """``--delta`` (float): the δ of the guarantee, required unless a command has a default."""
+    text = "delta of the (epsilon, delta) guarantee, in (0, 1)"
+    _add_quantity(parser, "--delta", float, text, required=required, note=note)
+
+
+def add_target_epsilon(parser: argparse.ArgumentParser) -> None:
+    """``--epsilon`` (float, required) of a ``calibrate`` command: the ε the noise is calibrated to."""
+    parser.add_argument("--epsilon", type=float, required=True, help="target epsilon (> 0)")
+
+
+def add_clip(
+    parser: argparse.ArgumentParser, *, default: float | None = None, note: str | None = None
+) -> None:
+    """``--clip`` C (float). Without a default it only adds ``noise_std`` = z·C to the report."""
+    text = (
+        "clip norm C (> 0): reports noise_std = z*C"
+        if default is None
+        else f"clip norm C (> 0, default {default:g})"
+    )
+    parser.add_argument("--clip", type=float, default=default, help=_with_note(text, note))
+
+
+def add_rounds(parser: argparse.ArgumentParser, *, required: bool = True, note: str | None = None) -> None:
+    """``--rounds`` T (int): federated rounds."""
+    _add_quantity(parser, "--rounds", int, "number of rounds T (>= 1)", required=required, note=note)
+
+
+def add_accountant(parser: argparse.ArgumentParser, *, auto: str, default: str | None = None) -> None:
+    """``--accountant auto|rdp|pld``; ``auto`` says what ``auto`` resolves to for this command."""
+    shown = "auto" if default is None else default
+    parser.add_argument(
+        "--accountant",
+        choices=ACCOUNTANTS,
+        default=default,
+        help=f"accountant (default {shown}; auto: {auto})",
+    )
+
+
+def add_participation(parser: argparse.ArgumentParser) -> None:
+    """``--p`` (float, required): the probability that a client takes part in (checks in to) a round."""
+    parser.add_argument("--p", type=float, required=True, help="client participation probability p in (0, 1]")
+
+
+def add_checkin(parser: argparse.ArgumentParser) -> None:
+    """The random check-in mechanism of paper 004: ``--p``, ``--q``, ``--d`` (all required)."""
+    add_participation(parser)
+    parser.add_argument(
+        "--q", type=float, required=True, help="local record sampling probability q in (0, 1]"
+    )
+    parser.add_argument("--d", type=int, required=True, help="records held by the client besides x' (>= 0)")
 
 
 def _flag_pattern(name: str) -> re.Pattern[str]:

@@ -14,8 +14,15 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ampfl.commands import CommandFailed, Registry, flag_errors, keywords
-from ampfl.commands._flags import add_checkin, add_noise_multiplier, add_rounds
+from ampfl.commands import (
+    CommandFailed,
+    Registry,
+    add_checkin,
+    add_noise_multiplier,
+    add_rounds,
+    flag_errors,
+    keywords,
+)
 
 # Keyword of the Python API -> flag: the handler reads each keyword from its flag (`keywords`) and one-line
 # errors name the flag.

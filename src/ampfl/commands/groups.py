@@ -11,8 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ampfl.commands import Registry, flag_errors, keywords, parse_float_list
-from ampfl.commands._flags import add_clip, add_delta, add_rounds
+from ampfl.commands import Registry, add_clip, add_delta, add_rounds, flag_errors, keywords, parse_float_list
 
 # Keyword of plan_groups / ErrorModel -> flag, so that one-line errors name the flag.
 _FLAGS = {

@@ -16,14 +16,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ampfl.commands import Registry, flag_errors, keywords
-from ampfl.commands._flags import (
+from ampfl.commands import (
+    Registry,
     add_accountant,
     add_clip,
     add_delta,
     add_noise_multiplier,
     add_participation,
     add_rounds,
+    flag_errors,
+    keywords,
 )
 
 # Keyword of account_ms_pafl -> flag: the handler reads each keyword from its flag (`keywords`) and one-line

@@ -17,13 +17,17 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from ampfl.commands import Handler, Registry, flag_errors, keywords, parse_orders
-from ampfl.commands._flags import (
+from ampfl.commands import (
+    Handler,
+    Registry,
     add_accountant,
     add_clip,
     add_delta,
     add_noise_multiplier,
     add_target_epsilon,
+    flag_errors,
+    keywords,
+    parse_orders,
 )
 
 # Keyword of the Python API -> flag, so that one-line errors name the flag.

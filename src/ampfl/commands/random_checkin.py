@@ -24,14 +24,15 @@ import argparse
 import math
 from typing import Any
 
-from ampfl.commands import Registry, flag_errors
-from ampfl.commands._flags import (
+from ampfl.commands import (
+    Registry,
     add_accountant,
     add_checkin,
     add_clip,
     add_delta,
     add_noise_multiplier,
     add_target_epsilon,
+    flag_errors,
 )
 
 # Keyword of the Python API -> flag, so that one-line errors name the flag.
