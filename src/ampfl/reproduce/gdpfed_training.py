@@ -20,7 +20,7 @@ averaged over rounds (``measured``), against the planner's ⌈κ_g d⌉ z_g² C�
 groups (top-κ after the noise keeps more than a κ share of the noise, docs/planner.md A5); for
 DP-FedAvg the noise of its one sum, re-drawn from the run's own noise generator, against d z² C². The same
 energy divided by the squared public cohort the server divides by (``noise_energy["aggregate"]``, one
-formula for every method: :mod:`ampfl.reproduce.gdpfed_rows`) is the noise in the applied update; the
+formula for every method: :mod:`ampfl.reproduce._gdpfed_rows`) is the noise in the applied update; the
 result's ``verdicts`` compare GDPFed with each baseline and each GDPFed+ κ row with GDPFed.
 ``quick=True`` (``ampfl reproduce gdpfed-table2 --quick``): digits and a Fashion-MNIST subset, fewer rounds
 and the quick grid (a few minutes on 2 cores). ``medium=True`` (``--medium``, several seeds): digits at the
@@ -35,7 +35,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ampfl.reproduce.gdpfed_rows import dp_fedavg_noise, result_row, verdicts
+from ampfl.reproduce._gdpfed_rows import dp_fedavg_noise, result_row, verdicts
 
 BUDGETS = (1.0, 2.0, 4.0)
 DELTA = 1e-5
