@@ -352,18 +352,10 @@ def _progress(
 ) -> Iterator[Callable[[], None]]:
     """A rich progress bar on stderr fed from the run folder's ``metrics.jsonl`` (released lines only); with
     a local ``federation``, node discovery until the first round ("n of N SuperNodes connected")."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from ampfl.fl.run.experiment import progress
 
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[status]}"),
-    )
     metrics = out / "metrics.jsonl"
-    with Progress(*columns, console=Console(stderr=True), disable=not enabled) as bar:
+    with progress(enabled) as bar:
         task = bar.add_task("flower", total=rounds, status="starting the federation")
 
         def show() -> None:

@@ -427,8 +427,9 @@ def run_or_reuse(
     return run_experiment(config, folder, task=task, plots=False, label=label)
 
 
-@contextmanager
-def _progress_bar(enabled: bool, total: int, completed: int, name: str) -> Iterator[Any]:
+def progress(enabled: bool) -> Any:
+    """The rich progress bar of ``run`` and ``deploy`` on stderr: name, bar, rounds done of all, time
+    elapsed, and a ``status`` field (unstarted: enter it as a context manager)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -439,7 +440,12 @@ def _progress_bar(enabled: bool, total: int, completed: int, name: str) -> Itera
         TimeElapsedColumn(),
         TextColumn("{task.fields[status]}"),
     )
-    with Progress(*columns, console=Console(stderr=True), disable=not enabled, transient=False) as bar:
+    return Progress(*columns, console=Console(stderr=True), disable=not enabled, transient=False)
+
+
+@contextmanager
+def _progress_bar(enabled: bool, total: int, completed: int, name: str) -> Iterator[Any]:
+    with progress(enabled) as bar:
         task_id = bar.add_task(name, total=total, completed=completed, status="")
 
         def advance(status: str) -> None:
