@@ -1,6 +1,7 @@
 """The clipped sum of a cohort's updates (``Engine.local_sgd(clip_updates=C)``): from the low-rank factors
 (ampfl.fl.engine.clipping) it equals the clip of the formed K models to float32 rounding, and the clip bound
-holds exactly; elsewhere it is the old computation bit for bit; DP-FedAvg's round through it."""
+holds exactly; elsewhere it is the old computation bit for bit; DP-FedAvg's round through it. Also the CPU's
+chunk cap and kept heap (the engine's allocation settings)."""
 
 from __future__ import annotations
 
@@ -196,3 +197,21 @@ def test_dp_fedavg_round_equals_clipping_the_formed_models(model: str, shape: tu
         assert_allclose(new.global_params.numpy(), released.numpy(), rtol=1e-5, atol=1e-6)
     else:
         assert torch.equal(new.global_params, released)
+
+
+def test_cpu_chunks_are_capped_and_the_heap_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    # On the CPU a chunk holds at most CPU_MAX_CHUNK clients (the memory cap decides below it; an explicit
+    # chunk_size is kept), and the engine asks glibc to keep freed blocks, unless told not to.
+    from ampfl.fl.engine import device
+    from ampfl.fl.engine.vectorised import CPU_MAX_CHUNK
+
+    fm = FunctionalModel(build_model("logreg", input_shape=(6,), num_classes=2), (6,))
+    assert Engine().chunk_size(fm, 50) == CPU_MAX_CHUNK
+    assert Engine(EngineOptions(memory_cap_mb=0.01)).chunk_size(fm, 50) < CPU_MAX_CHUNK
+    assert Engine(EngineOptions(chunk_size=10**6)).chunk_size(fm, 50) == 10**6
+    monkeypatch.setattr(device, "_HEAP_KEPT", [])
+    monkeypatch.setenv("AMPFL_KEEP_HEAP", "0")
+    assert device.keep_freed_heap(1024.0) is False and device._HEAP_KEPT == []
+    monkeypatch.delenv("AMPFL_KEEP_HEAP")
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "1000")
+    assert device.keep_freed_heap(1024.0) is False
