@@ -93,7 +93,8 @@ def register(registry: Registry) -> None:
         "--participation",
         choices=("as-accounted", "revealed"),
         default="as-accounted",
-        help="dp_dsgd_rp: account and audit with participation revealed (default as-accounted)",
+        help="revealed: account and audit with participation public (dp_dsgd_rp; dp_fedavg with Poisson "
+        "sampling and --canary dirac, whose report also carries the hidden view); default as-accounted",
     )
     run.add_argument("--no-progress", action="store_true", help="hide the progress bars")
 
