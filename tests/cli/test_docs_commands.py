@@ -33,6 +33,7 @@ _PROMPT = re.compile(r"^(?:\$ ?)?(?:\$A|\.venv/bin/ampfl|python -m ampfl|ampfl)\
 _PLACEHOLDER = re.compile(r"[\[\]|…<>]|\.\.\.|\b[A-Z][A-Z0-9_~]*\b|\.\.")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+\.\d+(?:e-?\d+)?(?![\w.]*\d)")
 _RUN = ("account ", "calibrate ", "plan ", "audit random-checkin ")
+_SENTENCE_END = re.compile(r"\.\s")  # a full stop before a space or a line break (not a decimal point)
 
 
 class Shown(NamedTuple):
@@ -59,9 +60,9 @@ def _from_prose(text: str) -> Iterator[tuple[str, str]]:
     prose = re.sub(r"```.*?```", "", text, flags=re.S)
     for paragraph in re.split(r"\n\s*\n", prose):
         for span in re.finditer(r"`(?:\.venv/bin/)?ampfl ([a-z][^`]*)`", paragraph):
-            start = paragraph.rfind(". ", 0, span.start()) + 1
-            end = paragraph.find(". ", span.end())
-            yield span.group(1), paragraph[start : end if end >= 0 else None]
+            before = [m.end() for m in _SENTENCE_END.finditer(paragraph, 0, span.start())]
+            after = _SENTENCE_END.search(paragraph, span.end())
+            yield span.group(1), paragraph[before[-1] if before else 0 : after.start() if after else None]
 
 
 def shown_commands() -> list[Shown]:

@@ -48,6 +48,9 @@ FIGURES: dict[str, FigureEntry] = {
     "dong-fig2": FigureEntry("dong", "fig2", "002 Fig. 2: RDP over alpha, BIS (both bounds) vs Poisson"),
     "dong-fig3": FigureEntry("dong", "fig3", "002 Fig. 3: epsilon over iterations per epoch, BIS vs Poisson"),
     "dong-table1": FigureEntry("dong", "table1", "002 Table 1: model-split sigma for d = 3, 8"),
+    "dong-credit": FigureEntry(
+        "dong_credit", "credit", "002: the model split's noise credit against sigma/C (sound analyses)"
+    ),
     "dong-table1-training": FigureEntry(
         "dong_training", "table1_training", "002 Table 1 as training: split/BIS vs DP-SGD (train extra)"
     ),
