@@ -33,6 +33,7 @@ __all__ = [
     "ladder",
     "max_certifiable",
     "planned_ceiling",
+    "verdict",
 ]
 
 #: The largest canary count any audit plans for.
@@ -87,6 +88,15 @@ def max_certifiable(
         low = np.full(int((~coins).sum()), float(grid.min()) - 1.0)
     bound = likelihood_ratio_audit(high, scores_out=low, delta=delta, confidence=confidence, cuts=cuts)
     return float(bound.epsilon_lower)
+
+
+def verdict(epsilon_lower: float, epsilon_accounted: float, ceiling: float) -> str:
+    """``"VIOLATION"`` when the lower bound exceeds the accounted ε (any positive bound against a run that
+    claims none, ε = ∞), else ``"inconclusive"`` when the accounted ε is above the audit's ``ceiling``
+    (:func:`max_certifiable`: it could not have told), else ``"consistent"``."""
+    if epsilon_lower > epsilon_accounted or (math.isinf(epsilon_accounted) and epsilon_lower > 0.0):
+        return "VIOLATION"
+    return "inconclusive" if epsilon_accounted > ceiling else "consistent"
 
 
 def _planned_coins(trials: int, assurance: float) -> np.ndarray:

@@ -309,19 +309,17 @@ def hidden_view_of(
     """The hidden-participation view of a revealed Dirac audit's runs: the hidden scores against the
     amplified (hidden-participation) ε of the same noise, at the same fixed thresholds."""
     from ampfl.accounting.audit.likelihood_ratio import likelihood_ratio_audit
-    from ampfl.accounting.audit.power import max_certifiable
+    from ampfl.accounting.audit.power import max_certifiable, verdict
     from ampfl.fl.audit.observers import OBSERVERS
 
     lr = likelihood_ratio_audit(
         scores[coins], scores_out=scores[~coins], delta=delta, confidence=confidence, cuts=CUTS
     )
     ceiling = max_certifiable(coins, runs=runs, delta=delta, confidence=confidence, cuts=CUTS)
-    violation = lr.epsilon_lower > epsilon or (math.isinf(epsilon) and lr.epsilon_lower > 0.0)
-    verdict = "VIOLATION" if violation else ("inconclusive" if epsilon > ceiling else "consistent")
     return {
         "epsilon_accounted": float(epsilon),
         "epsilon_lower": float(lr.epsilon_lower),
         "guesses_correct": int(lr.correct),
-        "verdict": verdict,
+        "verdict": verdict(lr.epsilon_lower, epsilon, ceiling),
         "observer": OBSERVERS["noised-sums"],
     }

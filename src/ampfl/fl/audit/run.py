@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ampfl.accounting.audit.power import max_certifiable
+from ampfl.accounting.audit.power import max_certifiable, verdict
 from ampfl.fl.audit.canaries import (
     KINDS,
     CanaryPlan,
@@ -377,9 +377,8 @@ def audit_run(
         )
         lower, guesses, correct = lr.epsilon_lower, int(scores.size), lr.correct
         estimator = "likelihood-ratio (Clopper-Pearson)"
-    violation = lower > eps_acc or (math.isinf(eps_acc) and lower > 0.0)
     ceiling = max_certifiable(coins, runs=runs, delta=delta, confidence=confidence, cuts=cuts)
-    verdict = "VIOLATION" if violation else ("inconclusive" if eps_acc > ceiling else "consistent")
+    outcome = verdict(lower, eps_acc, ceiling)
     report: dict[str, Any] = {
         "epsilon_accounted": eps_acc,
         "delta": delta,
@@ -390,7 +389,7 @@ def audit_run(
         "guesses": int(guesses),
         "guesses_correct": int(correct),
         "ratio": float(lower / eps_acc) if math.isfinite(eps_acc) and eps_acc > 0 else None,
-        "verdict": verdict,
+        "verdict": outcome,
         "epsilon_max_certifiable": float(ceiling),
         "canaries_requested": requested,
         "max_canaries": int(max_canaries),
@@ -413,7 +412,7 @@ def audit_run(
             "every canary got the same score: the released model never changed on the canary coordinates "
             "(they sit in a part that is not released, or nothing trained them); this audit has no power"
         )
-    if verdict == "inconclusive":
+    if outcome == "inconclusive":
         report["note"] = (
             f"no power: {canaries} canaries in {runs} run(s) certify at most epsilon {ceiling:.3g} at "
             f"{confidence:.0%} (every guess right), below the accounted {eps_acc:.3g}; more canaries or runs "
