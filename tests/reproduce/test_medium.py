@@ -17,7 +17,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ampfl.reproduce import figure_function, figure_names, has_medium, has_quick, run_figure
-from ampfl.reproduce._seeds import MAX_SEEDS, aggregate, check_seeds, mean_std, run_seeds
+from ampfl.reproduce._seeds import (
+    MAX_SEEDS,
+    aggregate,
+    check_seeds,
+    mean_std,
+    paired_interval,
+    run_seeds,
+)
 
 TRAINING = sorted(name for name in figure_names() if has_quick(figure_function(name)))
 
@@ -115,6 +122,44 @@ def test_aggregate_per_group_dicts_and_missing_values() -> None:
 def test_aggregate_rejects_seeds_with_different_rows() -> None:
     with pytest.raises(ValueError, match="different rows"):
         aggregate([[_row("a", 0.1)], [_row("b", 0.2)]])
+
+
+# --- paired intervals by seed ------------------------------------------------------------------------------
+
+
+def test_paired_interval_known_values_and_edge_cases() -> None:
+    # differences 1, 2, 3: mean 2, std 1; t_{0.975, 2} = 4.303 (Student t table, two-sided 95 %, 2 df)
+    got = paired_interval([1.5, 2.5, 3.5], [0.5, 0.5, 0.5])
+    assert got["differences"] == [1.0, 2.0, 3.0] and got["seeds"] == 3 and got["mean"] == 2.0
+    assert got["high"] - 2.0 == pytest.approx(4.303 / math.sqrt(3), rel=1e-3)
+    assert got["low"] == pytest.approx(4.0 - got["high"])
+    one = paired_interval([0.7], [0.6])  # one seed: no interval
+    assert one["mean"] == pytest.approx(0.1) and one["low"] == -math.inf and one["high"] == math.inf
+    same = paired_interval([0.75, 1.0], [0.5, 0.75])  # equal differences: the interval is the point
+    assert same["low"] == same["high"] == same["mean"]
+    for bad in (([], []), ([0.1], [0.1, 0.2])):
+        with pytest.raises(ValueError, match="paired_interval"):
+            paired_interval(*bad)
+    with pytest.raises(ValueError, match="confidence"):
+        paired_interval([0.1], [0.2], confidence=1.0)
+
+
+def test_run_seeds_adds_the_paired_claims(tmp_path: Path) -> None:
+    from ampfl.reproduce._report import table
+
+    claim = {"claim": "b above a", "minuend": "b", "subtrahend": "a"}
+
+    def figure(out: Path, *, seed: int = 0) -> dict[str, Any]:
+        rows = [_row("a", 0.5 + 0.1 * seed), _row("b", 0.6 + 0.1 * seed + 0.01 * seed)]
+        return {"files": [], "results": rows, "paired": [claim]}
+
+    result = run_seeds(figure, tmp_path, 3, {})
+    (paired,) = result["paired"]
+    assert paired["minuend"] == "b" and paired["subtrahend"] == "a"
+    assert paired["differences"] == pytest.approx([0.1, 0.11, 0.12])
+    assert paired["low"] < paired["mean"] < paired["high"]
+    assert "b above a: b − a" in table(result)
+    assert "paired" not in run_seeds(lambda out, seed=0: {"results": [_row("a", 0.5)]}, tmp_path, 2, {})
 
 
 def test_run_seeds_runs_each_seed_in_its_folder(tmp_path: Path) -> None:

@@ -3,7 +3,9 @@
 Each FILE is the ``--json`` output of ``ampfl reproduce NAME --medium`` (or ``--seeds N``); one table per
 file, one line per row: mean ± sample std of the accuracy (or PSNR / SSIM for the attack) over the seeds,
 the noise multiplier z and ε (per group where a method has groups), the learning rate each seed chose, and
-the paper's number (or ``—`` when the paper prints none; the source says why). docs/reproductions.md is
+the paper's number (or ``—`` when the paper prints none; the source says why), then, where the figure
+makes claims comparing two rows, one line per claim: the mean difference paired by seed, its t-interval
+and the per-seed differences (:func:`ampfl.reproduce._seeds.paired_interval`). docs/reproductions.md is
 written from this output, so no number there is copied by hand.
 """
 
@@ -84,7 +86,28 @@ def table(result: dict[str, Any]) -> str:
             f"(per seed {min(walls) / 60:.1f}–{max(walls) / 60:.1f} min wall), 1-min load average "
             f"{min(loads):.1f}–{max(loads):.1f} on 2 cores."
         )
-    return "\n".join(lines) + "\n\n" + "\n".join(foot) + "\n"
+    return "\n".join(lines) + "\n\n" + "\n".join(foot) + "\n" + paired_table(result.get("paired", []))
+
+
+def paired_table(claims: list[dict[str, Any]]) -> str:
+    """The claims paired by seed as a markdown table (empty string when there are none)."""
+    if not claims:
+        return ""
+    level = {f"{c['confidence']:.0%}" for c in claims}
+    lines = [
+        "",
+        f"| claim (minuend − subtrahend, paired by seed) | mean difference | {' / '.join(sorted(level))} "
+        "t-interval | per seed |",
+        "|---|---|---|---|",
+    ]
+    for c in claims:
+        interval = f"[{c['low']:+.4f}, {c['high']:+.4f}]" if math.isfinite(c["low"]) else "—"
+        per_seed = ", ".join(f"{d:+.4f}" for d in c["differences"])
+        lines.append(
+            f"| {c['claim']}: {c['minuend']} − {c['subtrahend']} | {c['mean']:+.4f} | {interval} | "
+            f"{per_seed} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str]) -> int:

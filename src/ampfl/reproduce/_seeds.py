@@ -8,6 +8,10 @@ metric in :data:`METRICS`. A row's identity is its :data:`KEY_FIELDS` (``method`
 ``target_epsilon`` where a figure has them); a metric that is a dict (GDPFed's per-group ε and z) is
 aggregated per key. Values every seed agrees on (a calibrated noise multiplier, ε = ∞ of a non-private
 run) come out with standard deviation 0 and the value itself as the mean, never NaN.
+
+A figure that makes claims comparing two of its rows lists them in its summary as ``"paired"``: dicts with
+``claim``, ``minuend`` and ``subtrahend`` (two ``method`` labels); :func:`run_seeds` then adds, per claim,
+:func:`paired_interval` of the final accuracies, minuend minus subtrahend, paired by seed.
 """
 
 from __future__ import annotations
@@ -57,6 +61,56 @@ def mean_std(values: list[float]) -> dict[str, Any]:
     mean = math.fsum(floats) / len(floats)
     var = math.fsum((v - mean) ** 2 for v in floats) / (len(floats) - 1)
     return {"mean": mean, "std": math.sqrt(var), "values": floats}
+
+
+def paired_interval(
+    minuend: list[float], subtrahend: list[float], *, confidence: float = 0.95
+) -> dict[str, Any]:
+    """Mean of the per-seed differences ``minuend[s] - subtrahend[s]`` and its two-sided Student-t interval.
+
+    The interval is mean ± t_{(1+confidence)/2, n-1} · std / √n over the n seeds (std: n − 1); it is
+    (−∞, ∞) for one seed and the mean itself when every difference is equal. Returns ``{"mean", "low",
+    "high", "confidence", "seeds", "differences"}``.
+
+    Raises:
+        ValueError: the lists are empty or of different lengths, or ``confidence`` is outside (0, 1).
+    """
+    if not minuend or len(minuend) != len(subtrahend):
+        raise ValueError(
+            f"paired_interval needs two equally long, non-empty lists. Found {len(minuend)} and "
+            f"{len(subtrahend)} values."
+        )
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1). Found {confidence}.")
+    differences = [float(a) - float(b) for a, b in zip(minuend, subtrahend, strict=True)]
+    stat = mean_std(differences)
+    n = len(differences)
+    if n == 1:
+        low, high = -math.inf, math.inf
+    else:
+        from scipy import stats
+
+        half = float(stats.t.ppf((1.0 + confidence) / 2.0, n - 1)) * stat["std"] / math.sqrt(n)
+        low, high = stat["mean"] - half, stat["mean"] + half
+    return {
+        "mean": stat["mean"],
+        "low": low,
+        "high": high,
+        "confidence": confidence,
+        "seeds": n,
+        "differences": differences,
+    }
+
+
+def paired_claims(results: list[dict[str, Any]], claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`paired_interval` of the final accuracy for each claim (module docstring) over ``results``
+    (the rows :func:`aggregate` returns, whose per-seed values are in seed order)."""
+    rows = {row["method"]: row for row in results}
+    out = []
+    for claim in claims:
+        a, b = rows[claim["minuend"]]["final_accuracy"], rows[claim["subtrahend"]]["final_accuracy"]
+        out.append({**claim, **paired_interval(a["values"], b["values"])})
+    return out
 
 
 def _is_number(value: Any) -> bool:
@@ -138,7 +192,9 @@ def run_seeds(
         files.extend(summary.get("files", []))
     first = summaries[0]
     result = {
-        key: value for key, value in first.items() if key not in {"files", "results", "runs", "seconds"}
+        key: value
+        for key, value in first.items()
+        if key not in {"files", "results", "runs", "seconds", "paired"}
     }
     result.update(
         {
@@ -151,4 +207,6 @@ def run_seeds(
             "cpu_seconds": math.fsum(cpus),
         }
     )
+    if first.get("paired"):
+        result["paired"] = paired_claims(result["results"], first["paired"])
     return result
