@@ -89,6 +89,9 @@ FIGURES: dict[str, FigureEntry] = {
     "pm-sfl-hetero": FigureEntry(
         "pm_sfl_training", "hetero", "003 Table 1 hetero rows: adaptive split depth, Eq. 8 (train extra)"
     ),
+    "pm-sfl-sweep": FigureEntry(
+        "pm_sfl_sweep", "sweep", "003: why Standalone leads, clients x data per client x width (train extra)"
+    ),
     "pm-sfl-table1": FigureEntry(
         "pm_sfl_training", "table1", "003 Table 1: split FL accuracy, Dirichlet FMNIST (train extra)"
     ),
