@@ -31,8 +31,10 @@ def flower_run(
     indices: list[torch.Tensor],
     rounds: int,
     evaluate: Callable[[torch.nn.Module], float],
+    cohort: int | None = None,
 ) -> Callable[[], None]:
-    """A callable that runs ``rounds`` rounds of FedAvg over ``len(indices)`` simulated SuperNodes."""
+    """A callable that runs ``rounds`` rounds of FedAvg over ``len(indices)`` simulated SuperNodes, each
+    round on ``cohort`` of them drawn by Flower's strategy (default: every node)."""
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
@@ -42,6 +44,7 @@ def flower_run(
     from flwr.simulation import run_simulation
 
     k = len(indices)
+    cohort = k if cohort is None else cohort
     client_app = ClientApp()
 
     @client_app.train()
@@ -68,7 +71,9 @@ def flower_run(
 
     @server_app.main()
     def main(grid: Grid, context: Context) -> None:
-        strategy = FedAvg(fraction_train=1.0, fraction_evaluate=0.0, min_train_nodes=k, min_available_nodes=k)
+        strategy = FedAvg(
+            fraction_train=cohort / k, fraction_evaluate=0.0, min_train_nodes=cohort, min_available_nodes=k
+        )
         result = strategy.start(
             grid=grid, initial_arrays=ArrayRecord(make_module().state_dict()), num_rounds=rounds
         )

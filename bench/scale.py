@@ -71,7 +71,7 @@ def _dataset(n: int, classes: int = 4) -> Dataset:
 
 
 def rounds_against_k(
-    ks: list[int], models: list[str], algorithm: str, examples: int, repeats: int
+    ks: list[int], models: list[str], algorithm: str, examples: int, repeats: int, hidden: int = 64
 ) -> list[dict[str, float]]:
     """Median CPU / wall ms of a steady round for each model and cohort size K (module docstring)."""
     from ampfl.fl.algorithms.fedavg import FedAvg
@@ -81,7 +81,7 @@ def rounds_against_k(
     ds = _dataset(examples * n)
     parts = partition_clients(ds.y_train, scheme="iid", num_clients=n, seed=0, samples_per_client=examples)
     for name in models:
-        options = {"hidden": [64]} if name == "mlp" else {}
+        options = {"hidden": [hidden]} if name == "mlp" else {}
         task = Task(dataset=ds, client_indices=parts, model=name, model_options=options)
         previous = None
         for k in sorted(ks):
@@ -121,13 +121,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--algorithm", choices=("fedavg", "dp_fedavg"), default="fedavg", help="with --ks")
     parser.add_argument("--round-examples", type=int, default=20, help="examples per client, with --ks")
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds per K, with --ks")
+    parser.add_argument("--hidden", type=int, default=64, help="the MLP's hidden width, with --ks")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     if args.ks:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         print(f"{args.algorithm} rounds against K, 1 thread, 1-min load average {load:.1f}")
         ks = [int(k) for k in args.ks.split(",")]
-        rounds_against_k(ks, args.models.split(","), args.algorithm, args.round_examples, args.repeats)
+        rounds_against_k(
+            ks, args.models.split(","), args.algorithm, args.round_examples, args.repeats, args.hidden
+        )
         return
     n_clients, per = args.clients, args.per_client
     ds = _dataset(per * n_clients, args.classes)

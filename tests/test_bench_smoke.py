@@ -414,3 +414,28 @@ def test_client_decline(
     out = capsys.readouterr().out
     assert out.startswith("fedavg: CPU-s per message, median of 1")
     assert _row(out, "| tree |") == ["tree", "0.75", "0.50", "1.50"]
+
+
+def test_flower_ratio(
+    bench: Loader, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workload's config loads and the table is built, around fake timings of the fresh processes."""
+    from ampfl.fl.config import load_config
+
+    m = bench("flower_ratio")
+    path = tmp_path / "workload.toml"
+    path.write_text(m.config_toml(3, 10, 2, "digits"))
+    config = load_config(path)
+    assert config.rounds == 3
+    commands = m.rows(tmp_path, 3, 10, 2, "digits", True)
+    assert "--no-plots" in commands["ampfl run --no-plots"] and "--flower-child" in commands["flower"]
+
+    def fake(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+        seconds = 1.0 if "-c" in argv else 2.0 if "--no-plots" in argv else 3.0
+        return seconds, seconds
+
+    monkeypatch.setattr(m, "timed", fake)
+    m.main(["--rounds", "3", "--clients", "10", "--cohort", "2", "--dataset", "digits", "--repeats", "1",
+            "--no-flower"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert _row(out, "| ampfl run |")[1:3] == ["3.00", "1.50×"]
