@@ -102,7 +102,7 @@ def test_cnn_forward_stacked_equals_per_client_forward(channels: int) -> None:
     (g_ref,) = torch.autograd.grad((ref * probe).sum(), flat)
     assert torch.allclose(g_fast, g_ref, atol=1e-5, rtol=1e-5)
     assert (
-        FunctionalModel(build_model("mlp", input_shape=(6,), num_classes=3), (6,)).has_stacked_forward
-        is False
+        FunctionalModel(build_model("mlp", input_shape=(6,), num_classes=3), (6,)).fused_linear_names
+        == ()
     )
     assert fm.has_stacked_forward
