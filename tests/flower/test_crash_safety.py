@@ -154,9 +154,10 @@ def test_a_dead_supernode_ends_deploy_in_one_line_within_seconds(tmp_path: Path)
     )
     marker = str(out.resolve())
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300  # a guard against a hang, not a speed test (loaded CI machines)
         while not (out / "metrics.jsonl").is_file() or not (out / "metrics.jsonl").read_text():
-            assert time.monotonic() < deadline and deploy.poll() is None, "the federation did not train"
+            assert deploy.poll() is None, f"deploy ended before training: {deploy.stderr.read()[-2000:]}"  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the federation did not train within 300 s"
             time.sleep(0.5)
         nodes = [
             p
