@@ -46,3 +46,29 @@ def test_accounting_demo_writes_section6_and_fig1(tmp_path):
     assert wcs["6.2"] == pytest.approx(0.873, rel=0.01)  # 004 Section 6.2
     assert wcs["6.1"] == pytest.approx(7.6651, rel=1e-4) and wcs["6.2"] == pytest.approx(0.8739, rel=1e-4)
     assert result["noise_multiplier"]["wcs@6.1"] == pytest.approx(wcs["6.1"])
+
+
+@pytest.mark.parametrize("figure", ["fig6", "fig7"])
+def test_training_grids_hold_the_paper_learning_rates(figure):
+    from ampfl.reproduce import hasircioglu_training as t
+
+    medium, full = t.scale(medium=True, figure=figure)["grid"], t.scale()["grid"]
+    assert len(medium) >= 3 and list(medium) == sorted(medium) and set(medium) <= set(full)
+    assert set(t.PAPER_LEARNING_RATES[figure].values()) <= set(medium)  # 004 App. B.2
+    assert set(t.PAPER_LEARNING_RATES[figure]) == set(t.LABELS)
+    assert t.scale(quick=True, figure=figure)["grid"] == t.QUICK_LEARNING_RATES  # quick: unchanged
+
+
+@pytest.mark.parametrize("figure", ["fig6", "fig7"])
+def test_training_paired_claims_name_existing_rows(figure):
+    from ampfl.reproduce import hasircioglu_training as t
+
+    claims = t.paired_claims(figure)
+    steps = [(c["minuend"], c["subtrahend"]) for c in claims if "above" in c["claim"]]
+    assert steps == list(zip(t.LABELS, t.LABELS[1:], strict=False))  # each adjacent step of 004's ordering
+    for claim in claims:
+        assert set(claim) == {"claim", "minuend", "subtrahend"} and claim["claim"]
+        assert claim["minuend"] in t.LABELS and claim["subtrahend"] in t.LABELS  # the results rows' methods
+    assert any("close" in c["claim"] for c in claims) == (figure == "fig7")
+    with pytest.raises(ValueError, match="fig6 or fig7"):
+        t.paired_claims("fig8")

@@ -12,11 +12,12 @@ multiplier z = σ/C (C = 1, so z is 004's σ) is then calibrated by each analysi
 - Fig. 7 (Sec. 6.2, few clients, large datasets): d = 1000, p = 0.1 as printed; N = 60 (not 697), so
   q = 70 / (p·N·d) ≈ 0.0117 (not 0.001).
 
-Learning rate: 004 App. B.2 uses η = 1e-4 for WCS/OLS in Fig. 6, at which nothing trains in our runs (chance
-accuracy), and η = 2e-3 elsewhere. Here every method gets the same grid (``LEARNING_RATES``; SGD with server
-momentum 0.9) and is plotted at its best final accuracy (the grid search itself is not accounted, as in the
-paper). The ``paper`` run uses the σ that 004 Sec. 6 prints for Thm 4.1 (labelled: not a proven bound), never
-σ = 0; WCS and OLS are calibrated at the rescaled rates.
+Learning rate: 004 App. B.2 uses η = 1e-4 for WCS/OLS in Fig. 6 and η = 2e-3 elsewhere
+(``PAPER_LEARNING_RATES``). Here every method of a figure gets the same grid, which holds the paper's values
+for that figure (``LEARNING_RATES``, ``MEDIUM_LEARNING_RATES``; SGD with server momentum 0.9), and is
+plotted at its best final accuracy (the grid search itself is not accounted, as in the paper). The
+``paper`` run uses the σ that 004 Sec. 6 prints for Thm 4.1 (labelled: not a proven bound), never σ = 0; WCS
+and OLS are calibrated at the rescaled rates.
 
 Per-iteration guarantee ε = 0.015, δ = 1e-6 (Sec. 6), C = 1; the non-private run has z = 0 and no clipping.
 Analyses: ``paper`` (Thm 4.1 — see ``ampfl.accounting.random_checkin`` for why it is not a proven bound),
@@ -32,13 +33,15 @@ The number of iterations is not given in the paper (``ITERATIONS`` here). Long-r
 grid, a CNN each); ``quick=True`` (``ampfl reproduce hasircioglu-fig6 --quick``) runs ``QUICK_ITERATIONS``
 on ``QUICK_LEARNING_RATES``, a few minutes on 2 cores; ``medium=True`` (``--medium``, several seeds) runs
 the same scenario (N, d, p, q, ε, δ, the CNN: the paper's protocol on Fashion-MNIST) for
-``MEDIUM_ITERATIONS`` on the quick grid (one grid for every method). ``seed`` is the runs' seed (partition,
+``MEDIUM_ITERATIONS`` on the figure's ``MEDIUM_LEARNING_RATES`` (one grid for every method); the summary's
+``paired`` lists the claims the seeds compare (:func:`paired_claims`). ``seed`` is the runs' seed (partition,
 initialisation, participation, sampling, noise). Running a figure again into the same folder reuses
 finished runs of the same configuration and resumes interrupted ones from their checkpoint.
 """
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +51,22 @@ MEDIUM_ITERATIONS = 160
 EVALUATIONS = 15
 QUICK_EVALUATIONS = 4
 MEDIUM_EVALUATIONS = 5
-#: One learning-rate grid for every method (full and quick runs).
-LEARNING_RATES = (5e-4, 2e-3, 8e-3, 3e-2)
+#: One learning-rate grid for every method (full runs): 004 App. B.2's own values (1e-4, WCS/OLS in Fig. 6;
+#: 2e-3 elsewhere) and, by factors of about 4, past the values the medium runs pick on either side.
+LEARNING_RATES = (1e-4, 5e-4, 2e-3, 8e-3, 3e-2, 0.12)
+#: The quick grid (smoke runs; the tests use it).
 QUICK_LEARNING_RATES = (8e-3, 3e-2)
+#: The medium grid per figure, one for every method: 004's own learning rates for the figure (App. B.2),
+#: widened on each side some method picked in some seed until no method picks an edge (docs/reproductions.md).
+MEDIUM_LEARNING_RATES = {
+    "fig6": (1e-4, 2e-3, 8e-3, 3e-2, 0.12),
+    "fig7": (2e-3, 8e-3, 3e-2, 0.12),
+}
+#: 004 App. B.2's learning rates, per figure and method.
+PAPER_LEARNING_RATES = {
+    "fig6": {"non-private": 2e-3, "paper": 2e-3, "wcs": 1e-4, "ols": 1e-4},
+    "fig7": {"non-private": 2e-3, "paper": 2e-3, "wcs": 2e-3, "ols": 2e-3},
+}
 EPSILON = 0.015
 DELTA = 1e-6
 #: δ of each run's composed ε (the ``[privacy]`` table).
@@ -76,9 +92,31 @@ PUBLISHED_SOURCE = {
     "fig7": "004 Fig. 7 (EMNIST, curves only): non-private > Thm 4.1 > WCS > OLS, WCS close to OLS",
 }
 
+#: The rows of each figure, in the order 004 Figs. 6-7 rank them (best first).
+LABELS = ("non-private", "paper", "wcs", "ols")
 
-def scale(*, quick: bool = False, medium: bool = False) -> dict[str, Any]:
-    """Iterations, evaluations and learning-rate grid of the chosen scale (full, ``quick`` or ``medium``)."""
+
+def paired_claims(figure: str) -> list[dict[str, str]]:
+    """The claims compared by seed (``ampfl.reproduce._seeds.paired_interval`` of the final accuracies):
+    each adjacent step of 004's ordering non-private > Thm 4.1 > WCS > OLS and, in Fig. 7, WCS close to OLS
+    (the same difference, read as near 0)."""
+    if figure not in PUBLISHED_SOURCE:
+        raise ValueError(f"figure must be fig6 or fig7. Found {figure!r}.")
+    short = {"non-private": "non-private", "paper": "Thm 4.1 (printed σ)", "wcs": "WCS", "ols": "OLS"}
+    claims = [
+        {"claim": f"{short[high]} above {short[low]}", "minuend": high, "subtrahend": low}
+        for high, low in itertools.pairwise(LABELS)
+    ]
+    if figure == "fig7":
+        claims.append(
+            {"claim": "WCS close to OLS (difference near 0)", "minuend": "wcs", "subtrahend": "ols"}
+        )
+    return claims
+
+
+def scale(*, quick: bool = False, medium: bool = False, figure: str = "fig6") -> dict[str, Any]:
+    """Iterations, evaluations and learning-rate grid of the chosen scale (full, ``quick`` or ``medium``);
+    the medium grid is ``figure``'s."""
     if quick:
         return {
             "iterations": QUICK_ITERATIONS,
@@ -89,7 +127,7 @@ def scale(*, quick: bool = False, medium: bool = False) -> dict[str, Any]:
         return {
             "iterations": MEDIUM_ITERATIONS,
             "evaluations": MEDIUM_EVALUATIONS,
-            "grid": QUICK_LEARNING_RATES,
+            "grid": MEDIUM_LEARNING_RATES[figure],
         }
     return {"iterations": ITERATIONS, "evaluations": EVALUATIONS, "grid": LEARNING_RATES}
 
@@ -199,9 +237,9 @@ def _figure(figure: str, out: Path, *, quick: bool, medium: bool = False, seed: 
     from ampfl.io import atomic_write_csv
     from ampfl.reproduce._plot import legend_below, new_figure, plot_accuracy, save, scale_fields, scale_note
 
-    chosen = scale(quick=quick, medium=medium)
+    chosen = scale(quick=quick, medium=medium, figure=figure)
     iterations, evaluations, grid = chosen["iterations"], chosen["evaluations"], chosen["grid"]
-    labels = ("non-private", "paper", "wcs", "ols")
+    labels = LABELS
     try:
         task = build_task(_config(figure, labels[0], iterations, grid[0], evaluations, seed))
     except DataUnavailableError as exc:
@@ -279,6 +317,7 @@ def _figure(figure: str, out: Path, *, quick: bool, medium: bool = False, seed: 
         "results": results,
         "runs": runs,
         "sigma_check": check,
+        "paired": paired_claims(figure),
     }
 
 
