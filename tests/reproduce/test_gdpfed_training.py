@@ -85,3 +85,60 @@ def test_gdpfed_table2_quick(tiny: None, tmp_path: Path) -> None:
     plus = by_method["gdpfed_plus_kappa0.5"]["noise_energy"]  # top-κ after the noise keeps κ + 2tφ(t) of it
     assert plus["measured"] == pytest.approx(plus["expected_topk"], rel=0.1)
     assert plus["measured"] > 1.5 * plus["expected"]
+    # the claims compared by seed name rows of this run, of their own dataset
+    rows = {(r["dataset"], r["method"]) for r in result["results"]}
+    assert result["paired"]
+    for claim in result["paired"]:
+        assert (claim["dataset"], claim["minuend"]) in rows
+        assert (claim["dataset"], claim["subtrahend"]) in rows
+        assert claim["claim"].startswith(f"{claim['dataset']}: ")
+
+
+def test_gdpfed_paired_claims_name_rows() -> None:
+    from ampfl.reproduce._gdpfed_rows import PAIRED, paired_claims
+
+    datasets = tuple(gdpfed_training.SETTINGS)
+    claims = paired_claims(datasets, list(gdpfed_training.METHODS))
+    assert len(claims) == len(PAIRED) * len(datasets)  # every claim's rows are methods of the figure
+    for claim in claims:
+        assert {claim["minuend"], claim["subtrahend"]} <= set(gdpfed_training.METHODS)
+        assert claim["minuend"] != claim["subtrahend"]
+    pairs = {(c["minuend"], c["subtrahend"]) for c in claims}
+    for baseline in ("dp_fedavg", "dp_fedavg_per_group"):  # both readings of DP-FedAvg
+        assert ("gdpfed", baseline) in pairs
+    for plus in ("gdpfed_plus", "gdpfed_plus_kappa0.5", "gdpfed_plus_ranked"):  # every κ rule
+        assert (plus, "gdpfed") in pairs
+    # a row left out of the run drops the claims that name it
+    assert all(
+        "gdpfed_plus" not in (c["minuend"], c["subtrahend"])
+        for c in paired_claims(["digits"], ["gdpfed", "gdpfed_minus"])
+    )
+
+
+def test_gdpfed_paired_by_dataset() -> None:
+    """The same method labels on two datasets: each claim pairs its own dataset's rows, by seed."""
+    from ampfl.reproduce._gdpfed_rows import paired_by_dataset, paired_claims
+
+    def row(dataset: str, method: str, values: list[float]) -> dict[str, object]:
+        return {"dataset": dataset, "method": method, "final_accuracy": {"values": values}}
+
+    results = [
+        row("digits", "gdpfed", [0.9, 0.8, 0.7]),
+        row("digits", "dp_fedavg", [0.8, 0.8, 0.8]),
+        row("fmnist", "gdpfed", [0.5, 0.5, 0.5]),
+        row("fmnist", "dp_fedavg", [0.6, 0.65, 0.7]),
+    ]
+    claims = paired_claims(["digits", "fmnist"], ["gdpfed", "dp_fedavg"])
+    out = {c["dataset"]: c for c in paired_by_dataset(results, claims)}
+    assert out["digits"]["differences"] == pytest.approx([0.1, 0.0, -0.1])
+    assert out["fmnist"]["differences"] == pytest.approx([-0.1, -0.15, -0.2])
+    assert out["fmnist"]["mean"] == pytest.approx(-0.15)
+    assert out["fmnist"]["low"] < out["fmnist"]["mean"] < out["fmnist"]["high"] < 0
+
+
+def test_gdpfed_medium_grids() -> None:
+    """At least three learning rates per dataset at medium scale, the quick grid among them."""
+    for dataset in gdpfed_training.SETTINGS:
+        medium = gdpfed_training._grid(dataset, False, True)
+        assert len(medium) >= 3 and list(medium) == sorted(set(medium))
+        assert set(gdpfed_training._grid(dataset, True, False)) <= set(medium)

@@ -156,3 +156,61 @@ def verdicts(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
             )
         out[dataset] = found
     return out
+
+
+#: The private rows IDP-FedAvg is compared with (001's verdict: "the best private method by the mean").
+PRIVATE = (
+    "dp_fedavg",
+    "dp_fedavg_per_group",
+    "gdpfed",
+    "gdpfed_minus",
+    "gdpfed_plus",
+    "gdpfed_plus_kappa0.5",
+    "gdpfed_plus_ranked",
+    "pfa",
+)
+#: (claim, minuend, subtrahend) compared by seed on every dataset: 001's ordering DP-FedAvg < GDPFed <
+#: GDPFed+ < P-FedAvg under each reading of the baseline and each κ rule, GDPFed− against GDPFed and the
+#: moderate κ rows against GDPFed− (001's Table VIII), and IDP-FedAvg against every other private row.
+PAIRED: tuple[tuple[str, str, str], ...] = (
+    ("GDPFed above DP-FedAvg (a), one sum over all clients", "gdpfed", "dp_fedavg"),
+    ("GDPFed above DP-FedAvg (b), one noisy sum per group at ε_min", "gdpfed", "dp_fedavg_per_group"),
+    ("GDPFed+ (planner's κ) above GDPFed", "gdpfed_plus", "gdpfed"),
+    ("GDPFed+ (κ = 0.5) above GDPFed", "gdpfed_plus_kappa0.5", "gdpfed"),
+    ("GDPFed+ (κ by budget rank) above GDPFed", "gdpfed_plus_ranked", "gdpfed"),
+    ("GDPFed− (planner's q_g, κ = 1) above GDPFed", "gdpfed_minus", "gdpfed"),
+    ("GDPFed+ (κ = 0.5) above GDPFed−", "gdpfed_plus_kappa0.5", "gdpfed_minus"),
+    ("GDPFed+ (κ by budget rank) above GDPFed−", "gdpfed_plus_ranked", "gdpfed_minus"),
+    ("P-FedAvg above GDPFed+ (planner's κ)", "p_fedavg", "gdpfed_plus"),
+    ("P-FedAvg above GDPFed+ (κ = 0.5)", "p_fedavg", "gdpfed_plus_kappa0.5"),
+    ("P-FedAvg above GDPFed+ (κ by budget rank)", "p_fedavg", "gdpfed_plus_ranked"),
+    *(("IDP-FedAvg above every other private method", "idp_fedavg", m) for m in PRIVATE),
+)
+
+
+def paired_claims(datasets: Sequence[str], methods: Sequence[str]) -> list[dict[str, str]]:
+    """The claims of :data:`PAIRED` whose two rows are in ``methods``, once per dataset: dicts
+    ``{"claim", "minuend", "subtrahend", "dataset"}`` (:mod:`ampfl.reproduce._seeds`; the claim's text
+    starts with the dataset, and the two rows are that dataset's)."""
+    return [
+        {"claim": f"{dataset}: {claim}", "minuend": a, "subtrahend": b, "dataset": dataset}
+        for dataset in datasets
+        for claim, a, b in PAIRED
+        if a in methods and b in methods
+    ]
+
+
+def paired_by_dataset(results: list[dict[str, Any]], claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`ampfl.reproduce._seeds.paired_interval` of each claim over the aggregated ``results`` rows
+    (per-seed values in seed order), the minuend and subtrahend taken from the claim's ``dataset``
+    (every dataset has the same method labels, so a lookup by label alone would pair the wrong rows)."""
+    from ampfl.reproduce._seeds import paired_interval
+
+    rows = {(row.get("dataset"), row["method"]): row for row in results}
+    out = []
+    for claim in claims:
+        dataset = claim.get("dataset")
+        a = rows[(dataset, claim["minuend"])]["final_accuracy"]["values"]
+        b = rows[(dataset, claim["subtrahend"])]["final_accuracy"]["values"]
+        out.append({**claim, **paired_interval(a, b)})
+    return out

@@ -25,9 +25,12 @@ result's ``verdicts`` compare GDPFed with each baseline and each GDPFed+ κ row 
 ``quick=True`` (``ampfl reproduce gdpfed-table2 --quick``): digits and a Fashion-MNIST subset, fewer rounds
 and the quick grid (a few minutes on 2 cores). ``medium=True`` (``--medium``, several seeds): digits at the
 full setting, Fashion-MNIST with the quick subset of clients and 40 rounds, Shakespeare with the quick GRU
-at the full participation q = 0.05 for 10 rounds; the quick grid for every method (``medium_*`` keys of
-``SETTINGS``). ``seed``: the runs' seed (partition, initialisation, sampling, noise). Finished runs of the
-same configuration are reused.
+at the full participation q = 0.05 for 10 rounds (``medium_*`` keys of ``SETTINGS``); per dataset one
+grid for every method (``medium_learning_rates``): the quick grid widened on each side where a method
+chose its edge in a seed. The summary's ``paired`` lists the claims compared by seed
+(:func:`ampfl.reproduce._gdpfed_rows.paired_claims`, one set per dataset, each naming its dataset).
+``seed``: the runs' seed (partition, initialisation, sampling, noise). Finished runs of the same
+configuration are reused.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ampfl.reproduce._gdpfed_rows import dp_fedavg_noise, result_row, verdicts
+from ampfl.reproduce._gdpfed_rows import dp_fedavg_noise, paired_claims, result_row, verdicts
 
 BUDGETS = (1.0, 2.0, 4.0)
 DELTA = 1e-5
@@ -75,6 +78,9 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "quick_clients": 471,
         "medium_rounds": 60,
         "medium_clients": 471,
+        # the quick grid widened upwards three times: every method chose η = 0.9 of {0.1, 0.3, 0.9} (5 seeds);
+        # P-FedAvg and dp_fedavg_per_group η = 2.7 of {0.1, .., 2.7} (seed 0); P-FedAvg η = 8.1 (seed 0)
+        "medium_learning_rates": (0.1, 0.3, 0.9, 2.7, 8.1, 24.3),
     },
     "fmnist": {
         "clients": 3000,
@@ -87,6 +93,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "quick_clients": 1200,
         "medium_rounds": 40,
         "medium_clients": 1200,
+        # the quick grid, widened downwards: PFA chose its lowest η = 0.1 in one seed (5-seed run)
+        "medium_learning_rates": (0.03, 0.1, 0.3, 0.9),
     },
     # natural partition (one client per role, ampfl.fl.data.shakespeare); slow on CPU: its own figure
     "shakespeare": {
@@ -103,7 +111,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "quick_options": {"hidden": 32},
         "quick_rounds": 3,
         "medium_clients": 0,
-        "medium_learning_rates": (1.0,),
+        # the full grid and one step up (10 rounds: the top of the full grid is likely to be chosen)
+        "medium_learning_rates": (0.5, 1.0, 2.0, 4.0),
         "medium_participation": 0.05,  # q = 0.02 leaves IDP-FedAvg no rate for the ε = 1 group (measured)
         "medium_options": {"hidden": 32},
         "medium_rounds": 10,
@@ -389,6 +398,8 @@ def table2(
         "results": results,
         "runs": runs,
         "verdicts": verdicts(results),
+        # compared by seed (ampfl.reproduce._seeds): each claim names its dataset, whose rows it pairs
+        "paired": paired_claims([d for d, _ in used], list(METHODS)),
         "ordering": {
             dataset: [
                 r["method"]
