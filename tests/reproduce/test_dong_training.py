@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ampfl.reproduce import figure_names
+from ampfl.reproduce import dong_training, figure_names
 from ampfl.reproduce.dong_training import QUICK, table1_training
 
 TINY = dataclasses.replace(
@@ -31,6 +31,32 @@ TINY = dataclasses.replace(
 
 def test_registered() -> None:
     assert "dong-table1-training" in figure_names()
+    assert "dong-table1-regime" in figure_names()
+
+
+@pytest.mark.parametrize("name", ["FULL", "MEDIUM", "QUICK", "REGIME", "REGIME_QUICK"])
+def test_paired_claims_name_existing_rows(name: str) -> None:
+    s = getattr(dong_training, name)
+    claims = dong_training.paired_claims(s)
+    for claim in claims:
+        assert {"claim", "minuend", "subtrahend"} <= set(claim)
+        assert claim["minuend"] in s.methods and claim["subtrahend"] in s.methods, claim
+    pairs = {(c["minuend"], c["subtrahend"]) for c in claims}
+    splits = [m for m in s.methods if m.startswith("split-")]
+    assert {("standard", m) for m in splits} <= pairs
+    for d in (3, 8):
+        if f"split-{d}" in s.methods:
+            assert (f"split-{d}", f"split-{d}-no-amplification") in pairs
+    assert (("standard-bis", "standard") in pairs) == ("standard-bis" in s.methods)
+
+
+def test_medium_grid_and_regime() -> None:
+    m, r = dong_training.MEDIUM, dong_training.REGIME
+    assert len(m.learning_rates) >= 3 and len(r.learning_rates) >= 3
+    assert dong_training.QUICK.learning_rates == (0.05, 0.1)  # the quick setting is unchanged
+    # the regime is 002 Table 1's: q = 0.25, 400 steps, epsilon = 8, with an amplified/unamplified pair
+    assert r.sampling_rate == 0.25 and round(r.epochs / r.sampling_rate) == 400 and r.epsilons == (8.0,)
+    assert {"standard", "split-8", "split-8-no-amplification"} <= set(r.methods)
 
 
 @pytest.mark.slow
@@ -54,8 +80,14 @@ def test_tiny_table(tmp_path: Path) -> None:
     assert split["noise_std_over_clip"] < standard["noise_std_over_clip"]
     assert baseline["noise_std_over_clip"] == pytest.approx(standard["noise_std_over_clip"], rel=0.01)
     assert split["paper_reading_noise_std_over_clip"] < split["noise_std_over_clip"]
+    assert out["paired"] == dong_training.paired_claims(TINY)
     for f in out["files"]:
         assert Path(f).exists()
     with open(tmp_path / "dong_table1_training.csv", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == len(TINY.methods) * len(TINY.learning_rates)
+    # a second run into the same folder reuses the finished fine-tuning runs (the stored results)
+    stored = sorted((tmp_path / "finetune").glob("*.json"))
+    assert len(stored) == len(rows)
+    again = table1_training(tmp_path, setting=TINY)
+    assert [r["final_accuracy"] for r in again["results"]] == [r["final_accuracy"] for r in out["results"]]

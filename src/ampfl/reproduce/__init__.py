@@ -54,6 +54,9 @@ FIGURES: dict[str, FigureEntry] = {
     "dong-table1-training": FigureEntry(
         "dong_training", "table1_training", "002 Table 1 as training: split/BIS vs DP-SGD (train extra)"
     ),
+    "dong-table1-regime": FigureEntry(
+        "dong_training", "table1_regime", "002 Table 1 as training at 002's q = 0.25 (train extra)"
+    ),
     "gdpfed-fig1": FigureEntry("gdpfed", "figure1", "001 Fig. 1: optimal group sampling rates vs epsilon_3"),
     "gdpfed-table2": FigureEntry(
         "gdpfed_training", "table2", "001 Table II/III, Fig. 2: GDPFed(+) vs DP-FedAvg training (train extra)"

@@ -22,10 +22,20 @@ amplification against no splitting. Here, scaled to this machine (docs/partition
   paper's own Table 1 reading (binomial expansion, remove direction only, not sound) is listed next to each
   split method (``paper_reading_noise_std_over_clip``) but never trained with.
 - every method runs the same learning-rate grid and is reported at its best final accuracy (the grid search
-  is not accounted, as in 002).
+  is not accounted, as in 002; 002 states no learning rate).
 - scales: ``FULL``, ``QUICK`` (``--quick``) and ``MEDIUM`` (``--medium``, several seeds: the quick
-  fine-tuning set and grid, a larger pre-training and test set, 002's ε = 8 instead of 2). ``seed`` seeds
-  the pre-training and the DP fine-tuning; the two halves of the data are the same for every seed.
+  fine-tuning set, a larger pre-training and test set, 002's ε = 8 instead of 2, η ∈ {0.05, 0.1, 0.2, 0.4}:
+  the quick grid widened upwards, since every method chose its top edge 0.1 there). ``seed`` seeds the
+  pre-training and the DP fine-tuning; the two halves of the data are the same for every seed.
+- ``dong-table1-regime`` (:func:`table1_regime`, :data:`REGIME`) is the same experiment in 002 Table 1's own
+  regime: q = 0.25, 400 steps (100 epochs), ε = 8, where the split's sound noise credit is large; the DP
+  fine-tuning set is 200 examples (expected batch 50) and the methods are standard and d = 8 (the largest
+  credit) so that it fits a medium run.
+- the summary lists, in ``paired``, the claims compared by seed (:func:`paired_claims`: each amplified split
+  minus its unamplified twin, standard minus each split, BIS minus Poisson) when it has one target ε;
+  ``ampfl.reproduce._seeds.run_seeds`` adds their paired 95 % intervals.
+- each fine-tuning run's result is stored under ``OUT/finetune``; running again into the same folder reuses
+  the finished runs of the same configuration (an interrupted or widened run resumes).
 """
 
 from __future__ import annotations
@@ -85,7 +95,7 @@ MEDIUM = Setting(
     sampling_rate=0.005,
     epochs=2,
     epsilons=(8.0,),
-    learning_rates=(0.05, 0.1),
+    learning_rates=(0.05, 0.1, 0.2, 0.4),
 )
 #: 002 Table 1 (ResNet-101, CIFAR-10, ε = 8): validation accuracy per method (relaxation = standard).
 PUBLISHED = {
@@ -97,7 +107,39 @@ PUBLISHED = {
 }
 PUBLISHED_EPSILON = 8.0
 PUBLISHED_SOURCE = "002 Table 1, ResNet-101 on CIFAR-10, epsilon = 8 (not Fashion-MNIST: compare orderings)"
-QUICK = dataclasses.replace(MEDIUM, pretrain_examples=6000, test_examples=2000, epsilons=(2.0,))
+QUICK = dataclasses.replace(
+    MEDIUM, pretrain_examples=6000, test_examples=2000, epsilons=(2.0,), learning_rates=(0.05, 0.1)
+)
+#: 002's own regime (``ampfl reproduce dong-table1-regime``): 002 Table 1's q = 0.25, 400 steps (100
+#: epochs) and ε = 8, where the split's sound noise credit is large (``dong-credit``); to fit a medium run
+#: the DP fine-tuning set is 200 examples (expected batch 50) instead of the medium 2,000. No BIS twin.
+REGIME = dataclasses.replace(
+    MEDIUM,
+    finetune_examples=200,
+    sampling_rate=0.25,
+    epochs=100,
+    learning_rates=(0.1, 0.2, 0.4),
+    methods=("standard", "split-8-no-amplification", "split-8"),
+)
+REGIME_QUICK = dataclasses.replace(
+    REGIME, pretrain_examples=6000, test_examples=2000, epochs=10, learning_rates=(0.1,)
+)
+
+
+def paired_claims(s: Setting) -> list[dict[str, str]]:
+    """The claims compared by seed (``ampfl.reproduce._seeds.paired_interval``) among ``s.methods``:
+    each amplified split minus its unamplified twin, standard minus each split, BIS minus Poisson."""
+    claims = []
+    for d in (3, 8):
+        split, twin = f"split-{d}", f"split-{d}-no-amplification"
+        if split in s.methods and twin in s.methods:
+            claims.append({"claim": f"amplification gain (d = {d})", "minuend": split, "subtrahend": twin})
+    for method in s.methods:
+        if method.startswith("split-") and "standard" in s.methods:
+            claims.append({"claim": f"standard above {method}", "minuend": "standard", "subtrahend": method})
+    if "standard-bis" in s.methods and "standard" in s.methods:
+        claims.append({"claim": "BIS above Poisson", "minuend": "standard-bis", "subtrahend": "standard"})
+    return claims
 
 
 def _halves(dataset: Any, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -224,6 +266,44 @@ def finetune(task: Any, start: Any, params: dict[str, Any], *, seed: int = 0) ->
     }
 
 
+def _finetune_once(
+    out: Path, task: Any, start: Any, s: Setting, method: str, eps: float, lr: float, seed: int
+) -> dict[str, Any]:
+    """:func:`finetune`, or its stored result when ``out`` holds one of the same configuration (an
+    interrupted or widened run resumes)."""
+    import json
+
+    from ampfl.io import atomic_write_json
+
+    params = _params(method, s, eps, lr)
+    key = {
+        "params": params,
+        "seed": seed,
+        "pretrain": [s.pretrain_examples, s.pretrain_epochs],
+        "data": [s.finetune_examples, s.test_examples],
+    }
+    path = out / "finetune" / f"{method}_eps{eps:g}_lr{lr:g}.json"
+    if path.exists():
+        try:
+            stored = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            stored = None
+        if isinstance(stored, dict) and stored.get("key") == json.loads(json.dumps(key)):
+            return dict(stored["run"])
+    run = finetune(task, start, params, seed=seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, {"key": key, "run": run})
+    return run
+
+
+def table1_regime(out: Path, *, quick: bool = False, medium: bool = False, seed: int = 0) -> dict[str, Any]:
+    """002 Table 1 in 002's own regime (:data:`REGIME`: q = 0.25, ε = 8) as training; ``quick``:
+    :data:`REGIME_QUICK`. Same files and keys as :func:`table1_training`."""
+    return table1_training(
+        out, setting=REGIME_QUICK if quick else REGIME, quick=quick, medium=medium, seed=seed
+    )
+
+
 def table1_training(
     out: Path,
     *,
@@ -275,7 +355,7 @@ def table1_training(
             paper = _paper_reading(method, s, eps)
             for lr in s.learning_rates:
                 run = {"method": method, "target_epsilon": eps, "learning_rate": lr}
-                run.update(finetune(task, start, _params(method, s, eps, lr), seed=seed))
+                run.update(_finetune_once(out, task, start, s, method, eps, lr, seed))
                 run["paper_reading_noise_std_over_clip"] = None if paper is None else paper / math.sqrt(2.0)
                 run["published"] = PUBLISHED.get(method) if eps == PUBLISHED_EPSILON else None
                 run["published_source"] = PUBLISHED_SOURCE
@@ -309,6 +389,8 @@ def table1_training(
         "runs": runs,
         "seconds": time.monotonic() - started,
     }
+    if len(s.epsilons) == 1:  # the claims name rows by method alone
+        summary["paired"] = paired_claims(s)
     json_path = atomic_write_json(out / "dong_table1_training.json", summary)
     files.append(str(json_path))
     return summary
@@ -343,4 +425,4 @@ def _plot(
     return Path(save(fig, out / "dong_table1_training.png", note=note))
 
 
-FIGURES = {"dong-table1-training": table1_training}
+FIGURES = {"dong-table1-training": table1_training, "dong-table1-regime": table1_regime}
