@@ -193,10 +193,13 @@ def test_cnn_low_rank_path_equals_vmap_path(
     assert float(moved[:, fm.spec.slice_of("classifier.0.weight")].abs().max()) > 0  # the layer trained
 
 
-@pytest.mark.parametrize("name,chunk", [("cnn", None), ("cnn", 2), ("logreg", None)])
+@pytest.mark.parametrize(
+    "name,chunk", [("cnn", None), ("cnn", 2), ("logreg", None), ("logreg", 2), ("mlp", None), ("mlp", 2)]
+)
 def test_average_equals_mean_of_the_clients(name: str, chunk: int | None) -> None:
     # local_sgd(average=True) gives the clients' mean parameters ([d]) and the same losses; for the CNN from
-    # the low-rank factors without forming the K models (LowRankLinear.add_sum), summed over chunks.
+    # the low-rank factors without forming the K models (LowRankLinear.add_sum), else each chunk adding the
+    # sum of its rows (chunks of 2 of 5 clients: a shorter last chunk).
     case = next(c for c in CASES if c[0] == name)
     fm, x, y, batches, start = _setup(*case, k=5, q=2, b=3)
     engine = Engine(EngineOptions(chunk_size=chunk))

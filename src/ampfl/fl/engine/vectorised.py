@@ -18,8 +18,9 @@ Pipeline of :meth:`Engine.local_sgd` (one call per round):
    w_i ← w_i − η g_i (000 Eq. 2b), in place in one ``[k, d]`` buffer — or, in plain local SGD through
    ``forward_stacked`` (the CNN), with the model's large linear layers kept as the start plus a low-rank
    update (:func:`ampfl.fl.engine.low_rank.low_rank_local_sgd`);
-3. return the final parameters (or, with ``average=True``, only their mean, which the low-rank path forms
-   without the K models) and each client's mean loss over its Q steps.
+3. return the final parameters (or, with ``average=True``, only their mean: each chunk adds the sum of its
+   rows, so the K models are never held at once; the low-rank path forms it without the K models at all)
+   and each client's mean loss over its Q steps.
 
 ``EngineOptions(vectorized=False)`` runs the sequential reference (:mod:`ampfl.fl.engine.sequential`): a
 Python loop over clients and steps with plain autograd (and a loop over examples for per-sample clipping); it
@@ -57,11 +58,12 @@ from ampfl.fl.engine.sequential import ChunkSteps, autograd_step, local_sgd_sequ
 from ampfl.fl.models.base import FLModel
 
 #: Most clients per chunk on the CPU (when ``chunk_size`` is not given): enough for the vectorised calls to
-#: be wide (the per-client time is flat from about 1 000 clients on), few enough that a chunk's per-step
-#: tensors stay well below glibc's largest heap block (32 MiB, :func:`keep_freed_heap`) and its peak memory
-#: small (MLP(64), K = 10⁴: 390 instead of 540 MB). Every client's result is independent of the chunking
-#: (bit for bit on the CPU), so the cap changes no number.
-CPU_MAX_CHUNK = 2048
+#: be wide, few enough that a chunk's per-step tensors stay well below glibc's largest heap block (32 MiB,
+#: :func:`keep_freed_heap`) and its peak memory small. A FedAvg round at K = 10⁴ (CPU time, one thread,
+#: bench/scale.py's workload) measured 512 against 2 048: logreg 120–126 / 145–149 ms, MLP(64) 468 / 522 ms,
+#: MLP(1024) 5.0 / 7.3 s; 128 and 32 were slower again. Every client's result is independent of the
+#: chunking (bit for bit on the CPU); an average sums chunk by chunk, so the cap moves it at float rounding.
+CPU_MAX_CHUNK = 512
 
 GradHook = Callable[[int, np.ndarray, torch.Tensor], torch.Tensor]
 """``(step, client_ids [k], grads [k, d]) -> grads``; must derive any randomness from the client ids so that
@@ -188,7 +190,8 @@ class Engine:
             grad_hook: transforms each step's gradients (see :data:`GradHook`).
             average: return the mean of the K final parameter vectors (``params`` of shape ``[d]``, what
                 FedAvg keeps, 000 Eq. 3) instead of all of them: the same numbers as ``params.mean(0)`` up
-                to float rounding; on the low-rank path (:func:`ampfl.fl.engine.low_rank.low_rank_local_sgd`)
+                to float rounding, each chunk adding the sum of its rows (at most one chunk of models is
+                held); on the low-rank path (:func:`ampfl.fl.engine.low_rank.low_rank_local_sgd`)
                 without forming the K models (one matrix product over all clients' factors instead of K).
             clip_updates: return instead the sum Σ_i clip_C(w_i − start_i) of the updates, each clipped to
                 this L2 norm C (``params`` ``[d]``, DP-FedAvg's sum), and their norms ‖w_i − start_i‖
@@ -223,22 +226,10 @@ class Engine:
             return LocalResult(clipped.sum(0), res.loss, row_norms)
         norms: list[torch.Tensor] = []  # of the clipped updates, chunk by chunk (clip_updates)
         summed = average or clip_updates is not None  # the chunks add to one [d] vector
-        if average and not (low_rank and k):
-            res = self.local_sgd(
-                model,
-                start,
-                x,
-                y,
-                batches,
-                learning_rate=learning_rate,
-                weights=weights,
-                per_sample_clip=per_sample_clip,
-                client_ids=client_ids,
-                grad_hook=grad_hook,
-            )
-            return LocalResult(res.params.mean(0), res.loss)
-        # every chunk writes its rows (no concatenation), or adds the sum of its rows (average)
+        # every chunk writes its rows (no concatenation), or adds the sum of its rows (average): off the
+        # low-rank path through one [chunk, d] scratch buffer, so the K models are never held at once
         out = start.new_zeros(model.dim) if summed else start.new_empty(k, model.dim)
+        scratch: torch.Tensor | None = None
         home, moved = start.device, self._moves(start.device)
         work = out
         if moved:  # the chunks compute on the device; their rows come back to ``out`` chunk by chunk
@@ -251,7 +242,13 @@ class Engine:
         losses, lo = [], 0
         while lo < k:
             sl = slice(lo, min(k, lo + size))
-            dest = work if summed else out[sl] if not moved else start.new_empty(sl.stop - lo, model.dim)
+            n = sl.stop - lo
+            if summed and not low_rank:
+                if scratch is None or scratch.shape[0] < n:
+                    scratch = work.new_empty(n, model.dim)
+                dest = scratch[:n]
+            else:
+                dest = work if summed else out[sl] if not moved else start.new_empty(n, model.dim)
             kept = work.clone() if moved and summed else None
             try:
                 steps = ChunkSteps(
@@ -265,6 +262,8 @@ class Engine:
                 )
                 if clip_updates is None:
                     l_ = run(model, dest, start[sl], steps)
+                    if summed and not low_rank:
+                        work.add_(dest.sum(0))
                 else:  # the low-rank path: Σ of the chunk's clipped updates, from the factors
                     fused = self._low_rank_names(model, per_sample_clip, grad_hook)
                     s = steps
@@ -277,6 +276,7 @@ class Engine:
                     raise
                 size = max(1, size // 2)  # the estimate was short: the chunk again, halved
                 del dest  # (its buffer, before the cache is emptied)
+                scratch = None
                 if kept is not None:
                     work.copy_(kept)
                 torch.cuda.empty_cache()
