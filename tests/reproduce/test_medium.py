@@ -33,7 +33,7 @@ TRAINING = sorted(name for name in figure_names() if has_quick(figure_function(n
 
 
 def test_every_training_figure_has_a_medium_setting() -> None:
-    assert len(TRAINING) == 10
+    assert len(TRAINING) == 11
     assert [name for name in figure_names() if has_medium(figure_function(name))] == TRAINING
 
 
@@ -228,7 +228,8 @@ def test_gdpfed_medium(dataset: str) -> None:
     from ampfl.reproduce import gdpfed_training as g
 
     grid = g._grid(dataset, False, True)
-    assert grid and grid == g._grid(dataset, True, False)  # the quick grid for every method
+    # one grid for every method: at least 3 values, the quick grid among them (widened at chosen edges)
+    assert len(grid) >= 3 and set(g._grid(dataset, True, False)) <= set(grid)
     quick = g._config(dataset, "gdpfed", grid[0], quick=True, clients=300)
     for method in g.METHODS:
         medium = g._config(dataset, method, grid[0], quick=False, medium=True, clients=300, seed=3)
@@ -242,7 +243,7 @@ def test_pm_sfl_medium() -> None:
     medium = p.setting_of(medium=True)
     assert medium != p.QUICK and p.QUICK["rounds"] < medium["rounds"] < p.FULL["rounds"]
     assert set(medium) == set(p.QUICK) == set(p.FULL)
-    assert set(medium["learning_rates"]) <= set(p.FULL["learning_rates"])
+    assert len(medium["learning_rates"]) >= 3 and 1e-3 in medium["learning_rates"]  # 003's Adam rate
     for algorithm, extra in {**p.METHODS, **p.HETERO_METHODS}.values():
         for lr in medium["learning_rates"]:
             config = p._config(algorithm, extra, lr, medium, seed=4)
