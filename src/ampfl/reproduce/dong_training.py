@@ -118,7 +118,7 @@ REGIME = dataclasses.replace(
     finetune_examples=200,
     sampling_rate=0.25,
     epochs=100,
-    learning_rates=(0.1, 0.2, 0.4),
+    learning_rates=(0.05, 0.1, 0.2, 0.4),
     methods=("standard", "split-8-no-amplification", "split-8"),
 )
 REGIME_QUICK = dataclasses.replace(
