@@ -117,7 +117,8 @@ def test_gdpfed_paired_claims_name_rows() -> None:
 
 def test_gdpfed_paired_by_dataset() -> None:
     """The same method labels on two datasets: each claim pairs its own dataset's rows, by seed."""
-    from ampfl.reproduce._gdpfed_rows import paired_by_dataset, paired_claims
+    from ampfl.reproduce._gdpfed_rows import paired_claims
+    from ampfl.reproduce._seeds import paired_claims as paired_by_dataset
 
     def row(dataset: str, method: str, values: list[float]) -> dict[str, object]:
         return {"dataset": dataset, "method": method, "final_accuracy": {"values": values}}

@@ -198,19 +198,3 @@ def paired_claims(datasets: Sequence[str], methods: Sequence[str]) -> list[dict[
         for claim, a, b in PAIRED
         if a in methods and b in methods
     ]
-
-
-def paired_by_dataset(results: list[dict[str, Any]], claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """:func:`ampfl.reproduce._seeds.paired_interval` of each claim over the aggregated ``results`` rows
-    (per-seed values in seed order), the minuend and subtrahend taken from the claim's ``dataset``
-    (every dataset has the same method labels, so a lookup by label alone would pair the wrong rows)."""
-    from ampfl.reproduce._seeds import paired_interval
-
-    rows = {(row.get("dataset"), row["method"]): row for row in results}
-    out = []
-    for claim in claims:
-        dataset = claim.get("dataset")
-        a = rows[(dataset, claim["minuend"])]["final_accuracy"]["values"]
-        b = rows[(dataset, claim["subtrahend"])]["final_accuracy"]["values"]
-        out.append({**claim, **paired_interval(a, b)})
-    return out

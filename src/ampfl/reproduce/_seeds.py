@@ -104,11 +104,18 @@ def paired_interval(
 
 def paired_claims(results: list[dict[str, Any]], claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """:func:`paired_interval` of the final accuracy for each claim (module docstring) over ``results``
-    (the rows :func:`aggregate` returns, whose per-seed values are in seed order)."""
-    rows = {row["method"]: row for row in results}
+    (the rows :func:`aggregate` returns, whose per-seed values are in seed order). A claim with a
+    ``dataset`` key compares that dataset's rows (figures over several datasets repeat the method labels)."""
+    by_dataset = {(row.get("dataset"), row["method"]): row for row in results}
+    by_method = {row["method"]: row for row in results}
+
+    def row(claim: dict[str, Any], key: str) -> dict[str, Any]:
+        found = by_dataset[(claim["dataset"], claim[key])] if "dataset" in claim else by_method[claim[key]]
+        return dict(found["final_accuracy"])
+
     out = []
     for claim in claims:
-        a, b = rows[claim["minuend"]]["final_accuracy"], rows[claim["subtrahend"]]["final_accuracy"]
+        a, b = row(claim, "minuend"), row(claim, "subtrahend")
         out.append({**claim, **paired_interval(a["values"], b["values"])})
     return out
 
