@@ -138,7 +138,7 @@ def test_table1_on_a_tiny_leaf_folder(tmp_path, monkeypatch, capsys):
     import math
 
     from ampfl.cli import main
-    from ampfl.reproduce import pm_sfl_training, run_figure
+    from ampfl.reproduce import pm_sfl_attack, pm_sfl_training, run_figure
 
     rng = np.random.default_rng(1)
     folder = tmp_path / "leaf"
@@ -158,8 +158,8 @@ def test_table1_on_a_tiny_leaf_folder(tmp_path, monkeypatch, capsys):
     for r in out["results"]:  # each of the 4 writers has 1 test example: accuracy is a multiple of 1/4
         assert math.isclose(r["final_accuracy"] * 4, round(r["final_accuracy"] * 4), abs_tol=1e-9)
     assert (tmp_path / "t" / "femnist" / "pm_sfl" / "lr0.05" / "summary.json").is_file()
-    monkeypatch.setattr(pm_sfl_training, "ATTACK_STEPS", 2)
-    monkeypatch.setattr(pm_sfl_training, "ATTACK_IMAGES", 2)
+    monkeypatch.setattr(pm_sfl_attack, "ATTACK_STEPS", 2)
+    monkeypatch.setattr(pm_sfl_attack, "ATTACK_IMAGES", 2)
     hit = run_figure("pm-sfl-attack", tmp_path / "a", quick=True, dataset="femnist", data_path=str(folder))
     assert hit["dataset"] == "femnist" and all(r["psnr"] > 0 for r in hit["results"])
     assert {r["gradient_matching"] for r in hit["results"]} == {False, True}

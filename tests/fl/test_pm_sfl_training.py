@@ -178,7 +178,7 @@ def test_bad_model_is_rejected():
 def test_reproductions_run_tiny(tmp_path, monkeypatch):
     """pm-sfl-table1 and pm-sfl-attack end to end on a tiny Fashion-MNIST setting (files, result keys)."""
     from ampfl.fl.data import DataUnavailableError, load_dataset
-    from ampfl.reproduce import pm_sfl_training, run_figure
+    from ampfl.reproduce import pm_sfl_attack, pm_sfl_training, run_figure
 
     try:
         load_dataset("fmnist")
@@ -189,8 +189,8 @@ def test_reproductions_run_tiny(tmp_path, monkeypatch):
             "channels": [4, 8, 8]}  # fmt: skip
     monkeypatch.setattr(pm_sfl_training, "QUICK", tiny)
     monkeypatch.setattr(pm_sfl_training, "MODEL", {"groups": 2, "split_layer": 2})
-    monkeypatch.setattr(pm_sfl_training, "ATTACK_STEPS", 4)
-    monkeypatch.setattr(pm_sfl_training, "ATTACK_IMAGES", 2)
+    monkeypatch.setattr(pm_sfl_attack, "ATTACK_STEPS", 4)
+    monkeypatch.setattr(pm_sfl_attack, "ATTACK_IMAGES", 2)
     monkeypatch.setattr(
         pm_sfl_training, "HETERO_METHODS", dict(list(pm_sfl_training.HETERO_METHODS.items())[:1])
     )
@@ -202,8 +202,11 @@ def test_reproductions_run_tiny(tmp_path, monkeypatch):
     result = run_figure("pm-sfl-attack", tmp_path / "a", quick=True)
     assert {r["method"] for r in result["results"]} >= {"SplitFed", "PM-SFL"}
     assert all(-1.0 <= r["ssim"] <= 1.0 and r["psnr"] > 0.0 for r in result["results"])
+    assert table["paired"] == pm_sfl_training.paired_claims(pm_sfl_training.PAIRED, pm_sfl_training.METHODS)
     hetero = run_figure("pm-sfl-hetero", tmp_path / "h", quick=True)
     assert [r["method"] for r in hetero["results"]] == list(pm_sfl_training.HETERO_METHODS)
+    assert hetero["paired"] == []  # one hetero method kept: no claim has both its rows
+    assert {r["published_source"] for r in hetero["results"]} == {pm_sfl_training.HETERO_PUBLISHED_SOURCE}
     assert all(Path(f).is_file() for f in table["files"] + result["files"] + hetero["files"])
 
 
@@ -220,3 +223,20 @@ def test_attack_cli_on_a_run_folder(tmp_path, capsys):
     assert all(Path(f).is_file() for f in result["files"])
     assert main(["attack", "dlg", str(tmp_path / "run"), "--client", "6"]) == 2
     assert "--client must be in [0, 5]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["PAIRED", "HETERO_PAIRED"])
+def test_paired_claims_name_existing_rows(name):
+    """Every claim compared by seed names two rows of its table, and a table without one of them drops it."""
+    from ampfl.reproduce import pm_sfl_training as p
+
+    pairs = getattr(p, name)
+    methods = p.METHODS if name == "PAIRED" else p.HETERO_METHODS
+    claims = p.paired_claims(pairs, methods)
+    assert len(claims) == len(pairs) >= 4
+    assert all(c["minuend"] in methods and c["subtrahend"] in methods for c in claims)
+    assert all(c["minuend"] != c["subtrahend"] for c in claims)
+    first = claims[0]["minuend"]
+    assert all(first not in (c["minuend"], c["subtrahend"]) for c in p.paired_claims(pairs, {
+        k: v for k, v in methods.items() if k != first}))  # fmt: skip
+

@@ -87,7 +87,7 @@ FIGURES: dict[str, FigureEntry] = {
     ),
     "ms-pafl-fig6": FigureEntry("ms_pafl", "fig6", "000 Fig. 6: global total epsilon for b = 1, 5, 13"),
     "pm-sfl-attack": FigureEntry(
-        "pm_sfl_training", "attack", "003 Fig. 5: smashed-data attack, SplitFed vs PM-SFL (train extra)"
+        "pm_sfl_attack", "attack", "003 Fig. 5: smashed-data attack, SplitFed vs PM-SFL (train extra)"
     ),
     "pm-sfl-hetero": FigureEntry(
         "pm_sfl_training", "hetero", "003 Table 1 hetero rows: adaptive split depth, Eq. 8 (train extra)"

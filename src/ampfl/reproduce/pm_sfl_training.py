@@ -1,4 +1,4 @@
-"""Paper 003 (PM-SFL, arXiv:2509.14603): Table 1 (first row's setting) and the reconstruction attack, trained.
+"""Paper 003 (PM-SFL, arXiv:2509.14603): Table 1 (first row's setting) and its heterogeneous rows, trained.
 
 Setting (FMNIST stand-in for 003's CIFAR-100/FEMNIST, which are not available offline): Fashion-MNIST split
 over clients with Dirichlet(α = 0.3) label shares (003 Sec. 6.1), the GroupNorm split CNN of
@@ -18,18 +18,13 @@ Eq. 8 (and with personalisation), DepthFL (:mod:`ampfl.fl.split.depthfl`, the sa
 and with DepthFL's bottleneck heads), on the same data and grid. Not reproduced here: HAR; FEMNIST and
 CIFAR-100 only with a user path (``pm-sfl-table1 --dataset``, below).
 
-``pm-sfl-attack``: trains SplitFed and PM-SFL (same setting, a fixed learning rate each), then runs the
-DLG-style smashed-data attack of :mod:`ampfl.fl.split.attack` on ``ATTACK_IMAGES`` training images of client
-0: SplitFed with the exact bottom, PM-SFL with the client's secret mask M ~ Bern(θ_0) and the attacker's
-most likely mask 1[θ > 0.5] (and, as an upper bound on leakage, an oracle that knows M). Reports PSNR and SSIM
-per method and writes a PNG grid. Two more rows add the gradient-matching term (``ATTACK_GRAD_WEIGHT``) where
-the attacker knows the weights the gradient is taken at: SplitFed, and the PM-SFL oracle (PM-SFL itself
-uploads binary masks, which carry no per-example gradient).
+``pm-sfl-attack`` (:mod:`ampfl.reproduce.pm_sfl_attack`) attacks the models of this setting.
 
 ``quick=True``: ``QUICK`` instead of ``FULL`` (fewer clients, rounds and local steps; a smaller grid).
 ``medium=True`` (``--medium``, several seeds): ``MEDIUM``, the quick model and clients with 60 rounds and the
-grid {0.001, 0.01, 0.1, 0.3} for every method (003's Adam rate 1e-3 included; weight methods trained best
-at 0.01 and mask methods at 0.1 on {0.01, 0.1}, so both sides are widened), 1000 test examples per client.
+grid {3e-4, 0.001, 0.01, 0.1, 0.3, 1} for every method (003's Adam rate 1e-3 included; on {0.001 … 0.3}
+DepthFL chose 0.001 and the mask methods 0.3 in some seeds, so both edges are widened), 1000 test examples
+per client.
 ``seed``: the runs' seed (partition, initialisation, sampling, masks).
 
 ``pm-sfl-table1 --dataset NAME [--data-path P]`` (``DATASETS``): ``fmnist`` (default, above); ``femnist``,
@@ -95,7 +90,7 @@ MEDIUM: dict[str, Any] = {
     **QUICK,
     "rounds": 60,
     "evaluations": 3,
-    "learning_rates": (1e-3, 1e-2, 1e-1, 3e-1),
+    "learning_rates": (3e-4, 1e-3, 1e-2, 1e-1, 3e-1, 1.0),
     "eval_examples": 1000,
 }
 #: 003 Table 1, FEMNIST row without system heterogeneity (the only image row whose six numbers map to the
@@ -109,30 +104,41 @@ PUBLISHED = {
     "PM-SFL": 0.8189,
 }
 PUBLISHED_SOURCE = "003 Table 1, FEMNIST row, no system heterogeneity (ResNet-18; not FMNIST: orderings)"
-ATTACK_PUBLISHED_SOURCE = (
-    "003 Fig. 5 (images, no PSNR/SSIM printed): SplitFed's smashed data reveal the inputs, PM-SFL's do not"
+HETERO_PUBLISHED_SOURCE = (
+    "003 Table 1, system-heterogeneous rows (ResNet-18 on CIFAR-100/FEMNIST; no FMNIST number: orderings)"
+)
+#: Claims compared by seed (``ampfl.reproduce._seeds.paired_interval``): (claim, minuend, subtrahend).
+PAIRED: tuple[tuple[str, str, str], ...] = (
+    ("003: PM-SFL beats SplitFed", "PM-SFL", "SplitFed"),
+    ("003: PM-SFL beats SplitFed-PM (fine-grained personalisation)", "PM-SFL", "SplitFed-PM"),
+    ("003: PM-SFL beats SplitFed-DP", "PM-SFL", "SplitFed-DP"),
+    ("003: fine-grained beats layer-level personalisation", "PM-SFL", "PM-SFL (layer-level)"),
+    ("003: PM-SFL beats LG-FedAvg", "PM-SFL", "LG-FedAvg"),
+    ("ours: Standalone beats PM-SFL at this operating point", "Standalone", "PM-SFL"),
+)
+HETERO_PAIRED: tuple[tuple[str, str, str], ...] = (
+    (
+        "003 Eq. 8: knowledge compensation helps",
+        "PM-SFL adaptive depth + compensation (Eq. 8)",
+        "PM-SFL adaptive depth, no compensation",
+    ),
+    ("003: PM-SFL beats DepthFL", "PM-SFL adaptive depth + compensation (Eq. 8)", "DepthFL"),
+    (
+        "003: PM-SFL (personalised) beats DepthFL",
+        "PM-SFL adaptive depth + compensation + personalisation",
+        "DepthFL",
+    ),
+    (
+        "PM-SFL beats DepthFL on masks (both train probabilistic masks)",
+        "PM-SFL adaptive depth + compensation (Eq. 8)",
+        "DepthFL (probabilistic masks)",
+    ),
 )
 ALPHA = 0.3
 BATCH = 32
 C = 0.01
 #: Split CNN options besides the setting's ``channels`` (003 splits after the 2nd of 4 ResNet blocks).
 MODEL = {"groups": 4, "split_layer": 2}
-#: Learning rates of the attack's training runs (SplitFed trains weights, PM-SFL mask scores).
-ATTACK_LR = {"splitfed": 1e-2, "pm_sfl": 1e-1}
-ATTACK_IMAGES = 6
-#: Cases of :func:`ampfl.fl.split.attack.attack_client` on PM-SFL, and their labels.
-PM_CASES = {"masked": "PM-SFL", "oracle": "PM-SFL (oracle: mask known)"}
-#: Attack settings, the best of tv ∈ {0, 0.003, 0.01, 0.03} × steps ∈ {200, 600} against quick SplitFed.
-ATTACK_STEPS = 200
-ATTACK_TV = 0.03
-#: Weight λ of the gradient-matching term in the "+ gradient" rows (relative squared error of the bottom's
-#: gradient, :func:`ampfl.fl.split.attack.reconstruct`), the best of {0.1, 1, 10, 100} against quick SplitFed.
-ATTACK_GRAD_WEIGHT = 10.0
-#: Rows with the gradient term: case of :func:`~ampfl.fl.split.attack.attack_client` -> label.
-GRAD_CASES = {
-    "splitfed": {"exact": "SplitFed (smashed + gradient)"},
-    "pm_sfl": {"oracle": "PM-SFL (oracle: mask known, smashed + gradient)"},
-}
 #: ``pm-sfl-table1 --dataset`` choices -> (what it is, needs ``--data-path``).
 DATASETS: dict[str, tuple[str, bool]] = {
     "fmnist": ("Fashion-MNIST, Dirichlet(0.3) labels", False),
@@ -272,27 +278,44 @@ def _figure(body: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]
     return figure
 
 
+def paired_claims(pairs: tuple[tuple[str, str, str], ...], methods: dict[str, Any]) -> list[dict[str, str]]:
+    """The claims of ``pairs`` (:data:`PAIRED`, :data:`HETERO_PAIRED`) whose two rows are in ``methods``."""
+    return [
+        {"claim": claim, "minuend": a, "subtrahend": b}
+        for claim, a, b in pairs
+        if a in methods and b in methods
+    ]
+
+
 def _comparison(
-    methods: Callable[[], dict[str, tuple[str, dict[str, Any]]]], stem: str, title: str, doc: str
+    methods: Callable[[], dict[str, tuple[str, dict[str, Any]]]],
+    stem: str,
+    title: str,
+    doc: str,
+    published: tuple[dict[str, float], str, tuple[tuple[str, str, str], ...]],
 ) -> Callable[..., dict[str, Any]]:
     """The figure function of one comparison (``pm-sfl-table1``, ``pm-sfl-hetero``): the table ``methods()``
-    (read when the figure runs) trained on the ``dataset``, ``title`` with ``{data}`` for what it is."""
+    (read when the figure runs) trained on the ``dataset``, ``title`` with ``{data}`` for what it is;
+    ``published``: the paper's numbers by label, their source, and the claims compared by seed."""
 
     def body(
         out: Path, quick: bool, dataset: str, data_path: str | None, medium: bool, seed: int
     ) -> dict[str, Any]:
         heading = title.format(data=DATASETS[dataset][0])
-        return _compare(
+        table = methods()
+        summary = _compare(
             out,
             quick,
-            methods(),
+            table,
             stem,
             heading,
+            published[:2],
             dataset=dataset,
             data_path=data_path,
             medium=medium,
             seed=seed,
         )
+        return {**summary, "paired": paired_claims(published[2], table)}
 
     body.__name__ = stem.removeprefix("pm_sfl_")
     body.__doc__ = doc
@@ -305,6 +328,7 @@ table1 = _comparison(
     "003 Table 1 (homogeneous split) on {data}",
     """003 Table 1, no system heterogeneity: Dirichlet α = 0.3 on Fashion-MNIST (default) or CIFAR-100, or
     the natural writer partition (FEMNIST, or its stand-in ``fmnist_styles``); see the module docstring.""",
+    (PUBLISHED, PUBLISHED_SOURCE, PAIRED),
 )
 hetero = _comparison(
     lambda: HETERO_METHODS,
@@ -312,6 +336,7 @@ hetero = _comparison(
     "003 Sec. 6.6: adaptive split depth, knowledge compensation (Eq. 8), {data}",
     """003 Table 1, system-heterogeneous setting (split after block 1, 2 or 3, equal shares): PM-SFL with and
     without the layer-wise knowledge compensation of Eq. 8, and DepthFL; ``dataset`` as :func:`table1`.""",
+    ({}, HETERO_PUBLISHED_SOURCE, HETERO_PAIRED),
 )
 
 
@@ -321,6 +346,7 @@ def _compare(
     methods: dict[str, tuple[str, dict[str, Any]]],
     stem: str,
     title: str,
+    published: tuple[dict[str, float], str],
     *,
     dataset: str = "fmnist",
     data_path: str | None = None,
@@ -369,8 +395,8 @@ def _compare(
                 # SplitFed-DP's DP-SGD z (its smashed-data z is the same setting); 0 for the noiseless methods
                 "noise_multiplier": float(summary["params"].get("noise_multiplier") or 0.0),
                 "wall_seconds": summary.get("wall_seconds"),
-                "published": PUBLISHED.get(label) if stem == "pm_sfl_table1" else None,
-                "published_source": PUBLISHED_SOURCE,
+                "published": published[0].get(label),
+                "published_source": published[1],
             }
             runs.append(run)
             rows.extend([label, lr, m["round"], m["accuracy"], m["epsilon"]] for m in lines)
@@ -412,91 +438,4 @@ def _compare(
     }
 
 
-def _trained(
-    algorithm: str,
-    s: dict[str, Any],
-    out: Path,
-    task: Any,
-    dataset: str,
-    data_path: str | None,
-    seed: int = 0,
-) -> tuple[Any, dict[str, Any]]:
-    from ampfl.fl.run.experiment import build_algorithm, load_checkpoint, run_or_reuse
-
-    config = _config(algorithm, {}, ATTACK_LR[algorithm], s, dataset, data_path, task.num_clients, seed)
-    folder = out / algorithm
-    summary = run_or_reuse(config, folder, task=task, label=f"attack: {algorithm}")
-    alg = build_algorithm(config, task)
-    alg.load_state_dict(load_checkpoint(folder)["algorithm"])
-    return alg, summary
-
-
-@_figure
-def attack(
-    out: Path, quick: bool, dataset: str, data_path: str | None, medium: bool, seed: int
-) -> dict[str, Any]:
-    """003 Sec. 3 / Fig. 5: DLG-style reconstruction from smashed data, SplitFed vs PM-SFL (PSNR, SSIM);
-    ``dataset`` as :func:`table1` (the victim is client 0, its first training images)."""
-    from ampfl.fl.split.attack import attack_client
-    from ampfl.io import atomic_write_csv
-    from ampfl.reproduce._plot import save_image_grid, scale_fields, scale_note
-
-    s = setting_of(quick=quick, medium=medium)
-    task = _task(
-        _config("splitfed", {}, 1e-3, s, dataset, data_path, seed=seed), "pm-sfl-attack", quick or medium
-    )
-    if dataset != "fmnist":
-        out = out / dataset
-    steps = ATTACK_STEPS
-    results: list[dict[str, Any]] = []
-    recon_rows: dict[str, Any] = {}
-    csv_rows: list[list[Any]] = []
-    x = None
-    for algorithm, cases in (("splitfed", {"exact": "SplitFed"}), ("pm_sfl", PM_CASES)):
-        alg, summary = _trained(algorithm, s, out, task, dataset, data_path, seed)
-        x, found = attack_client(alg, 0, images=ATTACK_IMAGES, steps=steps, tv_weight=ATTACK_TV)
-        _, with_grad = attack_client(
-            alg, 0, images=ATTACK_IMAGES, steps=steps, tv_weight=ATTACK_TV, grad_weight=ATTACK_GRAD_WEIGHT
-        )
-        labelled = [(found[c], label) for c, label in cases.items()]
-        labelled += [(with_grad[c], label) for c, label in GRAD_CASES[algorithm].items()]
-        for r, label in labelled:
-            recon_rows[label] = r["reconstruction"]
-            results.append(
-                {
-                    "method": label,
-                    "psnr": r["psnr"],
-                    "ssim": r["ssim"],
-                    "gradient_matching": r["gradient_matching"],
-                    "final_accuracy": summary["final_accuracy"],
-                    "epsilon": summary["epsilon"],
-                    "published": None,
-                    "published_source": ATTACK_PUBLISHED_SOURCE,
-                }
-            )
-            csv_rows.extend(
-                [label, i, p, q]
-                for i, (p, q) in enumerate(zip(r["psnr_per_image"], r["ssim_per_image"], strict=True))
-            )
-    assert x is not None
-    note = (
-        f"DLG-style attack on smashed data ({steps} Adam steps, TV weight {ATTACK_TV}; '+ gradient': also "
-        f"the bottom's gradient, weight {ATTACK_GRAD_WEIGHT:g}), {ATTACK_IMAGES}"
-        " training images of client 0,"
-        f" {DATASETS[dataset][0]}; models after {s['rounds']} rounds."
-        " PM-SFL attacker uses the mask 1[θ > 0.5]." + scale_note(quick=quick, medium=medium, seed=seed)
-    )
-    png = save_image_grid(out / "pm_sfl_attack.png", x, recon_rows, note=note)
-    csv_path = atomic_write_csv(out / "pm_sfl_attack.csv", ["method", "image", "psnr", "ssim"], csv_rows)
-    return {
-        "files": [str(png), str(csv_path)],
-        **scale_fields(quick=quick, medium=medium, seed=seed),
-        "dataset": dataset,
-        "attack_steps": steps,
-        "tv_weight": ATTACK_TV,
-        "grad_weight": ATTACK_GRAD_WEIGHT,
-        "results": results,
-    }
-
-
-FIGURES = {"pm-sfl-table1": table1, "pm-sfl-attack": attack, "pm-sfl-hetero": hetero}
+FIGURES = {"pm-sfl-table1": table1, "pm-sfl-hetero": hetero}
