@@ -14,14 +14,60 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+#: The private rows IDP-FedAvg is compared with (001's verdict: "the best private method by the mean").
+PRIVATE = (
+    "dp_fedavg",
+    "dp_fedavg_per_group",
+    "gdpfed",
+    "gdpfed_minus",
+    "gdpfed_plus",
+    "gdpfed_plus_kappa0.5",
+    "gdpfed_plus_ranked",
+    "pfa",
+)
+#: (claim, minuend, subtrahend, verdict) compared by seed on every dataset: 001's ordering DP-FedAvg <
+#: GDPFed < GDPFed+ < P-FedAvg under each reading of the baseline and each κ rule, GDPFed− against GDPFed
+#: and the moderate κ rows against GDPFed− (001's Table VIII), and IDP-FedAvg against every other private
+#: row. A claim with a ``verdict`` name is also a verdict row of :func:`verdicts` (one seed, with the
+#: noise energies).
+PAIRED: tuple[tuple[str, str, str, str | None], ...] = (
+    (
+        "GDPFed above DP-FedAvg (a), one sum over all clients",
+        "gdpfed",
+        "dp_fedavg",
+        "GDPFed vs DP-FedAvg, one sum over all clients",
+    ),
+    (
+        "GDPFed above DP-FedAvg (b), one noisy sum per group at ε_min",
+        "gdpfed",
+        "dp_fedavg_per_group",
+        "GDPFed vs DP-FedAvg, one noisy sum per group at the strictest ε",
+    ),
+    ("GDPFed+ (planner's κ) above GDPFed", "gdpfed_plus", "gdpfed", "GDPFed+ (planner's κ) vs GDPFed"),
+    (
+        "GDPFed+ (κ = 0.5) above GDPFed",
+        "gdpfed_plus_kappa0.5",
+        "gdpfed",
+        "GDPFed+ (κ = 0.5 for every group) vs GDPFed",
+    ),
+    (
+        "GDPFed+ (κ by budget rank) above GDPFed",
+        "gdpfed_plus_ranked",
+        "gdpfed",
+        "GDPFed+ (κ by budget rank) vs GDPFed",
+    ),
+    ("GDPFed− (planner's q_g, κ = 1) above GDPFed", "gdpfed_minus", "gdpfed", None),
+    ("GDPFed+ (κ = 0.5) above GDPFed−", "gdpfed_plus_kappa0.5", "gdpfed_minus", None),
+    ("GDPFed+ (κ by budget rank) above GDPFed−", "gdpfed_plus_ranked", "gdpfed_minus", None),
+    ("P-FedAvg above GDPFed+ (planner's κ)", "p_fedavg", "gdpfed_plus", None),
+    ("P-FedAvg above GDPFed+ (κ = 0.5)", "p_fedavg", "gdpfed_plus_kappa0.5", None),
+    ("P-FedAvg above GDPFed+ (κ by budget rank)", "p_fedavg", "gdpfed_plus_ranked", None),
+    *(("IDP-FedAvg above every other private method", "idp_fedavg", m, None) for m in PRIVATE),
+)
 #: (name of the comparison, method, reference): the verdict rows of every dataset, difference of the final
 #: accuracy (method − reference) and of the aggregate noise energy (method / reference).
-COMPARISONS: tuple[tuple[str, str, str], ...] = (
-    ("GDPFed vs DP-FedAvg, one sum over all clients", "gdpfed", "dp_fedavg"),
-    ("GDPFed vs DP-FedAvg, one noisy sum per group at the strictest ε", "gdpfed", "dp_fedavg_per_group"),
-    ("GDPFed+ (planner's κ) vs GDPFed", "gdpfed_plus", "gdpfed"),
-    ("GDPFed+ (κ = 0.5 for every group) vs GDPFed", "gdpfed_plus_kappa0.5", "gdpfed"),
-    ("GDPFed+ (κ by budget rank) vs GDPFed", "gdpfed_plus_ranked", "gdpfed"),
+COMPARISONS: tuple[tuple[str, str, str], ...] = tuple(
+    (verdict, a, b) for _, a, b, verdict in PAIRED if verdict is not None
 )
 
 
@@ -158,36 +204,6 @@ def verdicts(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-#: The private rows IDP-FedAvg is compared with (001's verdict: "the best private method by the mean").
-PRIVATE = (
-    "dp_fedavg",
-    "dp_fedavg_per_group",
-    "gdpfed",
-    "gdpfed_minus",
-    "gdpfed_plus",
-    "gdpfed_plus_kappa0.5",
-    "gdpfed_plus_ranked",
-    "pfa",
-)
-#: (claim, minuend, subtrahend) compared by seed on every dataset: 001's ordering DP-FedAvg < GDPFed <
-#: GDPFed+ < P-FedAvg under each reading of the baseline and each κ rule, GDPFed− against GDPFed and the
-#: moderate κ rows against GDPFed− (001's Table VIII), and IDP-FedAvg against every other private row.
-PAIRED: tuple[tuple[str, str, str], ...] = (
-    ("GDPFed above DP-FedAvg (a), one sum over all clients", "gdpfed", "dp_fedavg"),
-    ("GDPFed above DP-FedAvg (b), one noisy sum per group at ε_min", "gdpfed", "dp_fedavg_per_group"),
-    ("GDPFed+ (planner's κ) above GDPFed", "gdpfed_plus", "gdpfed"),
-    ("GDPFed+ (κ = 0.5) above GDPFed", "gdpfed_plus_kappa0.5", "gdpfed"),
-    ("GDPFed+ (κ by budget rank) above GDPFed", "gdpfed_plus_ranked", "gdpfed"),
-    ("GDPFed− (planner's q_g, κ = 1) above GDPFed", "gdpfed_minus", "gdpfed"),
-    ("GDPFed+ (κ = 0.5) above GDPFed−", "gdpfed_plus_kappa0.5", "gdpfed_minus"),
-    ("GDPFed+ (κ by budget rank) above GDPFed−", "gdpfed_plus_ranked", "gdpfed_minus"),
-    ("P-FedAvg above GDPFed+ (planner's κ)", "p_fedavg", "gdpfed_plus"),
-    ("P-FedAvg above GDPFed+ (κ = 0.5)", "p_fedavg", "gdpfed_plus_kappa0.5"),
-    ("P-FedAvg above GDPFed+ (κ by budget rank)", "p_fedavg", "gdpfed_plus_ranked"),
-    *(("IDP-FedAvg above every other private method", "idp_fedavg", m) for m in PRIVATE),
-)
-
-
 def paired_claims(datasets: Sequence[str], methods: Sequence[str]) -> list[dict[str, str]]:
     """The claims of :data:`PAIRED` whose two rows are in ``methods``, once per dataset: dicts
     ``{"claim", "minuend", "subtrahend", "dataset"}`` (:mod:`ampfl.reproduce._seeds`; the claim's text
@@ -195,6 +211,6 @@ def paired_claims(datasets: Sequence[str], methods: Sequence[str]) -> list[dict[
     return [
         {"claim": f"{dataset}: {claim}", "minuend": a, "subtrahend": b, "dataset": dataset}
         for dataset in datasets
-        for claim, a, b in PAIRED
+        for claim, a, b, _ in PAIRED
         if a in methods and b in methods
     ]
