@@ -111,8 +111,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "quick_options": {"hidden": 32},
         "quick_rounds": 3,
         "medium_clients": 0,
-        # the full grid and one step up (10 rounds: the top of the full grid is likely to be chosen)
-        "medium_learning_rates": (0.5, 1.0, 2.0, 4.0),
+        # the full grid widened at both edges (on {0.5 … 4} P-FedAvg chose 4 and six methods 0.5 in a seed)
+        "medium_learning_rates": (0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
         "medium_participation": 0.05,  # q = 0.02 leaves IDP-FedAvg no rate for the ε = 1 group (measured)
         "medium_options": {"hidden": 32},
         "medium_rounds": 10,
