@@ -91,3 +91,20 @@ def test_tiny_table(tmp_path: Path) -> None:
     assert len(stored) == len(rows)
     again = table1_training(tmp_path, setting=TINY)
     assert [r["final_accuracy"] for r in again["results"]] == [r["final_accuracy"] for r in out["results"]]
+
+
+def test_regime_accountant_gives_the_split_its_credit() -> None:
+    """At the regime's q = 0.25 and 400 steps, the PLD accountant certifies split-8 at ε ≈ 8 with a noise
+    multiplier for which the RDP bound exceeds 8 by far: the regime's runs compose with PLD."""
+    from ampfl.accounting.accountants import PLDAccountant, RDPAccountant
+    from ampfl.accounting.events import ModelSplitEvent, PoissonSampledEvent
+
+    r = dong_training.REGIME
+    assert r.accountant == "pld" and dong_training.MEDIUM.accountant == "rdp"
+    steps = round(r.epochs / r.sampling_rate)
+    z = 3.34  # split-8's calibrated z under PLD at ε = 8 (σ/C = z/√2 ≈ 2.36; standard DP-SGD: 3.12)
+    inner = ModelSplitEvent(num_submodels=8, noise_multiplier=z, nonsplit_noise_multiplier=z)
+    event = PoissonSampledEvent(sampling_rate=r.sampling_rate, event=inner)
+    pld = PLDAccountant().compose(event, steps).get_epsilon(dong_training.DELTA)
+    rdp = RDPAccountant().compose(event, steps).get_epsilon(dong_training.DELTA)
+    assert pld <= 8.0 < 12.0 < rdp
