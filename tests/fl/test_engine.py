@@ -296,3 +296,28 @@ def test_ampfl_command_asks_torch_for_huge_pages(explicit: str | None) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert (int(out.stdout) > 0) == (explicit is None)
+
+
+@pytest.mark.parametrize("capacity", [None, 2, 4, 64])
+@pytest.mark.parametrize("max_rank", [3, 100])
+def test_low_rank_linear_matches_dense_sgd(capacity: int | None, max_rank: int) -> None:
+    """W_i after steps W_i ← W_i − η (∂L/∂z_i)ᵀ h_i, and z = h W_iᵀ before each, equal the dense matrices'
+    whether the factor buffers were reserved too small (grown), large enough, or folded (rank > max_rank)."""
+    gen = torch.Generator().manual_seed(3)
+    k, b, n_in, n_out, lr = 3, 2, 7, 5, 0.3
+    base = torch.randn(n_out, n_in, generator=gen, dtype=torch.float64)
+    layer = LowRankLinear(base, k, max_rank=max_rank, capacity=capacity)
+    dense = base.expand(k, n_out, n_in).clone()
+    for _ in range(6):
+        h = torch.randn(k, b, n_in, generator=gen, dtype=torch.float64)
+        torch.testing.assert_close(layer(h), torch.bmm(h, dense.transpose(1, 2)))
+        grad_z = torch.randn(k, b, n_out, generator=gen, dtype=torch.float64)
+        layer.step(grad_z, lr)
+        dense -= lr * torch.bmm(grad_z.transpose(1, 2), h)
+    out = torch.empty(k, n_out, n_in, dtype=torch.float64)
+    layer.write(out)
+    torch.testing.assert_close(out, dense)
+    total = torch.zeros(n_out, n_in, dtype=torch.float64)
+    layer.add_sum(total)
+    torch.testing.assert_close(total, dense.sum(0))
+    torch.testing.assert_close(layer.dense_update(), dense - base)

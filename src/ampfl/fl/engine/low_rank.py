@@ -32,23 +32,33 @@ class LowRankLinear:
     """z = h W_iᵀ for K clients with W_i = B_i + U_iᵀ H_i (module docstring); a callable ``h -> z`` for the
     model's ``forward_stacked`` (``linears``), updated by :meth:`step` after each backward pass."""
 
-    def __init__(self, base: torch.Tensor, k: int, *, max_rank: int | None = None) -> None:
-        """``base``: the starting weights, ``[out, in]`` (shared by the K clients) or ``[k, out, in]``."""
+    def __init__(
+        self, base: torch.Tensor, k: int, *, max_rank: int | None = None, capacity: int | None = None
+    ) -> None:
+        """``base``: the starting weights, ``[out, in]`` (shared by the K clients) or ``[k, out, in]``;
+        ``capacity``: the factor rows to reserve at the first step (e.g. Q·b; grown when exceeded)."""
         if base.dim() not in (2, 3) or (base.dim() == 3 and base.shape[0] != k):
             raise ValueError(f"base must have shape [out, in] or [{k}, out, in]. Found {tuple(base.shape)}.")
         self.base, self.k = base, k
         self._start = base  # W⁰, what the update W − W⁰ is measured from
         out_features, in_features = base.shape[-2:]
         self.max_rank = max_rank if max_rank is not None else min(out_features, in_features) // 2
-        self._h: list[torch.Tensor] = []  # inputs of the past steps, [k, b, in] each
-        self._u: list[torch.Tensor] = []  # −η ∂L/∂z of the past steps, [k, b, out] each
-        self._factors: tuple[torch.Tensor, torch.Tensor] | None = None  # cat of _h, cat of _u
+        self._capacity = capacity
+        # H and U of the past steps, rows [0, rank) of two reserved buffers [k, rows, in] and [k, rows, out]
+        # (each step writes its b rows in place: no concatenation of the growing factors)
+        self._hbuf: torch.Tensor | None = None
+        self._ubuf: torch.Tensor | None = None
+        self._rank = 0
         self.last: tuple[torch.Tensor, torch.Tensor] | None = None  # (h, z) of the latest call
 
     @property
     def rank(self) -> int:
         """Rows r·b of the accumulated update (its rank is at most this)."""
-        return sum(int(h.shape[1]) for h in self._h)
+        return self._rank
+
+    @property
+    def _has_update(self) -> bool:
+        return self._rank > 0
 
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
         """z = h W_iᵀ for ``h`` of shape ``[k, b, in]`` (differentiable w.r.t. ``h``); records (h, z)."""
@@ -57,8 +67,8 @@ class LowRankLinear:
             z = (h.reshape(k * b, -1) @ self.base.T).reshape(k, b, -1)
         else:
             z = torch.bmm(h, self.base.transpose(1, 2))
-        if self._h:
-            hs, us = self._cat()
+        if self._has_update:
+            hs, us = self._factors()
             z = torch.baddbmm(z, torch.bmm(h, hs.transpose(1, 2)), us)
         if torch.is_grad_enabled() and not z.requires_grad:  # a first layer (h is data): ∂L/∂z is still asked
             z.requires_grad_(True)
@@ -70,19 +80,37 @@ class LowRankLinear:
         ``[k, b, out]``."""
         if self.last is None:
             raise RuntimeError("step() needs a forward call first")
-        self._h.append(self.last[0].detach())
-        self._u.append(grad_z.detach() * -learning_rate)
-        self._factors, self.last = None, None
+        h = self.last[0].detach()
+        rows = h.shape[1]
+        hbuf, ubuf = self._reserve(self._rank + rows, h, grad_z)
+        hbuf[:, self._rank : self._rank + rows].copy_(h)
+        torch.mul(grad_z.detach(), -learning_rate, out=ubuf[:, self._rank : self._rank + rows])
+        self._rank += rows
+        self.last = None
         if self.rank > self.max_rank:  # the factors cost more than the dense matrices: fold them in
             self.base = self._dense()
-            self._h, self._u = [], []
+            self._rank = 0
+
+    def _reserve(self, rows: int, h: torch.Tensor, grad_z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The factor buffers with room for ``rows`` rows (reserved at ``capacity``, at least doubled when
+        grown; the rows so far kept)."""
+        if self._hbuf is None or self._ubuf is None or self._hbuf.shape[1] < rows:
+            old = 0 if self._hbuf is None else self._hbuf.shape[1]
+            size = max(rows, self._capacity or 0, 2 * old)
+            hbuf = h.new_empty(self.k, size, h.shape[-1])
+            ubuf = grad_z.new_empty(self.k, size, grad_z.shape[-1])
+            if self._hbuf is not None and self._ubuf is not None and self._rank:
+                hbuf[:, : self._rank].copy_(self._hbuf[:, : self._rank])
+                ubuf[:, : self._rank].copy_(self._ubuf[:, : self._rank])
+            self._hbuf, self._ubuf = hbuf, ubuf
+        return self._hbuf, self._ubuf
 
     def write(self, out: torch.Tensor) -> None:
         """The current W ``[k, out, in]`` into ``out`` (e.g. a strided view of a ``[k, d]`` buffer)."""
-        if not self._h:
+        if not self._has_update:
             out.copy_(self.base.expand(self.k, *self.base.shape[-2:]))
             return
-        hs, us = self._cat()
+        hs, us = self._factors()
         for i in range(self.k):  # one call per client writes into the strided view directly
             torch.addmm(self.base if self.base.dim() == 2 else self.base[i], us[i].T, hs[i], out=out[i])
 
@@ -90,30 +118,30 @@ class LowRankLinear:
         """Adds Σ_i W_i (``[out, in]``) to ``out``: k·B (or Σ_i B_i) + Σ_i U_iᵀ H_i as one matrix product over
         the factors of all clients (the K matrices are not formed)."""
         out.add_(self.base * self.k if self.base.dim() == 2 else self.base.sum(0))
-        if self._h:
-            hs, us = self._cat()
+        if self._has_update:
+            hs, us = self._factors()
             out.addmm_(us.reshape(-1, us.shape[-1]).T, hs.reshape(-1, hs.shape[-1]))
 
     def update_factors(self) -> tuple[torch.Tensor, torch.Tensor] | None:
         """``(H, U)`` (``[k, r·b, in]``, ``[k, r·b, out]``) with W_i − W_i⁰ = U_iᵀ H_i (W⁰ the starting
         weights); None once the factors were folded into a dense base, or before any step."""
-        if self.base is not self._start or not self._h:
+        if self.base is not self._start or not self._has_update:
             return None
-        return self._cat()
+        return self._factors()
 
     def dense_update(self) -> torch.Tensor:
         """W_i − W_i⁰ ``[k, out, in]``, formed (where :meth:`update_factors` is None)."""
-        current = self._dense() if self._h else self.base.expand(self.k, *self.base.shape[-2:])
+        current = self._dense() if self._has_update else self.base.expand(self.k, *self.base.shape[-2:])
         return current - self._start
 
     def _dense(self) -> torch.Tensor:
-        hs, us = self._cat()
+        hs, us = self._factors()
         return torch.baddbmm(self.base.expand(self.k, *self.base.shape[-2:]), us.transpose(1, 2), hs)
 
-    def _cat(self) -> tuple[torch.Tensor, torch.Tensor]:
-        if self._factors is None:
-            self._factors = (torch.cat(self._h, dim=1), torch.cat(self._u, dim=1))
-        return self._factors
+    def _factors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(H, U) of the steps so far: views of rows [0, rank) of the buffers."""
+        assert self._hbuf is not None and self._ubuf is not None
+        return self._hbuf[:, : self._rank], self._ubuf[:, : self._rank]
 
 
 def low_rank_local_sgd(
@@ -174,7 +202,8 @@ def low_rank_steps(
     """The Q local steps of :func:`low_rank_local_sgd` (its docstring), without writing the result."""
     spec, k = model.spec, params.shape[0]
     named = spec.unflatten(params[0] if params.stride(0) == 0 else params)
-    layers = {n: LowRankLinear(named[n], k) for n in fused}
+    rows = xb.shape[1] * xb.shape[2]  # Q·b: the factor rows of the Q steps, reserved once
+    layers = {n: LowRankLinear(named[n], k, capacity=rows) for n in fused}
     trained = [n for n in spec.names if n not in fused]
     shapes = dict(zip(spec.names, spec.shapes, strict=True))
     tensors = [named[n].expand(k, *shapes[n]).clone(memory_format=torch.contiguous_format) for n in trained]
