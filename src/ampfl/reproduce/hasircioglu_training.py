@@ -53,7 +53,7 @@ QUICK_EVALUATIONS = 4
 MEDIUM_EVALUATIONS = 5
 #: One learning-rate grid for every method (full runs): 004 App. B.2's own values (1e-4, WCS/OLS in Fig. 6;
 #: 2e-3 elsewhere) and, by factors of about 4, past the values the medium runs pick on either side.
-LEARNING_RATES = (1e-4, 5e-4, 2e-3, 8e-3, 3e-2, 0.12, 0.48)
+LEARNING_RATES = (2.5e-5, 1e-4, 5e-4, 2e-3, 8e-3, 3e-2, 0.12, 0.48)
 #: The quick grid (smoke runs; the tests use it).
 QUICK_LEARNING_RATES = (8e-3, 3e-2)
 #: The medium grid per figure, one for every method: 004's own learning rates for the figure (App. B.2),
