@@ -79,8 +79,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "medium_rounds": 60,
         "medium_clients": 471,
         # the quick grid widened upwards three times: every method chose η = 0.9 of {0.1, 0.3, 0.9} (5 seeds);
-        # P-FedAvg and dp_fedavg_per_group η = 2.7 of {0.1, .., 2.7} (seed 0); P-FedAvg η = 8.1 (seed 0)
-        "medium_learning_rates": (0.1, 0.3, 0.9, 2.7, 8.1, 24.3),
+        # P-FedAvg and dp_fedavg_per_group η = 2.7 of {0.1, .., 2.7} (seed 0); P-FedAvg η = 8.1, then 24.3
+        "medium_learning_rates": (0.1, 0.3, 0.9, 2.7, 8.1, 24.3, 72.9),
     },
     "fmnist": {
         "clients": 3000,
@@ -111,8 +111,9 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "quick_options": {"hidden": 32},
         "quick_rounds": 3,
         "medium_clients": 0,
-        # the full grid widened at both edges (on {0.5 … 4} P-FedAvg chose 4 and six methods 0.5 in a seed)
-        "medium_learning_rates": (0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
+        # the full grid widened at both edges (on {0.5 … 4} P-FedAvg chose 4 and six methods 0.5 in a seed;
+        # on {0.25 … 8} DP-FedAvg per group chose 0.25)
+        "medium_learning_rates": (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
         "medium_participation": 0.05,  # q = 0.02 leaves IDP-FedAvg no rate for the ε = 1 group (measured)
         "medium_options": {"hidden": 32},
         "medium_rounds": 10,
