@@ -117,7 +117,7 @@ QUICK = dataclasses.replace(
 #: epochs) and ε = 8, where the split's sound noise credit is large (``dong-credit``); to fit a medium run
 #: the DP fine-tuning set is 200 examples (expected batch 50) instead of the medium 2,000. No BIS twin.
 #: The PLD accountant for every method: at q = 0.25 the RDP bound certifies the split no better than the
-#: no-split bound (its ε at PLD's z = 3.33 is 12.8 against PLD's 8.0), so an RDP run gets no credit at all.
+#: no-split bound (its ε at PLD's z = 3.34 is 12.4 against PLD's 8.0), so an RDP run gets no credit at all.
 REGIME = dataclasses.replace(
     MEDIUM,
     finetune_examples=200,
