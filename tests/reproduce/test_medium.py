@@ -307,3 +307,18 @@ def test_device_reaches_every_run_config_during_the_figure_only(
     assert seen == [({"device": "cpu"}, "cpu", "cpu")]
     assert engine_section() == {} and dong_training._engine() is None  # reset after the figure
     assert ms_pafl_training._config(0.3, "wor", 2).engine.device == "auto"
+
+
+def test_report_table_of_a_single_run() -> None:
+    """A summary without --seeds (rows of plain numbers) prints as one seed, its claims without interval."""
+    from ampfl.reproduce._report import table
+
+    rows = [
+        _row("a", 0.70, learning_rate=0.1, published=None, published_source="src"),
+        _row("b", 0.60, learning_rate=0.2, published=None, published_source="src"),
+    ]
+    text = table({"results": rows, "paired": [{"claim": "a above b", "minuend": "a", "subtrahend": "b"}]})
+    line = next(x for x in text.splitlines() if x.startswith("| a |"))
+    assert "| 1 | **0.700** |" in line and "| 0.1 |" in line
+    claim = next(x for x in text.splitlines() if x.startswith("| a above b"))
+    assert "+0.1000 | — | +0.1000 |" in claim

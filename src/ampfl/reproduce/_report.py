@@ -35,8 +35,22 @@ def cell(stat: Any, digits: int = 3) -> str:
     return f"{_num(stat['mean'], digits)} ± {_num(stat['std'], digits)}"
 
 
+def as_seeds(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` itself when it is a multi-seed result; a single run's summary (``ampfl reproduce NAME
+    --json`` without ``--seeds``) as a one-seed result (its rows aggregated over that one seed, its claims
+    with an interval of (−∞, ∞))."""
+    if all("seeds" in row for row in result["results"]):  # rows aggregated over seeds already
+        return result
+    from ampfl.reproduce._seeds import aggregate, paired_claims
+
+    rows = aggregate([result["results"]])
+    claims = paired_claims(rows, result["paired"]) if result.get("paired") else []
+    return {**result, "results": rows, "paired": claims}
+
+
 def table(result: dict[str, Any]) -> str:
-    """One markdown table of a multi-seed result."""
+    """One markdown table of a multi-seed result (or of one run, :func:`as_seeds`)."""
+    result = as_seeds(result)
     rows = result["results"]
     attack = any("psnr" in r for r in rows)
     personal = any(r.get("personal_accuracy_mean") for r in rows)
