@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -223,8 +225,12 @@ class LocalFederation:
         self.started_seconds = 0.0
         self._log_starts: dict[str, int] = {}  # SuperNode log → its size before this start (logs append)
         self._connected: set[str] = set()
+        self.fork_server: subprocess.Popen[bytes] | None = None
+        self._fork_dir: Path | None = None
 
-    def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, args: list[str], log_name: str, env: dict[str, str] | None = None, *, tracked: bool = True
+    ) -> subprocess.Popen[bytes]:
         bin_dir = Path(sys.executable).parent
         path = self.workdir / log_name
         if log_name.startswith("supernode-"):
@@ -234,13 +240,34 @@ class LocalFederation:
                 [str(bin_dir / args[0]), *args[1:]],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=self.env,
+                env=self.env if env is None else env,
                 cwd=self.workdir,
                 start_new_session=True,
             )
-        self.processes.append(process)
-        self.names.append(log_name.removesuffix(".log"))
+        if tracked:
+            self.processes.append(process)
+            self.names.append(log_name.removesuffix(".log"))
         return process
+
+    def _node_env(self) -> dict[str, str]:
+        """The SuperNodes' environment: with the ClientApp fork server (:mod:`ampfl.flower.fork_server`)
+        running, its ``flwr-clientapp`` shim first on ``PATH``; set ``AMPFL_FORK_CLIENTAPPS=0`` for Flower's
+        cold start of every ClientApp process."""
+        if os.environ.get("AMPFL_FORK_CLIENTAPPS", "1") == "0" or not hasattr(socket, "send_fds"):
+            return self.env
+        from ampfl.flower.fork_server import write_shim
+
+        bin_dir = Path(sys.executable).parent
+        self._fork_dir = Path(tempfile.mkdtemp(prefix="ampfl-fork-"))  # mode 0700, a short socket path
+        sock = self._fork_dir / "socket"
+        shim_dir = write_shim(self._fork_dir / "bin", sock, bin_dir / "flwr-clientapp").parent
+        self.fork_server = self._spawn(
+            [Path(sys.executable).name, "-m", "ampfl.flower.fork_server", str(sock)],
+            "fork-server.log",
+            {**self.env, "OPENBLAS_NUM_THREADS": "1"},  # numpy's BLAS without threads: safe to fork
+            tracked=False,  # best effort: without it each ClientApp starts cold, as Flower starts it
+        )
+        return {**self.env, "PATH": str(shim_dir) + os.pathsep + self.env["PATH"]}
 
     def _start_watchdog(self) -> None:
         """:mod:`ampfl.flower.watchdog`: kills the marked processes if this process dies (``kill -9``)."""
@@ -307,6 +334,7 @@ class LocalFederation:
         _wait_for_port(self.port, timeout, link)
         if self.tls is not None:
             self._register_nodes()
+        node_env = self._node_env()
         for pid in range(self.num_clients):
             node_config = f"partition-id={pid} num-partitions={self.num_clients}"
             if self.state_dir is not None:
@@ -323,6 +351,7 @@ class LocalFederation:
                     node_config,
                 ],
                 f"supernode-{pid}.log",
+                node_env,
             )
         self.started_seconds = time.perf_counter() - begun
 
@@ -339,6 +368,12 @@ class LocalFederation:
             _stop_group(process)
         self.processes.clear()
         self.names.clear()
+        if self.fork_server is not None:  # its forked ClientApps are in its process group
+            _stop_group(self.fork_server)
+            self.fork_server = None
+        if self._fork_dir is not None:
+            shutil.rmtree(self._fork_dir, ignore_errors=True)
+            self._fork_dir = None
         if self.marker:  # descendants that left their process group (or were starting while we stopped)
             _kill_marked(self.marker)
         if self.watchdog is not None:
