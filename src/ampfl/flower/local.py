@@ -10,7 +10,9 @@ process dies without stopping them (``kill -9``).
 
 Every process runs with the venv's ``bin`` first on ``PATH`` (the SuperLink and SuperNodes spawn
 ``flower-superexec`` from it), ``FLWR_TELEMETRY_ENABLED=0``, ``FLWR_DISABLE_UPDATE_CHECK=1`` and a private
-``FLWR_HOME`` whose ``config.toml`` names the SuperLink connection for ``flwr run``.
+``FLWR_HOME`` whose ``config.toml`` names the SuperLink connection for ``flwr run``. The SuperNodes find a
+``flwr-clientapp`` shim first on theirs, which forks each ClientApp from a warm parent
+(:mod:`ampfl.flower.fork_server`; ``AMPFL_FORK_CLIENTAPPS=0`` for Flower's cold start).
 """
 
 from __future__ import annotations
