@@ -77,9 +77,8 @@ def _send(conn: socket.socket, payload: dict[str, object]) -> None:
     conn.sendall(_LEN.pack(len(data)) + data)
 
 
-def _receive(conn: socket.socket) -> dict[str, object]:
-    """One length-prefixed JSON message."""
-    head = b""
+def _receive(conn: socket.socket, head: bytes = b"") -> dict[str, object]:
+    """One length-prefixed JSON message (``head``: its first bytes, when already read)."""
     while len(head) < _LEN.size:
         more = conn.recv(_LEN.size - len(head))
         if not more:
@@ -214,17 +213,8 @@ def serve(socket_path: Path, entry: str = ENTRY, preload: tuple[str, ...] = PREL
                     head, fds, _, _ = socket.recv_fds(conn, _LEN.size, 3)
                     if len(fds) != 3:
                         raise ConnectionError("a request without its three standard streams")
-                    (size,) = _LEN.unpack(head)
-                    if size > _MAX_REQUEST:
-                        raise ConnectionError(f"a request of {size} bytes is too long")
-                    body = b""
-                    while len(body) < size:
-                        more = conn.recv(size - len(body))
-                        if not more:
-                            raise ConnectionError("the shim closed the connection")
-                        body += more
-                    request = json.loads(body)
-                except (OSError, ValueError, struct.error):
+                    request = _receive(conn, head)
+                except (OSError, ValueError):
                     for fd in fds:
                         os.close(fd)
                     conn.close()
