@@ -116,10 +116,8 @@ def run_contender(
         workdir / "flwr-home",
         marker=f"bench-{name}-{os.getpid()}-{workdir.name}",
         state_dir=None if name == "ampfl-nocache" else out / "node-state",  # no state-dir: no task cache
+        fork_clientapps=False,  # each ClientApp started cold, as Flower starts it, through the wrapper
     )
-    # each ClientApp process started cold, as Flower starts it, so that the wrapper sees it (not forked
-    # from the warm parent of ampfl.flower.fork_server)
-    os.environ["AMPFL_FORK_CLIENTAPPS"] = "0"
     federation.env["PATH"] = str(_wrapper_dir(workdir / "bin")) + os.pathsep + federation.env["PATH"]
     federation.env["AMPFL_BENCH_CPU"] = str(log)
     with federation:

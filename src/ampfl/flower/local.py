@@ -193,6 +193,8 @@ class LocalFederation:
         state_dir: when given, SuperNode i gets the node config ``state-dir = state_dir/node-i`` (where
             MS-PAFL keeps its private submodel, and the node caches its shard of the task in ``cache/``:
             :mod:`ampfl.flower.node_cache`).
+        fork_clientapps: fork each ClientApp from a warm parent (:mod:`ampfl.flower.fork_server`) instead of
+            Flower's cold start; None = unless ``AMPFL_FORK_CLIENTAPPS=0``.
     """
 
     def __init__(
@@ -203,6 +205,7 @@ class LocalFederation:
         marker: str = "",
         state_dir: Path | None = None,
         tls_dir: Path | None = None,
+        fork_clientapps: bool | None = None,
     ) -> None:
         if num_clients < 1:
             raise ValueError(f"num_clients must be >= 1. Found {num_clients}.")
@@ -227,6 +230,9 @@ class LocalFederation:
         self.started_seconds = 0.0
         self._log_starts: dict[str, int] = {}  # SuperNode log → its size before this start (logs append)
         self._connected: set[str] = set()
+        if fork_clientapps is None:
+            fork_clientapps = os.environ.get("AMPFL_FORK_CLIENTAPPS", "1") != "0"
+        self.fork_clientapps = fork_clientapps and hasattr(socket, "send_fds")
         self.fork_server: subprocess.Popen[bytes] | None = None
         self._fork_dir: Path | None = None
 
@@ -252,10 +258,9 @@ class LocalFederation:
         return process
 
     def _node_env(self) -> dict[str, str]:
-        """The SuperNodes' environment: with the ClientApp fork server (:mod:`ampfl.flower.fork_server`)
-        running, its ``flwr-clientapp`` shim first on ``PATH``; set ``AMPFL_FORK_CLIENTAPPS=0`` for Flower's
-        cold start of every ClientApp process."""
-        if os.environ.get("AMPFL_FORK_CLIENTAPPS", "1") == "0" or not hasattr(socket, "send_fds"):
+        """The SuperNodes' environment: with :attr:`fork_clientapps`, the ClientApp fork server
+        (:mod:`ampfl.flower.fork_server`) running and its ``flwr-clientapp`` shim first on ``PATH``."""
+        if not self.fork_clientapps:
             return self.env
         from ampfl.flower.fork_server import write_shim
 
