@@ -21,9 +21,9 @@ Target: the first round (partition + set-up + round 0) under 1 s, memory under 1
 ``--ks 100,1000,10000 [--models logreg,mlp] [--algorithm fedavg|dp_fedavg] [--round-examples E]`` times
 instead the steady round against the cohort size K: N = max(10 000, K) clients with E examples each
 (default 20), a fixed cohort of K, Q = 5 steps of b = 10 (the defaults), logistic regression and MLP(64)
-on the generated data; per K the median CPU and wall time of a round (after a warm-up round), its ratio
-to the previous K, the time per client and the process's peak resident memory so far (K ascending, so
-about that of the largest K).
+on the generated data; per K the median CPU and wall time of a round (after a warm-up round; the K timed
+interleaved, at least 3 repetitions), its ratio to the previous K, the time per client and the process's
+peak resident memory after the warm-up rounds up to that K (K ascending, so about that of the largest K).
 """
 
 from __future__ import annotations
@@ -73,7 +73,12 @@ def _dataset(n: int, classes: int = 4) -> Dataset:
 def rounds_against_k(
     ks: list[int], models: list[str], algorithm: str, examples: int, repeats: int, hidden: int = 64
 ) -> list[dict[str, float]]:
-    """Median CPU / wall ms of a steady round for each model and cohort size K (module docstring)."""
+    """Median CPU / wall ms of a steady round for each model and cohort size K (module docstring).
+
+    The cohort sizes are timed interleaved: each repetition runs one timed block per K (1 to 100 rounds,
+    about 10⁴ client-updates, their mean), so that load bursts and the heap's state hit
+    all K alike and the ratio between two K is not the drift between two stretches of time. Warm-up rounds
+    run in ascending K first; the peak RSS after each is that of the largest K so far."""
     from ampfl.fl.algorithms.fedavg import FedAvg
 
     rows: list[dict[str, float]] = []
@@ -83,27 +88,43 @@ def rounds_against_k(
     for name in models:
         options = {"hidden": [hidden]} if name == "mlp" else {}
         task = Task(dataset=ds, client_indices=parts, model=name, model_options=options)
-        previous = None
+        algos: dict[int, Any] = {}
+        peak: dict[int, float] = {}
         for k in sorted(ks):
             if algorithm == "fedavg":
-                algo: Any = FedAvg(FedAvg.Params(cohort_size=k), task, seed=0)
+                algos[k] = FedAvg(FedAvg.Params(cohort_size=k), task, seed=0)
             else:
-                algo = DPFedAvg(DPFedAvg.Params(cohort_size=k, noise_multiplier=1.0, clip=0.1), task, seed=0)
-            algo.run_round(0)
-            cpu, wall = [], []
-            for r in range(1, 1 + max(2, min(repeats, 20_000 // k))):
+                algos[k] = DPFedAvg(
+                    DPFedAvg.Params(cohort_size=k, noise_multiplier=1.0, clip=0.1), task, seed=0
+                )
+            algos[k].run_round(0)
+            peak[k] = _peak_mb()
+        cpu: dict[int, list[float]] = {k: [] for k in algos}
+        wall: dict[int, list[float]] = {k: [] for k in algos}
+        next_round = dict.fromkeys(algos, 1)
+        for _ in range(max(3, repeats)):
+            for k, algo in algos.items():
+                block = max(1, min(100, 100_000 // (10 * k)))
                 c0, w0 = time.process_time(), time.perf_counter()
-                algo.run_round(r)
-                cpu.append(time.process_time() - c0)
-                wall.append(time.perf_counter() - w0)
-            row = {"K": k, "cpu_ms": 1e3 * float(np.median(cpu)), "wall_ms": 1e3 * float(np.median(wall))}
+                for _ in range(block):
+                    algo.run_round(next_round[k])
+                    next_round[k] += 1
+                cpu[k].append((time.process_time() - c0) / block)
+                wall[k].append((time.perf_counter() - w0) / block)
+        previous = None
+        for k in algos:
+            row = {
+                "K": k,
+                "cpu_ms": 1e3 * float(np.median(cpu[k])),
+                "wall_ms": 1e3 * float(np.median(wall[k])),
+            }
             row["ratio"] = row["cpu_ms"] / previous if previous else float("nan")
             previous = row["cpu_ms"]
             rows.append(row)
             print(
                 f"  {name:6s} K={k:7d}  CPU {row['cpu_ms']:9.1f} ms (x{row['ratio']:5.2f})  wall "
                 f"{row['wall_ms']:9.1f} ms  {1e3 * row['cpu_ms'] / k:7.1f} us/client CPU  "
-                f"peak RSS {_peak_mb():6.0f} MB",
+                f"peak RSS {peak[k]:6.0f} MB",
                 flush=True,
             )
     return rows
@@ -120,7 +141,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", default="logreg,mlp", help="with --ks")
     parser.add_argument("--algorithm", choices=("fedavg", "dp_fedavg"), default="fedavg", help="with --ks")
     parser.add_argument("--round-examples", type=int, default=20, help="examples per client, with --ks")
-    parser.add_argument("--repeats", type=int, default=5, help="timed rounds per K, with --ks")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="timed repetitions per K (at least 3), with --ks"
+    )
     parser.add_argument("--hidden", type=int, default=64, help="the MLP's hidden width, with --ks")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)

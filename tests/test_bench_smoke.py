@@ -251,6 +251,13 @@ def test_scale(bench: Loader, capsys: pytest.CaptureFixture[str]) -> None:
     assert "first round (partition + set-up + round 0)" in out and "peak resident memory" in out
 
 
+def test_scale_against_k(bench: Loader, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = bench("scale").rounds_against_k([20, 10], ["logreg"], "fedavg", 4, 1)
+    assert [r["K"] for r in rows] == [10, 20]  # ascending, each timed at least 3 times
+    assert rows[0]["cpu_ms"] > 0 and rows[1]["ratio"] == rows[1]["cpu_ms"] / rows[0]["cpu_ms"]
+    assert "logreg K=     20" in capsys.readouterr().out
+
+
 def test_compare(bench: Loader, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     m = bench("compare")
     monkeypatch.setattr(m, "DATASET", {"logreg": "digits"})  # bundled with scikit-learn
