@@ -66,11 +66,11 @@ def test_logreg_gradients_without_autograd_are_bitwise_autograd(
 
 @pytest.mark.parametrize("hidden", [[7], [16, 5], [64]])
 @pytest.mark.parametrize(("k", "b"), [(1, 1), (30, 7), (100, 10)])
-def test_mlp_stacked_forward_and_gradients_are_bitwise_the_vmap_path(
-    hidden: list[int], k: int, b: int
-) -> None:
-    """The MLP's stacked forward and autograd-free gradients equal ``vmap`` + autograd bit for bit, and so
-    does whole local SGD through them (the default engine) against the ``vmap`` engine."""
+def test_mlp_stacked_forward_and_gradients_are_the_vmap_path(hidden: list[int], k: int, b: int) -> None:
+    """The MLP's stacked forward with autograd equals ``vmap`` + autograd bit for bit; its autograd-free
+    losses, bias gradients and widening layers' weight gradients do too, the narrowing layers' weight
+    gradients (another product, ``_weight_grad``) to float rounding; whole local SGD through them (the
+    default engine) equals the ``vmap`` engine to float rounding."""
     torch.manual_seed(0)
     fm = FunctionalModel(build_model("mlp", input_shape=(9,), num_classes=4, hidden=hidden), (9,))
     assert fm.has_stacked_forward and fm.fused_linear_names == ()
@@ -82,9 +82,16 @@ def test_mlp_stacked_forward_and_gradients_are_bitwise_the_vmap_path(
     results = _vmap_and_stacked_losses_and_grads(fm, flat, x, y, w)
     grads, loss = fm.module.stacked_loss_and_grads(fm.spec.unflatten(flat), x, y, w)
     results.append([loss, *(grads[name] for name in fm.spec.names)])
-    for got, vmapped, analytic in zip(*results, strict=True):
-        assert torch.equal(got, vmapped) and torch.equal(got, analytic)
-    _assert_stacked_engine_is_the_vmap_engine(fm, flat, x, y, gen)
+    shapes = dict(zip(fm.spec.names, fm.spec.shapes, strict=True))
+    narrowing = [None, *(n for n in fm.spec.names if n.endswith(".weight") and shapes[n][0] < shapes[n][1])]
+    assert len(narrowing) > 1  # the last layer (to 4 classes) narrows: the other product is exercised
+    for name, got, vmapped, analytic in zip([None, *fm.spec.names], *results, strict=True):
+        assert torch.equal(got, vmapped)
+        if name in narrowing[1:]:
+            torch.testing.assert_close(analytic, got, rtol=1e-5, atol=1e-5 * float(got.abs().max()))
+        else:
+            assert torch.equal(got, analytic), name
+    _assert_stacked_engine_is_the_vmap_engine(fm, flat, x, y, gen, exact=False)
 
 
 def _vmap_and_stacked_losses_and_grads(
@@ -101,10 +108,16 @@ def _vmap_and_stacked_losses_and_grads(
 
 
 def _assert_stacked_engine_is_the_vmap_engine(
-    fm: FunctionalModel, flat: torch.Tensor, x: torch.Tensor, y: torch.Tensor, gen: torch.Generator
+    fm: FunctionalModel,
+    flat: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    gen: torch.Generator,
+    *,
+    exact: bool = True,
 ) -> None:
     """Whole local SGD on the examples of ``x`` ([k, b, 9]): the default (stacked) engine equals the vmap
-    engine bit for bit."""
+    engine bit for bit (``exact``) or to float rounding."""
     k, b = x.shape[0], x.shape[1]
     data_x, data_y = x.reshape(k * b, 9), y.reshape(k * b)
     batches = torch.randint(0, k * b, (k, 3, 4), generator=gen)
@@ -114,7 +127,12 @@ def _assert_stacked_engine_is_the_vmap_engine(
         )
         for fast in (True, False)
     ]
-    assert torch.equal(runs[0].params, runs[1].params) and torch.equal(runs[0].loss, runs[1].loss)
+    if exact:
+        assert torch.equal(runs[0].params, runs[1].params) and torch.equal(runs[0].loss, runs[1].loss)
+    else:
+        torch.testing.assert_close(runs[0].params, runs[1].params, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(runs[0].loss, runs[1].loss, rtol=1e-5, atol=1e-6)
+        assert not torch.equal(runs[0].params, flat)  # the steps moved the models
 
 
 def test_rows_is_advanced_indexing() -> None:
