@@ -199,6 +199,24 @@ def test_dp_fedavg_round_equals_clipping_the_formed_models(model: str, shape: tu
         assert torch.equal(new.global_params, released)
 
 
+def test_cpu_chunks_of_the_autograd_free_path_fit_one_step_in_the_working_set() -> None:
+    # A wide MLP's step tensors of 512 clients would far exceed CPU_STEP_WORKING_SET_MB: its chunk is the
+    # number of clients whose parameters, gradients and activations of one step fit (at least 16); the
+    # per-example path, the vmap path and an explicit chunk size are not bounded by it.
+    from ampfl.fl.engine.vectorised import CPU_MAX_CHUNK, CPU_STEP_WORKING_SET_MB
+
+    wide = FunctionalModel(build_model("mlp", input_shape=(10,), num_classes=4, hidden=[1024]), (10,))
+    per_step = 4 * (2 * wide.dim + 10 * (10 + 3 * wide.activation_numel))
+    size = Engine().chunk_size(wide, 50, step_examples=10)
+    assert size == CPU_STEP_WORKING_SET_MB * 2**20 // per_step and 16 <= size < CPU_MAX_CHUNK
+    assert Engine().chunk_size(wide, 50, step_examples=1000) == 16
+    assert Engine().chunk_size(wide, 50, step_examples=10, per_sample=True) > size
+    assert Engine(EngineOptions(model_fast_path=False)).chunk_size(wide, 50, step_examples=10) > size
+    assert Engine(EngineOptions(chunk_size=300)).chunk_size(wide, 50, step_examples=10) == 300
+    narrow = FunctionalModel(build_model("mlp", input_shape=(10,), num_classes=4, hidden=[64]), (10,))
+    assert Engine().chunk_size(narrow, 50, step_examples=10) == CPU_MAX_CHUNK
+
+
 def test_cpu_chunks_are_capped_and_the_heap_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     # On the CPU a chunk holds at most CPU_MAX_CHUNK clients (the memory cap decides below it; an explicit
     # chunk_size is kept), and the engine asks glibc to keep freed blocks, unless told not to.

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -64,6 +65,16 @@ from ampfl.fl.models.base import FLModel
 #: MLP(1024) 5.0 / 7.3 s; 128 and 32 were slower again. Every client's result is independent of the
 #: chunking (bit for bit on the CPU); an average sums chunk by chunk, so the cap moves it at float rounding.
 CPU_MAX_CHUNK = 512
+
+#: On the CPU, the most memory (MiB) one local step of a chunk may touch on the autograd-free path of a
+#: model's ``stacked_loss_and_grads`` (parameters, gradients and the step's activations). That path streams
+#: each ``[chunk, b, width]`` tensor through products of inner size b and elementwise passes, so its speed is
+#: the cache's: a FedAvg round at K = 10⁴ (bench/scale.py's workload, CPU ms, one thread, this project's
+#: 2-core EPYC with a 32 MiB L3) took at chunks of 32 / 64 / 128 / 256 / 512 clients: MLP(64) 698 / 466 /
+#: 355 / 298 / 282, MLP(256) 1 141 / 895 / 820 / 912 / 987, MLP(1024) (at 32 / 48 / 64 / 96 / 512) 2 769 /
+#: 2 688 / 2 864 / 3 064 / 3 542. At 16 MiB (4·(2d + b·(input + 3·activations)) bytes per client) the
+#: three get chunks of 512, 180 and 44.
+CPU_STEP_WORKING_SET_MB = 16
 
 GradHook = Callable[[int, np.ndarray, torch.Tensor], torch.Tensor]
 """``(step, client_ids [k], grads [k, d]) -> grads``; must derive any randomness from the client ids so that
@@ -147,17 +158,25 @@ class Engine:
         *,
         per_sample: bool = False,
         low_rank: bool = False,
+        step_examples: int = 0,
     ) -> int:
         """Clients per vectorised call: ``options.chunk_size`` or what fits into ``memory_cap_mb``
         (``low_rank``: the path of :func:`ampfl.fl.engine.low_rank.low_rank_local_sgd`, which holds about 2
-        instead of 8 copies of d), on the CPU at most :data:`CPU_MAX_CHUNK`."""
+        instead of 8 copies of d), on the CPU at most :data:`CPU_MAX_CHUNK`, and on the autograd-free path
+        at most what keeps one step's tensors within :data:`CPU_STEP_WORKING_SET_MB`
+        (``step_examples``: the b examples of one step)."""
         if self.options.chunk_size is not None:
             return self.options.chunk_size
         d, inp, act = model.dim, math.prod(model.input_shape), model.activation_numel
         copies = 2 if low_rank else 8
         per_client = 4 * (copies * d + examples_per_client * (inp + 4 * act + (3 * d if per_sample else 0)))
         size = max(1, int(self.memory_cap_mb * 2**20 // per_client))
-        return min(size, CPU_MAX_CHUNK) if self.device == "cpu" else size
+        if self.device != "cpu":
+            return size
+        if step_examples and not (per_sample or low_rank) and self._analytic(model) is not None:
+            per_step = 4 * (2 * d + step_examples * (inp + 3 * act))
+            size = min(size, max(16, int(CPU_STEP_WORKING_SET_MB * 2**20 // per_step)))
+        return min(size, CPU_MAX_CHUNK)
 
     # -- local SGD ------------------------------------------------------------------------------------
     def local_sgd(
@@ -213,7 +232,9 @@ class Engine:
         run = self._local_sgd_chunk if self.options.vectorized else local_sgd_sequential
         low_rank = bool(self._low_rank_names(model, per_sample_clip, grad_hook))
         size = (
-            self.chunk_size(model, q * b, per_sample=per_sample_clip is not None, low_rank=low_rank)
+            self.chunk_size(
+                model, q * b, per_sample=per_sample_clip is not None, low_rank=low_rank, step_examples=b
+            )
             if self.options.vectorized
             else k
         )
@@ -305,6 +326,12 @@ class Engine:
             return ()
         return model.fused_linear_names
 
+    def _analytic(self, model: FunctionalModel) -> Callable[..., Any] | None:
+        """The model's autograd-free ``stacked_loss_and_grads`` where the engine takes its fast path."""
+        if not (self.options.model_fast_path and model.has_stacked_forward):
+            return None
+        return getattr(model.module, "stacked_loss_and_grads", None)
+
     def _local_sgd_chunk(
         self, model: FunctionalModel, out: torch.Tensor, params: torch.Tensor, steps: ChunkSteps
     ) -> torch.Tensor:
@@ -320,7 +347,7 @@ class Engine:
         views = list(spec.unflatten(buffer).values())
         per_example_fn = None if clip is None else vmap(self._client_step_fn(model, clip))
         losses_fn = model.stacked_example_losses if fast else vmap(model.named_example_losses)
-        analytic = getattr(model.module, "stacked_loss_and_grads", None) if fast else None
+        analytic = self._analytic(model)
         total = params.new_zeros(params.shape[0])
         for r in range(xb.shape[1]):
             grads: list[torch.Tensor] | None = None
