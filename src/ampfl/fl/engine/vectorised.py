@@ -73,7 +73,7 @@ CPU_MAX_CHUNK = 512
 #: 2-core EPYC with a 32 MiB L3) took at chunks of 32 / 64 / 128 / 256 / 512 clients: MLP(64) 698 / 466 /
 #: 355 / 298 / 282, MLP(256) 1 141 / 895 / 820 / 912 / 987, MLP(1024) (at 32 / 48 / 64 / 96 / 512) 2 769 /
 #: 2 688 / 2 864 / 3 064 / 3 542. At 16 MiB (4·(2d + b·(input + 3·activations)) bytes per client) the
-#: three get chunks of 512, 180 and 44.
+#: three get chunks of 512, 180 and 45.
 CPU_STEP_WORKING_SET_MB = 16
 
 GradHook = Callable[[int, np.ndarray, torch.Tensor], torch.Tensor]
