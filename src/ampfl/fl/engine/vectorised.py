@@ -60,20 +60,14 @@ from ampfl.fl.models.base import FLModel
 
 #: Most clients per chunk on the CPU (when ``chunk_size`` is not given): enough for the vectorised calls to
 #: be wide, few enough that a chunk's per-step tensors stay well below glibc's largest heap block (32 MiB,
-#: :func:`keep_freed_heap`) and its peak memory small. A FedAvg round at K = 10⁴ (CPU time, one thread,
-#: bench/scale.py's workload) measured 512 against 2 048: logreg 120–126 / 145–149 ms, MLP(64) 468 / 522 ms,
-#: MLP(1024) 5.0 / 7.3 s; 128 and 32 were slower again. Every client's result is independent of the
-#: chunking (bit for bit on the CPU); an average sums chunk by chunk, so the cap moves it at float rounding.
+#: :func:`keep_freed_heap`); measured against 2 048, 128 and 32 in docs/performance.md. Every client's
+#: result is independent of the chunking (bit for bit on the CPU); an average sums chunk by chunk.
 CPU_MAX_CHUNK = 512
 
 #: On the CPU, the most memory (MiB) one local step of a chunk may touch on the autograd-free path of a
-#: model's ``stacked_loss_and_grads`` (parameters, gradients and the step's activations). That path streams
-#: each ``[chunk, b, width]`` tensor through products of inner size b and elementwise passes, so its speed is
-#: the cache's: a FedAvg round at K = 10⁴ (bench/scale.py's workload, CPU ms, one thread, this project's
-#: 2-core EPYC with a 32 MiB L3) took at chunks of 32 / 64 / 128 / 256 / 512 clients: MLP(64) 698 / 466 /
-#: 355 / 298 / 282, MLP(256) 1 141 / 895 / 820 / 912 / 987, MLP(1024) (at 32 / 48 / 64 / 96 / 512) 2 769 /
-#: 2 688 / 2 864 / 3 064 / 3 542. At 16 MiB (4·(2d + b·(input + 3·activations)) bytes per client) the
-#: three get chunks of 512, 180 and 45.
+#: model's ``stacked_loss_and_grads``: that path streams each ``[chunk, b, width]`` tensor through products
+#: of inner size b and elementwise passes, so it runs at the cache's speed (chunk sizes measured against the
+#: MLP's round time in docs/performance.md: MLP(64), MLP(256), MLP(1024) get 512, 180 and 45 clients).
 CPU_STEP_WORKING_SET_MB = 16
 
 GradHook = Callable[[int, np.ndarray, torch.Tensor], torch.Tensor]
