@@ -203,7 +203,7 @@ def test_cpu_chunks_of_the_autograd_free_path_fit_one_step_in_the_working_set() 
     # A wide MLP's step tensors of 512 clients would far exceed CPU_STEP_WORKING_SET_MB: its chunk is the
     # number of clients whose parameters, gradients and activations of one step fit (at least 16); the
     # per-example path, the vmap path and an explicit chunk size are not bounded by it.
-    from ampfl.fl.engine.vectorised import CPU_MAX_CHUNK, CPU_STEP_WORKING_SET_MB
+    from ampfl.fl.engine.chunking import CPU_MAX_CHUNK, CPU_STEP_WORKING_SET_MB
 
     wide = FunctionalModel(build_model("mlp", input_shape=(10,), num_classes=4, hidden=[1024]), (10,))
     per_step = 4 * (2 * wide.dim + 10 * (10 + 3 * wide.activation_numel))
@@ -221,7 +221,7 @@ def test_cpu_chunks_are_capped_and_the_heap_kept(monkeypatch: pytest.MonkeyPatch
     # On the CPU a chunk holds at most CPU_MAX_CHUNK clients (the memory cap decides below it; an explicit
     # chunk_size is kept), and the engine asks glibc to keep freed blocks, unless told not to.
     from ampfl.fl.engine import device
-    from ampfl.fl.engine.vectorised import CPU_MAX_CHUNK
+    from ampfl.fl.engine.chunking import CPU_MAX_CHUNK
 
     fm = FunctionalModel(build_model("logreg", input_shape=(6,), num_classes=2), (6,))
     assert Engine().chunk_size(fm, 50) == CPU_MAX_CHUNK

@@ -33,7 +33,6 @@ privacy randomness stay. On the CPU nothing moves: the operations of before the 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -42,6 +41,7 @@ import numpy as np
 import torch
 from torch.func import vmap
 
+from ampfl.fl.engine.chunking import clients_per_chunk
 from ampfl.fl.engine.clipping import clip_rows, low_rank_clipped_sum
 from ampfl.fl.engine.device import (
     default_memory_cap_mb,
@@ -57,18 +57,6 @@ from ampfl.fl.engine.functional_model import FunctionalModel
 from ampfl.fl.engine.low_rank import low_rank_local_sgd
 from ampfl.fl.engine.sequential import ChunkSteps, autograd_step, local_sgd_sequential
 from ampfl.fl.models.base import FLModel
-
-#: Most clients per chunk on the CPU (when ``chunk_size`` is not given): enough for the vectorised calls to
-#: be wide, few enough that a chunk's per-step tensors stay well below glibc's largest heap block (32 MiB,
-#: :func:`keep_freed_heap`); measured against 2 048, 128 and 32 in docs/performance.md. Every client's
-#: result is independent of the chunking (bit for bit on the CPU); an average sums chunk by chunk.
-CPU_MAX_CHUNK = 512
-
-#: On the CPU, the most memory (MiB) one local step of a chunk may touch on the autograd-free path of a
-#: model's ``stacked_loss_and_grads``: that path streams each ``[chunk, b, width]`` tensor through products
-#: of inner size b and elementwise passes, so it runs at the cache's speed (chunk sizes measured against the
-#: MLP's round time in docs/performance.md: MLP(64), MLP(256), MLP(1024) get 512, 180 and 45 clients).
-CPU_STEP_WORKING_SET_MB = 16
 
 GradHook = Callable[[int, np.ndarray, torch.Tensor], torch.Tensor]
 """``(step, client_ids [k], grads [k, d]) -> grads``; must derive any randomness from the client ids so that
@@ -154,23 +142,16 @@ class Engine:
         low_rank: bool = False,
         step_examples: int = 0,
     ) -> int:
-        """Clients per vectorised call: ``options.chunk_size`` or what fits into ``memory_cap_mb``
-        (``low_rank``: the path of :func:`ampfl.fl.engine.low_rank.low_rank_local_sgd`, which holds about 2
-        instead of 8 copies of d), on the CPU at most :data:`CPU_MAX_CHUNK`, and on the autograd-free path
-        at most what keeps one step's tensors within :data:`CPU_STEP_WORKING_SET_MB`
-        (``step_examples``: the b examples of one step)."""
+        """Clients per vectorised call: ``options.chunk_size``, or
+        :func:`ampfl.fl.engine.chunking.clients_per_chunk` on the engine's device and memory budget
+        (``step_examples``, the b examples of one step, bounds it only on the model's autograd-free path)."""
         if self.options.chunk_size is not None:
             return self.options.chunk_size
-        d, inp, act = model.dim, math.prod(model.input_shape), model.activation_numel
-        copies = 2 if low_rank else 8
-        per_client = 4 * (copies * d + examples_per_client * (inp + 4 * act + (3 * d if per_sample else 0)))
-        size = max(1, int(self.memory_cap_mb * 2**20 // per_client))
-        if self.device != "cpu":
-            return size
-        if step_examples and not (per_sample or low_rank) and self._analytic(model) is not None:
-            per_step = 4 * (2 * d + step_examples * (inp + 3 * act))
-            size = min(size, max(16, int(CPU_STEP_WORKING_SET_MB * 2**20 // per_step)))
-        return min(size, CPU_MAX_CHUNK)
+        analytic = step_examples if self._analytic(model) is not None else 0
+        return clients_per_chunk(
+            model, examples_per_client, memory_cap_mb=self.memory_cap_mb, on_cpu=self.device == "cpu",
+            per_sample=per_sample, low_rank=low_rank, step_examples=analytic,
+        )  # fmt: skip
 
     # -- local SGD ------------------------------------------------------------------------------------
     def local_sgd(
@@ -314,17 +295,26 @@ class Engine:
         ``fused_linear_names`` in plain local SGD through its ``forward_stacked`` (no per-example clipping,
         no gradient hook) when it has no penalty (R(w) = 0, so no gradient reaches W except through
         z = h Wᵀ); else none."""
-        if not (self.options.vectorized and self.options.model_fast_path and model.has_stacked_forward):
+        if not (self.options.vectorized and self._fast(model)):
             return ()
         if clip is not None or hook is not None or type(model.module).penalty is not FLModel.penalty:
             return ()
         return model.fused_linear_names
 
+    def _fast(self, model: FunctionalModel) -> bool:
+        """Whether plain local SGD runs through the model's own ``forward_stacked`` (``model_fast_path``)."""
+        return self.options.model_fast_path and model.has_stacked_forward
+
     def _analytic(self, model: FunctionalModel) -> Callable[..., Any] | None:
         """The model's autograd-free ``stacked_loss_and_grads`` where the engine takes its fast path."""
-        if not (self.options.model_fast_path and model.has_stacked_forward):
+        return getattr(model.module, "stacked_loss_and_grads", None) if self._fast(model) else None
+
+    def _stacked_sgd(self, model: FunctionalModel) -> Callable[..., torch.Tensor] | None:
+        """The model's ``stacked_local_sgd`` (Q steps of plain local SGD for a chunk, in place) where the
+        engine takes its fast path and the model has no penalty (the method sees only the losses)."""
+        if not self._fast(model) or type(model.module).penalty is not FLModel.penalty:
             return None
-        return getattr(model.module, "stacked_loss_and_grads", None)
+        return getattr(model.module, "stacked_local_sgd", None)
 
     def _local_sgd_chunk(
         self, model: FunctionalModel, out: torch.Tensor, params: torch.Tensor, steps: ChunkSteps
@@ -332,11 +322,14 @@ class Engine:
         """Local SGD of one chunk of clients: final parameters into ``out`` (``[k, d]``; the low-rank path
         also takes ``[d]``: their sum is added to it), returns the mean losses ``[k]``."""
         xb, yb, wb, lr, clip, ids, hook = steps
-        fast = self.options.model_fast_path and model.has_stacked_forward
+        fast = self._fast(model)
         fused = self._low_rank_names(model, clip, hook)
         if fused:
             return low_rank_local_sgd(model, out, params, fused, xb, yb, wb, lr)
         spec = model.spec
+        whole = self._stacked_sgd(model) if clip is None and hook is None else None
+        if whole is not None:  # the model's own Q steps, in place on views of the chunk's rows
+            return whole(spec.unflatten(out.copy_(params)), xb, yb, wb, lr)
         buffer = out.copy_(params)  # [k, d], updated in place through per-tensor views
         views = list(spec.unflatten(buffer).values())
         per_example_fn = None if clip is None else vmap(self._client_step_fn(model, clip))

@@ -78,7 +78,7 @@ class MLP(FLModel):
         and layouts: bit for bit autograd's result except the weight gradients of narrowing layers
         (:func:`_weight_grad`; tests/fl/test_engine_speed_identity.py)."""
         names = self._linear_names()
-        k, b = x.shape[0], x.shape[1]
+        k = x.shape[0]
         inputs, hidden = [x.flatten(start_dim=2)], []
         h = inputs[0]
         for i, name in enumerate(names):
@@ -87,18 +87,7 @@ class MLP(FLModel):
                 h = torch.relu(h)
                 hidden.append(h)
                 inputs.append(h)
-        out = h
-        targets = y.reshape(k * b)
-        weight = params[f"{names[0]}.weight"]
-        # d(Σ_i per_client_i)/d(losses) as autograd forms it: ones expanded to [k, b], times w
-        grad_losses = (weight.new_ones(()).expand(k).unsqueeze(1).expand(k, b) * w).reshape(k * b)
-        log_p = torch.log_softmax(out.reshape(k * b, -1), 1)
-        losses, total = torch.ops.aten.nll_loss_forward(log_p, targets, None, 0, _IGNORE_INDEX)
-        grad_log_p = torch.ops.aten.nll_loss_backward(
-            grad_losses, log_p, targets, None, 0, _IGNORE_INDEX, total
-        )
-        grad = torch.ops.aten._log_softmax_backward_data(grad_log_p, log_p, 1, log_p.dtype).reshape(out.shape)
-        per_client = ((losses.reshape(k, b) + weight.new_zeros(k).reshape(k, 1)) * w).sum(1)
+        grad, per_client = _cross_entropy_grad(h, y, w)
         grads: dict[str, torch.Tensor] = {}
         for i in range(len(names) - 1, -1, -1):
             name, weight_i = names[i], params[f"{names[i]}.weight"]
@@ -108,6 +97,91 @@ class MLP(FLModel):
                 grad = torch.bmm(grad, weight_i.transpose(1, 2).transpose(1, 2))
                 grad = torch.ops.aten.threshold_backward(grad, hidden[i - 1], 0)
         return {n: grads[n] for n in params}, per_client
+
+    def stacked_local_sgd(
+        self,
+        params: dict[str, torch.Tensor],
+        xb: torch.Tensor,
+        yb: torch.Tensor,
+        wb: torch.Tensor,
+        learning_rate: float,
+    ) -> torch.Tensor:
+        """Q steps of SGD on Σ_j w_ij ℓ(w_i; x_ij, y_ij) for k stacked models at once, in place
+        (``params`` ``[k, *shape]``, views into the engine's buffer; ``xb`` ``[k, Q, b, *input]``, ``yb``
+        and ``wb`` ``[k, Q, b]``); returns the mean loss over the steps ``[k]``.
+
+        The gradients of :meth:`stacked_loss_and_grads`, each folded into its update: a weight's update is
+        one ``baddbmm_`` (W ← W − η Σ_j ∂z_jᵀ h_j, the product accumulated into W) instead of a product, then
+        a pass over W. A widening layer (in ≤ out) keeps a working matrix [Wᵀ; bᵀ], ``[k, in + 1, out]``,
+        for the Q steps (written back once): its update's product has a wide result only in that layout
+        (:func:`_weight_grad`), and with a column of ones appended to the layer's input the bias is a row of
+        the forward product and of the update (no pass over ``[k, b, out]`` for either). A narrowing layer
+        updates the buffer's W in place, its bias riding in the forward product (``baddbmm``). The same
+        arithmetic as the step-by-step path up to float rounding (tests/fl/test_engine_speed_identity.py)."""
+        names = self._linear_names()
+        shapes = [params[f"{n}.weight"].shape for n in names]
+        widens = [shape[2] <= shape[1] for shape in shapes]
+        weights = [
+            torch.cat([params[f"{n}.weight"].transpose(1, 2), params[f"{n}.bias"][:, None, :]], 1)
+            if wide
+            else params[f"{n}.weight"]
+            for n, wide in zip(names, widens, strict=True)
+        ]  # a widening layer's [Wᵀ; bᵀ] [k, in + 1, out], a narrowing layer's W [k, out, in] (the buffer's)
+        biases = [params[f"{n}.bias"] for n in names]
+        k, q, b = xb.shape[:3]
+        x = xb.reshape(k, q, b, -1)
+        if widens[0]:  # the first layer's column of ones, appended once for the Q steps
+            x = torch.cat([x, x.new_ones(k, q, b, 1)], 3)
+        total = xb.new_zeros(k)
+        for r in range(q):
+            inputs = [x[:, r]]
+            for i, (weight, wide) in enumerate(zip(weights, widens, strict=True)):
+                if wide:  # [h, 1] [Wᵀ; bᵀ]
+                    if i > 0:
+                        inputs[i] = torch.cat([inputs[i], inputs[i].new_ones(k, b, 1)], 2)
+                    h = torch.bmm(inputs[i], weight)
+                else:
+                    h = torch.baddbmm(biases[i][:, None, :], inputs[i], weight.transpose(1, 2))
+                if i + 1 < len(names):
+                    inputs.append(h.relu_())
+            grad, per_client = _cross_entropy_grad(h, yb[:, r], wb[:, r])
+            total += per_client
+            for i in range(len(names) - 1, -1, -1):
+                weight, wide = weights[i], widens[i]
+                below = None
+                if i > 0:  # ∂L/∂h of the layer's input with the step's weights, then through the ReLU
+                    below = torch.bmm(grad, weight[:, :-1].transpose(1, 2) if wide else weight)
+                    relu_out = inputs[i][:, :, :-1] if wide else inputs[i]
+                    torch.ops.aten.threshold_backward.grad_input(below, relu_out, 0, grad_input=below)
+                if wide:
+                    weight.baddbmm_(inputs[i].transpose(1, 2), grad, alpha=-learning_rate)
+                else:
+                    biases[i].sub_(grad.sum(1), alpha=learning_rate)
+                    weight.baddbmm_(grad.transpose(1, 2), inputs[i], alpha=-learning_rate)
+                if below is not None:
+                    grad = below
+        for name, weight, wide in zip(names, weights, widens, strict=True):
+            if wide:
+                params[f"{name}.weight"].copy_(weight[:, :-1].transpose(1, 2))
+                params[f"{name}.bias"].copy_(weight[:, -1])
+        return total / q
+
+
+def _cross_entropy_grad(
+    out: torch.Tensor, y: torch.Tensor, w: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """∂/∂out of Σ_ij w_ij CE(out_ij, y_ij) (``out`` ``[k, b, classes]``) and the per-client sums ``[k]``,
+    through the kernels autograd runs for ``F.cross_entropy(reduction="none")`` (bit for bit its numbers)."""
+    k, b = w.shape
+    targets = y.reshape(k * b)
+    # d(Σ_i per_client_i)/d(losses) as autograd forms it: ones expanded to [k, b], times w
+    grad_losses = (out.new_ones(()).expand(k).unsqueeze(1).expand(k, b) * w).reshape(k * b)
+    log_p = torch.log_softmax(out.reshape(k * b, -1), 1)
+    losses, total = torch.ops.aten.nll_loss_forward(log_p, targets, None, 0, _IGNORE_INDEX)
+    grad_log_p = torch.ops.aten.nll_loss_backward(grad_losses, log_p, targets, None, 0, _IGNORE_INDEX, total)
+    grad = torch.ops.aten._log_softmax_backward_data(grad_log_p, log_p, 1, log_p.dtype).reshape(out.shape)
+    per_client = ((losses.reshape(k, b) + out.new_zeros(k).reshape(k, 1)) * w).sum(1)
+    return grad, per_client
 
 
 def _weight_grad(inputs: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
