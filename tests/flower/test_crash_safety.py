@@ -24,6 +24,9 @@ from ampfl.cli import main
 from ampfl.fl.run import lock as folder_lock
 from ampfl.flower.local import marked_processes
 
+#: What a SuperNode's command line holds: Flower's entry point, or ampfl's prompt one around it.
+SUPERNODE_COMMANDS = (b"flower-supernode", b"ampfl.flower.prompt_supernode")
+
 CONFIG = """
 seed = 3
 rounds = 40
@@ -162,7 +165,7 @@ def test_a_dead_supernode_ends_deploy_in_one_line_within_seconds(tmp_path: Path)
         nodes = [
             p
             for p in marked_processes(marker)
-            if b"flower-supernode" in Path(f"/proc/{p}/cmdline").read_bytes()
+            if any(name in Path(f"/proc/{p}/cmdline").read_bytes() for name in SUPERNODE_COMMANDS)
         ]
         # Execute
         os.kill(nodes[0], signal.SIGKILL)

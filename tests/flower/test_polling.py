@@ -66,3 +66,37 @@ def test_other_calls_go_to_the_wrapped_grid() -> None:
     assert list(grid.get_node_ids()) == [7, 9]
     grid.create_message("content", "train", 7, "0", 5.0)
     assert inner.created == [("content", "train", 7, "0", 5.0)]
+
+
+def test_the_supernodes_idle_pull_is_shortened_and_nothing_else(monkeypatch: Any) -> None:
+    """ampfl.flower.prompt_supernode: on flwr 1.41 the SuperNode loop's 3 s idle pause becomes
+    POLL_SECONDS, its other sleeps and names stay the time module's; a loop without that pause is left
+    as Flower wrote it."""
+    import flwr.supernode.start_client_internal as loop
+
+    from ampfl.flower import prompt_supernode
+
+    monkeypatch.setattr(loop, "time", time)  # restored after the test
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    assert prompt_supernode.patch()
+    loop.time.sleep(3)
+    loop.time.sleep(0.5)
+    assert slept == [prompt_supernode.POLL_SECONDS, 0.5]
+    assert loop.time.monotonic is time.monotonic
+    monkeypatch.setattr(loop, "time", time)
+    monkeypatch.setattr(prompt_supernode, "_IDLE", "time.sleep(30)")
+    assert not prompt_supernode.patch() and loop.time is time
+
+
+def test_local_federations_poll_their_superexecs_promptly(tmp_path: Any, monkeypatch: Any) -> None:
+    """Flower's own FLWR_SUPEREXEC_TASK_POLL_INTERVAL is set for the federation's processes (a user's own
+    value is kept)."""
+    from ampfl.flower.local import flower_env
+    from ampfl.flower.prompt_supernode import SUPEREXEC_POLL_SECONDS
+
+    monkeypatch.delenv("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", raising=False)
+    env = flower_env(tmp_path, "127.0.0.1:9")
+    assert float(env["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"]) == SUPEREXEC_POLL_SECONDS
+    monkeypatch.setenv("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", "0.5")
+    assert flower_env(tmp_path, "127.0.0.1:9")["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] == "0.5"
