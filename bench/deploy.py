@@ -116,7 +116,7 @@ def run_contender(
         workdir / "flwr-home",
         marker=f"bench-{name}-{os.getpid()}-{workdir.name}",
         state_dir=None if name == "ampfl-nocache" else out / "node-state",  # no state-dir: no task cache
-        fork_clientapps=False,  # each ClientApp started cold, as Flower starts it, through the wrapper
+        fork_processes=False,  # each process started cold, as Flower starts it, through the wrapper
     )
     federation.env["PATH"] = str(_wrapper_dir(workdir / "bin")) + os.pathsep + federation.env["PATH"]
     federation.env["AMPFL_BENCH_CPU"] = str(log)

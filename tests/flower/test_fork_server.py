@@ -1,9 +1,11 @@
 """ampfl.flower.fork_server: a shim's request runs the entry point in a forked child with the shim's
 arguments, working directory, environment, standard streams and exit code; signals reach the child; each
-child draws its own numpy randomness; without a server the shim runs the real command."""
+child draws its own numpy randomness; a child dies with its shim; without a server, or for a command it does
+not run, the shim runs the real command; every command's entry point is the installed Flower's."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ampfl.flower.fork_server import write_shim
+from ampfl.flower.fork_server import ENTRIES, write_shim
 
 ENTRY = """
 import json, os, sys, time
@@ -24,7 +26,7 @@ import numpy as np
 def main():
     args = sys.argv[1:]
     if args and args[0] == "sleep":
-        print("sleeping", flush=True)
+        print("sleeping", os.getpid(), flush=True)
         time.sleep(60)
     line = sys.stdin.readline().strip()
     print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "probe": os.environ.get("PROBE"),
@@ -65,7 +67,7 @@ def test_a_request_runs_forked_with_the_shims_arguments_streams_and_exit_code(
 ) -> None:
     # Prepare
     sock, _ = server
-    shim = write_shim(tmp_path / "bin", sock, _real(tmp_path))
+    shim = write_shim(tmp_path / "bin", sock, "flwr-clientapp", [_real(tmp_path)])
     work = tmp_path / "work"
     work.mkdir()
     # Execute
@@ -97,17 +99,62 @@ def test_a_signal_to_the_shim_reaches_the_child(
 ) -> None:
     # Prepare
     sock, _ = server
-    shim = write_shim(tmp_path / "bin", sock, _real(tmp_path))
+    shim = write_shim(tmp_path / "bin", sock, "flwr-clientapp", [_real(tmp_path)])
     process = subprocess.Popen([str(shim), "sleep"], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
     assert process.stdout is not None
-    assert process.stdout.readline().strip() == b"sleeping"
+    assert process.stdout.readline().split()[0] == b"sleeping"
     # Execute
     process.send_signal(signal.SIGTERM)
     # Assert
     assert process.wait(timeout=30) == 128 + signal.SIGTERM
 
 
+def test_a_child_dies_with_its_shim_even_on_kill_9(
+    tmp_path: Path, server: tuple[Path, subprocess.Popen[bytes]]
+) -> None:
+    # Prepare
+    sock, _ = server
+    shim = write_shim(tmp_path / "bin", sock, "flower-supernode", [_real(tmp_path)])
+    process = subprocess.Popen([str(shim), "sleep"], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    assert process.stdout is not None
+    word, pid = process.stdout.readline().split()
+    assert word == b"sleeping" and int(pid) != process.pid  # the forked child, not the shim
+    # Execute
+    process.kill()
+    process.wait()
+    # Assert: the server SIGKILLs the child (and reaps it)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{int(pid)}").exists():
+        assert time.monotonic() < deadline, "the child outlived its shim"
+        time.sleep(0.05)
+
+
+def test_a_command_the_server_does_not_run_starts_cold(
+    tmp_path: Path, server: tuple[Path, subprocess.Popen[bytes]]
+) -> None:
+    sock, _ = server
+    shim = write_shim(tmp_path / "bin", sock, "python", [_real(tmp_path)])  # not one of ENTRIES
+    run = subprocess.run([str(shim), "0"], capture_output=True, timeout=60, check=False)
+    assert run.returncode == 3 and run.stdout.decode().split() == ["cold", "0"]
+
+
+def test_every_entry_is_the_installed_flowers_entry_point() -> None:
+    pytest.importorskip("flwr")
+    from importlib.metadata import entry_points
+
+    scripts = {e.name: e.value for e in entry_points(group="console_scripts") if e.module.startswith("flwr")}
+    for command, entry in ENTRIES.items():
+        module, _, function = entry.partition(":")
+        assert callable(getattr(importlib.import_module(module), function)), entry
+        assert command in scripts, command  # a command Flower's own package installs
+        if not module.startswith("ampfl"):  # the prompt SuperNode wraps Flower's (test_polling.py)
+            package, _, name = scripts[command].partition(":")
+            assert getattr(importlib.import_module(package), name) is getattr(
+                importlib.import_module(module), function
+            )
+
+
 def test_without_a_server_the_shim_runs_the_real_command(tmp_path: Path) -> None:
-    shim = write_shim(tmp_path / "bin", tmp_path / "missing" / "socket", _real(tmp_path))
+    shim = write_shim(tmp_path / "bin", tmp_path / "missing" / "socket", "flwr-clientapp", [_real(tmp_path)])
     run = subprocess.run([str(shim), "--token", "t"], capture_output=True, timeout=60, check=False)
     assert run.returncode == 3 and run.stdout.decode().split() == ["cold", "--token", "t"]

@@ -13,9 +13,10 @@ Every process runs with the venv's ``bin`` first on ``PATH`` (the SuperLink and 
 ``FLWR_HOME`` whose ``config.toml`` names the SuperLink connection for ``flwr run``, and
 ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL`` = 0.1 s. The SuperNodes are Flower's, run by
 :mod:`ampfl.flower.prompt_supernode` so that an idle node pulls every 0.2 s instead of 3 s
-(``AMPFL_PROMPT_SUPERNODES=0`` for Flower's 3 s). They find a
-``flwr-clientapp`` shim first on theirs, which forks each ClientApp from a warm parent
-(:mod:`ampfl.flower.fork_server`; ``AMPFL_FORK_CLIENTAPPS=0`` for Flower's cold start).
+(``AMPFL_PROMPT_SUPERNODES=0`` for Flower's 3 s). Every Flower process of the federation (SuperLink,
+SuperNodes, their SuperExecs, the ServerApp and the ClientApps) is forked from a warm parent that imported
+Flower, torch and ampfl once (:mod:`ampfl.flower.fork_server`; ``AMPFL_FORK_PROCESSES=0`` for Flower's cold
+starts).
 """
 
 from __future__ import annotations
@@ -199,8 +200,9 @@ class LocalFederation:
         state_dir: when given, SuperNode i gets the node config ``state-dir = state_dir/node-i`` (where
             MS-PAFL keeps its private submodel, and the node caches its shard of the task in ``cache/``:
             :mod:`ampfl.flower.node_cache`).
-        fork_clientapps: fork each ClientApp from a warm parent (:mod:`ampfl.flower.fork_server`) instead of
-            Flower's cold start; None = unless ``AMPFL_FORK_CLIENTAPPS=0``.
+        fork_processes: fork the federation's Flower processes from a warm parent
+            (:mod:`ampfl.flower.fork_server`) instead of starting each cold; None = unless
+            ``AMPFL_FORK_PROCESSES=0``.
     """
 
     def __init__(
@@ -211,7 +213,7 @@ class LocalFederation:
         marker: str = "",
         state_dir: Path | None = None,
         tls_dir: Path | None = None,
-        fork_clientapps: bool | None = None,
+        fork_processes: bool | None = None,
     ) -> None:
         if num_clients < 1:
             raise ValueError(f"num_clients must be >= 1. Found {num_clients}.")
@@ -236,22 +238,23 @@ class LocalFederation:
         self.started_seconds = 0.0
         self._log_starts: dict[str, int] = {}  # SuperNode log → its size before this start (logs append)
         self._connected: set[str] = set()
-        if fork_clientapps is None:
-            fork_clientapps = os.environ.get("AMPFL_FORK_CLIENTAPPS", "1") != "0"
-        self.fork_clientapps = fork_clientapps and hasattr(socket, "send_fds")
+        if fork_processes is None:
+            fork_processes = os.environ.get("AMPFL_FORK_PROCESSES", "1") != "0"
+        self.fork_processes = fork_processes and hasattr(socket, "send_fds")
         self.fork_server: subprocess.Popen[bytes] | None = None
         self._fork_dir: Path | None = None
+        self._shims: Path | None = None  # the fork server's shims, once it listens
+        self.process_env = self.env  # the SuperLink's and SuperNodes' (the shims first on PATH)
 
     def _spawn(
-        self, args: list[str], log_name: str, env: dict[str, str] | None = None, *, tracked: bool = True
+        self, argv: list[str], log_name: str, env: dict[str, str] | None = None, *, tracked: bool = True
     ) -> subprocess.Popen[bytes]:
-        bin_dir = Path(sys.executable).parent
         path = self.workdir / log_name
         if log_name.startswith("supernode-"):
             self._log_starts[log_name] = path.stat().st_size if path.exists() else 0
         with open(path, "ab") as log:
             process = subprocess.Popen(
-                [str(bin_dir / args[0]), *args[1:]],
+                argv,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self.env if env is None else env,
@@ -263,24 +266,44 @@ class LocalFederation:
             self.names.append(log_name.removesuffix(".log"))
         return process
 
-    def _node_env(self) -> dict[str, str]:
-        """The SuperNodes' environment: with :attr:`fork_clientapps`, the ClientApp fork server
-        (:mod:`ampfl.flower.fork_server`) running and its ``flwr-clientapp`` shim first on ``PATH``."""
-        if not self.fork_clientapps:
-            return self.env
-        from ampfl.flower.fork_server import write_shim
+    @staticmethod
+    def _cold_command(name: str) -> list[str]:
+        """The argv that starts Flower's command ``name`` cold: the venv's script; for ``flower-supernode``
+        the prompt one (:mod:`ampfl.flower.prompt_supernode`) unless ``AMPFL_PROMPT_SUPERNODES=0``."""
+        if name == "flower-supernode" and os.environ.get("AMPFL_PROMPT_SUPERNODES", "1") != "0":
+            return [sys.executable, "-m", "ampfl.flower.prompt_supernode"]
+        return [str(Path(sys.executable).parent / name)]
 
-        bin_dir = Path(sys.executable).parent
+    def _command(self, name: str) -> list[str]:
+        """The argv that starts Flower's command ``name`` here: its shim once the fork server listens."""
+        return [str(self._shims / name)] if self._shims is not None else self._cold_command(name)
+
+    def _start_fork_server(self, timeout: float) -> None:
+        """Start the fork server (:mod:`ampfl.flower.fork_server`) and, once it listens, write its shims
+        into a folder put first on :attr:`process_env`'s ``PATH``. If it exits or does not listen within
+        ``timeout`` seconds (its log says why), it is stopped and every process starts cold."""
+        from ampfl.flower.fork_server import ENTRIES, write_shim
+
         self._fork_dir = Path(tempfile.mkdtemp(prefix="ampfl-fork-"))  # mode 0700, a short socket path
         sock = self._fork_dir / "socket"
-        shim_dir = write_shim(self._fork_dir / "bin", sock, bin_dir / "flwr-clientapp").parent
         self.fork_server = self._spawn(
-            [Path(sys.executable).name, "-m", "ampfl.flower.fork_server", str(sock)],
+            [sys.executable, "-m", "ampfl.flower.fork_server", str(sock)],
             "fork-server.log",
             {**self.env, "OPENBLAS_NUM_THREADS": "1"},  # numpy's BLAS without threads: safe to fork
-            tracked=False,  # best effort: without it each ClientApp starts cold, as Flower starts it
+            tracked=False,  # best effort: without it each process starts cold, as Flower starts it
         )
-        return {**self.env, "PATH": str(shim_dir) + os.pathsep + self.env["PATH"]}
+        deadline = time.monotonic() + timeout
+        while not sock.exists():  # the socket's path appears once it listens
+            if self.fork_server.poll() is not None or time.monotonic() > deadline:
+                _stop_group(self.fork_server, grace=0.0)
+                self.fork_server = None
+                return
+            time.sleep(0.05)
+        shims = self._fork_dir / "bin"
+        for name in ENTRIES:
+            write_shim(shims, sock, name, self._cold_command(name))
+        self._shims = shims
+        self.process_env = {**self.env, "PATH": str(shims) + os.pathsep + self.env["PATH"]}
 
     def _start_watchdog(self) -> None:
         """:mod:`ampfl.flower.watchdog`: kills the marked processes if this process dies (``kill -9``)."""
@@ -305,14 +328,6 @@ class LocalFederation:
             "--ssl-keyfile",
             str(self.tls["server.key"]),
         ]
-
-    @staticmethod
-    def _supernode_command() -> list[str]:
-        """Flower's ``flower-supernode``, polling the SuperLink promptly
-        (:mod:`ampfl.flower.prompt_supernode`; ``AMPFL_PROMPT_SUPERNODES=0`` for Flower's 3 s)."""
-        if os.environ.get("AMPFL_PROMPT_SUPERNODES", "1") == "0":
-            return ["flower-supernode"]
-        return [Path(sys.executable).name, "-m", "ampfl.flower.prompt_supernode"]
 
     def _client_transport(self, node: int) -> list[str]:
         if self.tls is None:
@@ -342,27 +357,29 @@ class LocalFederation:
         begun = time.perf_counter()
         if self.marker and self.watchdog is None:
             self._start_watchdog()
+        if self.fork_processes:
+            self._start_fork_server(timeout)
         link = self._spawn(
             [
-                "flower-superlink",
+                *self._command("flower-superlink"),
                 *self._server_transport(),
                 "--disable-runtime-dependency-installation",
                 "--port",
                 str(self.port),
             ],
             "superlink.log",
+            self.process_env,
         )
         _wait_for_port(self.port, timeout, link)
         if self.tls is not None:
             self._register_nodes()
-        node_env = self._node_env()
         for pid in range(self.num_clients):
             node_config = f"partition-id={pid} num-partitions={self.num_clients}"
             if self.state_dir is not None:
                 node_config += f' state-dir="{(self.state_dir / f"node-{pid}").resolve()}"'
             self._spawn(
                 [
-                    *self._supernode_command(),
+                    *self._command("flower-supernode"),
                     *self._client_transport(pid),
                     "--superlink",
                     self.superlink,
@@ -372,7 +389,7 @@ class LocalFederation:
                     node_config,
                 ],
                 f"supernode-{pid}.log",
-                node_env,
+                self.process_env,
             )
         self.started_seconds = time.perf_counter() - begun
 
@@ -389,12 +406,14 @@ class LocalFederation:
             _stop_group(process)
         self.processes.clear()
         self.names.clear()
-        if self.fork_server is not None:  # its forked ClientApps are in its process group
+        if self.fork_server is not None:  # its forked processes are in its process group
             _stop_group(self.fork_server)
             self.fork_server = None
         if self._fork_dir is not None:
             shutil.rmtree(self._fork_dir, ignore_errors=True)
             self._fork_dir = None
+            self._shims = None
+            self.process_env = self.env
         if self.marker:  # descendants that left their process group (or were starting while we stopped)
             _kill_marked(self.marker)
         if self.watchdog is not None:

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import sys
 import time
 from typing import Any
 
-__all__ = ["POLL_SECONDS", "SUPEREXEC_POLL_SECONDS", "patch"]
+__all__ = ["POLL_SECONDS", "SUPEREXEC_POLL_SECONDS", "flower_supernode", "patch"]
 
 #: Seconds between two pulls of an idle SuperNode (Flower's own: 3).
 POLL_SECONDS = 0.2
@@ -59,11 +60,18 @@ def patch() -> bool:
     return True
 
 
-def main(argv: list[str]) -> int:
-    """``python -m ampfl.flower.prompt_supernode ARGS``: ``flower-supernode ARGS``, polling promptly."""
-    patch()
-    from flwr.supernode.cli.flower_supernode import flower_supernode
+def flower_supernode() -> None:
+    """Flower's ``flower-supernode`` entry point on ``sys.argv``, polling promptly unless
+    ``AMPFL_PROMPT_SUPERNODES=0`` (then Flower's as it is)."""
+    if os.environ.get("AMPFL_PROMPT_SUPERNODES", "1") != "0":
+        patch()
+    from flwr.supernode.cli.flower_supernode import flower_supernode as flowers
 
+    flowers()
+
+
+def main(argv: list[str]) -> int:
+    """``python -m ampfl.flower.prompt_supernode ARGS``: :func:`flower_supernode` on ``ARGS``."""
     sys.argv = ["flower-supernode", *argv]
     flower_supernode()
     return 0
