@@ -147,10 +147,10 @@ class Engine:
         (``step_examples``, the b examples of one step, bounds it only on the model's autograd-free path)."""
         if self.options.chunk_size is not None:
             return self.options.chunk_size
-        analytic = step_examples if self._analytic(model) is not None else 0
+        bounded_examples = step_examples if self._analytic(model) is not None else 0
         return clients_per_chunk(
             model, examples_per_client, memory_cap_mb=self.memory_cap_mb, on_cpu=self.device == "cpu",
-            per_sample=per_sample, low_rank=low_rank, step_examples=analytic,
+            per_sample=per_sample, low_rank=low_rank, step_examples=bounded_examples,
         )  # fmt: skip
 
     # -- local SGD ------------------------------------------------------------------------------------

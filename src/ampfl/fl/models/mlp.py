@@ -119,8 +119,7 @@ class MLP(FLModel):
         updates the buffer's W in place, its bias riding in the forward product (``baddbmm``). The same
         arithmetic as the step-by-step path up to float rounding (tests/fl/test_engine_speed_identity.py)."""
         names = self._linear_names()
-        shapes = [params[f"{n}.weight"].shape for n in names]
-        widens = [shape[2] <= shape[1] for shape in shapes]
+        widens = [not _narrows(*params[f"{n}.weight"].shape[1:]) for n in names]
         weights = [
             torch.cat([params[f"{n}.weight"].transpose(1, 2), params[f"{n}.bias"][:, None, :]], 1)
             if wide
@@ -190,6 +189,12 @@ def _weight_grad(inputs: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
     narrow matrix (``[1024, 4]`` from a batch of 10: 3.7 against 25.8 GFLOP/s, docs/performance.md). Where
     in ≤ out this is autograd's own product (h_iᵀ ∂L/∂z_i, then transposed), so bit for bit autograd's
     gradient; where out < in it is (∂L/∂z_i)ᵀ h_i, the same sums in another kernel (float rounding)."""
-    if grad.shape[2] < inputs.shape[2]:
+    if _narrows(grad.shape[2], inputs.shape[2]):
         return torch.bmm(grad.transpose(1, 2), inputs)
     return torch.bmm(inputs.transpose(1, 2), grad).transpose(1, 2)
+
+
+def _narrows(out_features: int, in_features: int) -> bool:
+    """Whether a layer ``in → out`` narrows (out < in): its weight products are laid out so that their results
+    are wide (:func:`_weight_grad`, :meth:`MLP.stacked_local_sgd`)."""
+    return out_features < in_features
