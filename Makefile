@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ampfl-installed
 
-.PHONY: demo test test-extended install data lint docs clean
+.PHONY: demo test install data lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,10 +36,6 @@ docs: $(STAMP)
 # Flower's fixed 3 s polls, so a third worker keeps both cores busy (measured: 8.3 min against 9.6 with -n 2).
 test: $(STAMP) data lint docs
 	$(VENV)/bin/pytest -n 3
-
-# The real-process Flower federations beyond one per protocol shape (marker `extended`, pyproject.toml).
-test-extended: $(STAMP)
-	AMPFL_EXTENDED_TESTS=1 $(VENV)/bin/pytest -n 3 -m extended
 
 clean:
 	rm -rf $(VENV) runs site .pytest_cache .mypy_cache .ruff_cache

@@ -72,16 +72,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     every worker. The order is deterministic (every worker must collect the same list) and unchanged within
     each group.
     """
-    skipped: set[int] = set()
-    if not os.environ.get("AMPFL_EXTENDED_TESTS"):  # tests marked extended (pyproject.toml) are skipped
-        reason = "extended Flower federation: AMPFL_EXTENDED_TESTS=1 (make test-extended)"
-        skip = pytest.mark.skip(reason=reason)
-        for item in items:
-            if item.get_closest_marker("extended") is not None:
-                item.add_marker(skip)
-                skipped.add(id(item))
-    slow = [item for item in items if item.get_closest_marker("slow") is not None and id(item) not in skipped]
-    fast = [item for item in items if item.get_closest_marker("slow") is None or id(item) in skipped]
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    fast = [item for item in items if item.get_closest_marker("slow") is None]
     workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
     if workers <= 1:
         items[:] = slow + fast

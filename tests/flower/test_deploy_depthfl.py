@@ -55,7 +55,6 @@ reproducible = true
 
 @pytest.mark.slow
 # FedAvg's shape (trusted server, weights in the clear); the protocol: tests/fl/test_depthfl_protocol.py
-@pytest.mark.extended
 def test_depthfl_deploys_and_scores_as_ampfl_run(tmp_path: Path) -> None:
     config = parse_config(tomllib.loads(CONFIG))
     out = tmp_path / "flower"

@@ -64,7 +64,6 @@ reproducible = true
 
 
 @pytest.mark.slow
-@pytest.mark.extended  # the suite's longest federation (~145 s under load): make test-extended
 def test_dp_sgd_split_deploys_with_the_simulators_epsilon(tmp_path: Path) -> None:
     config = parse_config(tomllib.loads(CONFIG))
     out = tmp_path / "flower"

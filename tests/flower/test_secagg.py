@@ -78,16 +78,8 @@ def _config(name: str) -> object:
     return parse_config(tomllib.loads(CONFIG.format(name=name, extra=EXTRA[name])))
 
 
-# dp_fedavg under SecAgg+ has DP-DSGD-RP's shape (each node's own coin, client noise shares): extended only;
-# ms_pafl (client-noised messages and a revealed count) too, to keep make test inside its time budget (its
-# round protocol is checked in-process: tests/fl/test_algorithms.py, tests/fl/test_ms_pafl_noise_units.py)
-EXTENDED = {"dp_fedavg", "ms_pafl"}
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=pytest.mark.extended) if n in EXTENDED else n for n in sorted(EXTRA)]
-)
+@pytest.mark.parametrize("name", sorted(EXTRA))
 def test_secaggplus_server_sees_only_the_noised_sum(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
