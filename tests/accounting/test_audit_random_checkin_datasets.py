@@ -14,8 +14,8 @@ from scipy import stats
 
 from ampfl.accounting.accountants import PLDAccountant
 from ampfl.accounting.audit.random_checkin_datasets import (
-    _log_masses,
     binned_delta,
+    log_masses,
     random_record_types,
     search_record_types,
     sum_distribution,
@@ -210,7 +210,7 @@ def test_count_hidden_path_search_starts_at_identical_records_and_stays_below_th
         levels=3,
     )
     means, log_w = sum_distribution([(d, g)], q)
-    identical = binned_pair_epsilon(*_log_masses(means, log_w, p, q, z, 16, 10.0), 1e-5)
+    identical = binned_pair_epsilon(*log_masses(means, log_w, p, q, z, 16, 10.0), 1e-5)
     assert found.start_epsilon == pytest.approx(identical, rel=1e-9)
     assert found.epsilon > 1.2 * found.start_epsilon  # curved paths beat the straight one at z = 1
     wcs = RandomCheckInEvent(

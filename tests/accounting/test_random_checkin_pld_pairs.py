@@ -30,7 +30,7 @@ def _eps(event, steps, delta, h=H):
 def test_mixture_pmf_is_pessimistic_and_close(rate, z, eps):
     # Independent computation: the closed-form δ(ε) of the r-subsampled Gaussian, both directions.
     pld = cs.mixture_pld([(1.0, rate, z)], H)
-    rem, add = cs._hockey(np.array([rate]), np.array([z]), eps)
+    rem, add = cs.hockey_sticks(np.array([rate]), np.array([z]), eps)
     exact = max(float(rem[0]), float(add[0]))
     got = pld.get_delta_for_epsilon(eps)
     assert exact <= got <= exact + (math.exp(H) - 1.0) * 2.0 + 1e-12

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ampfl.fl.data import SCHEMES, ClientPartition, max_fixed_clients, partition_clients
 from ampfl.fl.data.partitions import _allocate_slots, _finish
-from ampfl.fl.data.slot_grid import _PairDraws
+from ampfl.fl.data.slot_grid import PairDraws
 from ampfl.fl.data.slot_grid import assign_distinct as _assign_distinct
 
 BALANCED = np.repeat(np.arange(10, dtype=np.int64), 600)  # 6000 samples, 10 balanced classes
@@ -281,7 +281,7 @@ def test_label_skew_is_bit_identical_to_the_reference(n, classes, per_client, cl
 def test_pair_draws_across_blocks_leave_the_stream_as_one_by_one_calls(taken, bit_generator):
     ref, rng = np.random.Generator(bit_generator(11)), np.random.Generator(bit_generator(11))
     ref.integers(0, 3), rng.integers(0, 3)  # half a 64-bit word waits in numpy's buffer
-    draws = _PairDraws(rng, 1000003, 3)
+    draws = PairDraws(rng, 1000003, 3)
     for count in (1, 1025, 2049, 3073):  # four blocks of 1024 pairs
         rows, cols = draws.upto(count)
     assert len(rows) == len(cols) == 4096

@@ -246,7 +246,7 @@ def test_pm_sfl_medium() -> None:
     assert len(medium["learning_rates"]) >= 3 and 1e-3 in medium["learning_rates"]  # 003's Adam rate
     for algorithm, extra in {**p.METHODS, **p.HETERO_METHODS}.values():
         for lr in medium["learning_rates"]:
-            config = p._config(algorithm, extra, lr, medium, seed=4)
+            config = p.pm_sfl_config(algorithm, extra, lr, medium, seed=4)
             assert config.seed == 4 and config.rounds == medium["rounds"]
 
 

@@ -48,7 +48,9 @@ if TYPE_CHECKING:
 app = ClientApp()
 
 
-def _partition(context: Context, num_clients: int) -> int:
+def node_partition(context: Context, num_clients: int) -> int:
+    """This node's client id, its node config's ``partition-id``, checked against ``num_clients``
+    (``num-partitions`` must equal it)."""
     pid = int(context.node_config["partition-id"])
     total = int(context.node_config.get("num-partitions", num_clients))
     if total != num_clients or not 0 <= pid < num_clients:
@@ -62,7 +64,7 @@ def _partition(context: Context, num_clients: int) -> int:
 def client_algorithm(context: Context, num_clients: int) -> Algorithm:
     """The algorithm this node's client trains with (:func:`ampfl.flower.node_cache.node_algorithm`: from
     the node's cached shard of the task when it has one)."""
-    pid = _partition(context, num_clients)
+    pid = node_partition(context, num_clients)
     return node_algorithm(context.run_config, context.node_config, pid, num_clients)[1]
 
 
@@ -70,7 +72,7 @@ def client_algorithm(context: Context, num_clients: int) -> Algorithm:
 def query(msg: Message, context: Context) -> Message:
     """Which client this node holds; builds the node's cached shard if it has none yet (module docstring)."""
     num_clients = int(decode_raw(str(context.run_config[CONFIG_KEY]))["partition"]["num_clients"])
-    pid = _partition(context, num_clients)
+    pid = node_partition(context, num_clients)
     prepare(context.run_config, context.node_config, pid, num_clients)
     metrics = MetricRecord({"partition-id": pid, "num-partitions": num_clients})
     return Message(RecordDict({"metrics": metrics}), reply_to=msg)
@@ -136,7 +138,7 @@ def train(msg: Message, context: Context) -> Message:
     round_index = int(settings["round"])  # type: ignore[arg-type]
     cohort = np.asarray(settings["cohort"], dtype=np.int64)
     num_clients = int(decode_raw(str(context.run_config[CONFIG_KEY]))["partition"]["num_clients"])
-    pid = _partition(context, num_clients)
+    pid = node_partition(context, num_clients)
     own = np.random.default_rng()  # the client's own randomness (OS entropy): the server cannot replay it
     # The node's own coin, from its cached shard when it has one (a node that does not join declines
     # without importing torch), else from the algorithm it builds.

@@ -58,7 +58,7 @@ from flwr.common import (
 )
 from flwr.compat.common import recorddict_compat as compat
 
-from ampfl.flower.client_app import _partition, client_algorithm, client_message, query
+from ampfl.flower.client_app import client_algorithm, client_message, node_partition, query
 from ampfl.flower.common import CONFIG_KEY, decode_raw
 from ampfl.flower.fit_only import FitOnlyStrategy
 from ampfl.flower.noise_shares import RECONSTRUCTION_THRESHOLD, encoding_range, noise_share
@@ -182,7 +182,7 @@ def train(msg: Message, context: Context) -> Message:
     fitins = compat.recorddict_to_fitins(msg.content, keep_input=True)
     raw = decode_raw(str(context.run_config[CONFIG_KEY]))
     num_clients = int(raw["partition"]["num_clients"])
-    pid = _partition(context, num_clients)
+    pid = node_partition(context, num_clients)
     asked = _asked(fitins, num_clients)
     own = np.random.default_rng()  # the client's own randomness (OS entropy): the server cannot replay it
     torch.set_num_threads(1)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ampfl.reproduce import pm_sfl_training as setting
-from ampfl.reproduce.pm_sfl_training import DATASETS, _config, _figure, _task
+from ampfl.reproduce.pm_sfl_training import DATASETS, pm_sfl_config, pm_sfl_figure, pm_sfl_task
 
 ATTACK_PUBLISHED_SOURCE = (
     "003 Fig. 5 (images, no PSNR/SSIM printed): SplitFed's smashed data reveal the inputs, PM-SFL's do not"
@@ -50,7 +50,7 @@ def _trained(
 ) -> tuple[Any, dict[str, Any]]:
     from ampfl.fl.run.experiment import build_algorithm, load_checkpoint, run_or_reuse
 
-    config = _config(algorithm, {}, ATTACK_LR[algorithm], s, dataset, data_path, task.num_clients, seed)
+    config = pm_sfl_config(algorithm, {}, ATTACK_LR[algorithm], s, dataset, data_path, task.num_clients, seed)
     folder = out / algorithm
     summary = run_or_reuse(config, folder, task=task, label=f"attack: {algorithm}")
     alg = build_algorithm(config, task)
@@ -58,7 +58,7 @@ def _trained(
     return alg, summary
 
 
-@_figure
+@pm_sfl_figure
 def attack(
     out: Path, quick: bool, dataset: str, data_path: str | None, medium: bool, seed: int
 ) -> dict[str, Any]:
@@ -69,8 +69,10 @@ def attack(
     from ampfl.reproduce._plot import save_image_grid, scale_fields, scale_note
 
     s = setting.setting_of(quick=quick, medium=medium)
-    task = _task(
-        _config("splitfed", {}, 1e-3, s, dataset, data_path, seed=seed), "pm-sfl-attack", quick or medium
+    task = pm_sfl_task(
+        pm_sfl_config("splitfed", {}, 1e-3, s, dataset, data_path, seed=seed),
+        "pm-sfl-attack",
+        quick or medium,
     )
     if dataset != "fmnist":
         out = out / dataset

@@ -155,7 +155,7 @@ def setting_of(*, quick: bool = False, medium: bool = False) -> dict[str, Any]:
     return QUICK if quick else MEDIUM if medium else FULL
 
 
-def _config(
+def pm_sfl_config(
     algorithm: str,
     extra: dict[str, Any],
     lr: float,
@@ -166,7 +166,7 @@ def _config(
     seed: int = 0,
 ) -> Any:
     """The run's config; for a natural partition (``fmnist_styles``, ``femnist``) the ``[partition]`` section
-    only records the number of clients (the task is built by :func:`_task`)."""
+    only records the number of clients (the task is built by :func:`pm_sfl_task`)."""
     from ampfl.fl.config import parse_config
     from ampfl.reproduce import engine_section
 
@@ -224,7 +224,7 @@ def _variant(extra: dict[str, Any]) -> str:
     return ""
 
 
-def _task(config: Any, figure: str, quick: bool = True) -> Any:
+def pm_sfl_task(config: Any, figure: str, quick: bool = True) -> Any:
     """The task of ``config``'s dataset: a Dirichlet partition, or the natural one of ``fmnist_styles`` /
     ``femnist`` (one client per writer style / writer, each with its own test examples)."""
     from ampfl.fl.data import DataUnavailableError
@@ -255,7 +255,7 @@ def _task(config: Any, figure: str, quick: bool = True) -> Any:
     return natural.task(config.model.name, options)
 
 
-def _figure(body: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+def pm_sfl_figure(body: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
     """A figure function of this module over ``body``: the options every pm-sfl figure takes (module
     docstring), ``dataset`` checked against :data:`DATASETS` before ``body(out, quick, dataset, data_path,
     medium, seed)`` runs."""
@@ -319,7 +319,7 @@ def _comparison(
 
     body.__name__ = stem.removeprefix("pm_sfl_")
     body.__doc__ = doc
-    return _figure(body)
+    return pm_sfl_figure(body)
 
 
 table1 = _comparison(
@@ -360,8 +360,8 @@ def _compare(
 
     s = setting_of(quick=quick, medium=medium)
     grid = tuple(s["learning_rates"])
-    task = _task(
-        _config("splitfed", {}, grid[0], s, dataset, data_path, seed=seed),
+    task = pm_sfl_task(
+        pm_sfl_config("splitfed", {}, grid[0], s, dataset, data_path, seed=seed),
         stem.replace("_", "-"),
         quick or medium,
     )
@@ -377,7 +377,7 @@ def _compare(
         for lr in grid:
             folder = out / algorithm / _variant(extra) / f"lr{lr:g}"
             summary = run_or_reuse(
-                _config(algorithm, extra, lr, s, dataset, data_path, n, seed=seed),
+                pm_sfl_config(algorithm, extra, lr, s, dataset, data_path, n, seed=seed),
                 folder,
                 task=task,
                 label=f"{label} η={lr:g}",

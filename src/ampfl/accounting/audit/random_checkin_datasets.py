@@ -33,8 +33,8 @@ from scipy import stats
 from ampfl.accounting._checks import check_int, check_positive, check_probability
 from ampfl.accounting.audit._mixture_integral import FloatArray
 from ampfl.accounting.audit.random_checkin_pld import (
-    _log_cell_masses,
     binned_pair_delta,
+    log_cell_masses,
     mix_cell_masses,
     optimistic_pld,
 )
@@ -100,14 +100,14 @@ def _edges(lo: float, hi: float, z: float, cells: int, tail: float) -> FloatArra
     return np.concatenate([[-np.inf], np.linspace(lo, hi, n + 1), [np.inf]])
 
 
-def _log_masses(
+def log_masses(
     means: FloatArray, log_w: FloatArray, p: float, q: float, z: float, cells: int, tail: float
 ) -> tuple[FloatArray, FloatArray]:
     """(log P, log Q) cell masses of the pair with S ~ Σ_k w_k δ_{means_k} (module docstring)."""
     mu_u, mu_v = means[:, 0], means[:, 1]
     eu = _edges(min(0.0, float(mu_u.min())), max(1.0, float(mu_u.max()) + 1.0), z, cells, tail)
-    u0 = _log_cell_masses(eu, np.array([0.0]), z)[0]
-    u_base, u_shift = _log_cell_masses(eu, mu_u, z), _log_cell_masses(eu, mu_u + 1.0, z)
+    u0 = log_cell_masses(eu, np.array([0.0]), z)[0]
+    u_base, u_shift = log_cell_masses(eu, mu_u, z), log_cell_masses(eu, mu_u + 1.0, z)
     w = np.exp(log_w)
     if not np.any(mu_v != 0.0):
         base = w @ np.exp(u_base)
@@ -117,10 +117,10 @@ def _log_masses(
         log_n0 = u0
     else:  # product grid; the noise is isotropic so each component's cell mass is (u-mass)·(v-mass)
         ev = _edges(min(0.0, float(mu_v.min())), max(0.0, float(mu_v.max())), z, cells, tail)
-        v_m = np.exp(_log_cell_masses(ev, mu_v, z))
+        v_m = np.exp(log_cell_masses(ev, mu_v, z))
         base = (np.exp(u_base) * w[:, None]).T @ v_m
         shift = (np.exp(u_shift) * w[:, None]).T @ v_m
-        v0 = _log_cell_masses(ev, np.array([0.0]), z)[0]
+        v0 = log_cell_masses(ev, np.array([0.0]), z)[0]
         with np.errstate(divide="ignore"):
             log_base, log_shift = np.log(base).ravel(), np.log(shift).ravel()
         log_n0 = (u0[:, None] + v0[None, :]).ravel()
@@ -149,7 +149,7 @@ def binned_delta(
     the mechanism's δ(ε) (data processing; no loss grid)."""
     p, q, z = _check(participation, sampling_rate, noise_multiplier)
     means, log_w = sum_distribution(types, q)
-    return binned_pair_delta(*_log_masses(means, log_w, p, q, z, cells_per_sigma, tail), epsilon)
+    return binned_pair_delta(*log_masses(means, log_w, p, q, z, cells_per_sigma, tail), epsilon)
 
 
 def types_pair_pld(
@@ -169,7 +169,7 @@ def types_pair_pld(
     flat = all(g[1] == 0.0 for _, g in _check_types(types))
     cells = check_int("cells_per_sigma", cells_per_sigma or (256 if flat else 32), minimum=4, maximum=4096)
     means, log_w = sum_distribution(types, q)
-    log_p, log_q = _log_masses(means, log_w, p, q, z, cells, 14.0)
+    log_p, log_q = log_masses(means, log_w, p, q, z, cells, 14.0)
     return optimistic_pld(log_p, log_q, h)
 
 

@@ -41,9 +41,9 @@ from scipy import stats
 
 from ampfl.accounting._checks import check_int, check_positive, check_probability
 from ampfl.accounting.audit._mixture_integral import FloatArray
-from ampfl.accounting.audit.random_checkin_datasets import _log_masses
+from ampfl.accounting.audit.random_checkin_datasets import log_masses
 from ampfl.accounting.audit.random_checkin_pld import binned_pair_delta, binned_pair_epsilon, optimistic_pld
-from ampfl.accounting.random_checkin.count_split import _hockey
+from ampfl.accounting.random_checkin.count_split import hockey_sticks
 
 __all__ = [
     "Envelope",
@@ -59,7 +59,7 @@ def fixed_sum_deltas(
     p: float, q: float, z: float, s: tuple[float, float], eps: FloatArray, cells_per_sigma: int = 16
 ) -> FloatArray:
     """(2, len(eps)) binned δ(ε) of the fixed-s pair (module docstring), rows remove and add: lower bounds."""
-    log_p, log_q = _log_masses(np.array([s], dtype=np.float64), np.zeros(1), p, q, z, cells_per_sigma, 10.0)
+    log_p, log_q = log_masses(np.array([s], dtype=np.float64), np.zeros(1), p, q, z, cells_per_sigma, 10.0)
     pm, qm = np.exp(log_p), np.exp(log_q)
     e = np.exp(np.asarray(eps, dtype=np.float64))[:, None]
     rem = np.maximum(pm[None, :] - e * qm[None, :], 0.0).sum(axis=1)
@@ -172,7 +172,7 @@ def envelope_epsilon(
     w = stats.binom.pmf(ms, d, q)
 
     def hockey(rate: float) -> FloatArray:  # (2, points) closed-form δ of the rate-subsampled Gaussian
-        out = [_hockey(np.array([rate]), np.array([z]), float(x)) for x in eps]
+        out = [hockey_sticks(np.array([rate]), np.array([z]), float(x)) for x in eps]
         return np.array([[float(r[0]) for r, _ in out], [float(a[0]) for _, a in out]])
 
     cap = p * hockey(q)  # B revealed given M = m ≥ 1: the limit of the per-count sup as ‖s‖ → ∞
@@ -241,7 +241,7 @@ def per_count_pld(
 
     def add(weight: float, part: float, s: tuple[float, float]) -> None:
         if weight > 1e-30:
-            log_p, log_q = _log_masses(
+            log_p, log_q = log_masses(
                 np.array([s], dtype=np.float64), np.zeros(1), part, q, z, cells_per_sigma, 10.0
             )
             parts.append((log_p + math.log(weight), log_q + math.log(weight)))
@@ -313,7 +313,7 @@ def count_hidden_path_epsilon(
         for i, m in enumerate(ms):
             r, th = (path[m - 1] if 1 <= m <= k else (norm, angle)) if m > 0 else (0.0, 0.0)
             pts[i] = (m * r * math.cos(math.radians(th)), m * r * math.sin(math.radians(th)))
-        return _log_masses(pts, log_w, p, q, z, cells_per_sigma, 10.0)
+        return log_masses(pts, log_w, p, q, z, cells_per_sigma, 10.0)
 
     def score(path: np.ndarray) -> float:
         return binned_pair_delta(*masses(path), ref)

@@ -71,7 +71,7 @@ _TAIL_SIGMAS = 14.0
 _LOG_DROP = math.log(1e-30)
 
 
-def _log_cell_masses(edges: FloatArray, mu: FloatArray, z: float) -> FloatArray:
+def log_cell_masses(edges: FloatArray, mu: FloatArray, z: float) -> FloatArray:
     """log N(μ_k, z²)[edges_i, edges_{i+1}] for each k (rows) and cell i (cols), accurate in both tails."""
     x = (edges[None, :] - mu[:, None]) / z
     lo, hi = x[:, :-1], x[:, 1:]
@@ -104,22 +104,22 @@ def _explicit_log_masses(
         return np.concatenate([[-np.inf], np.linspace(lo, hi, n + 1), [np.inf]])
 
     eu = edges(np.concatenate([[0.0], a * m, a * m + 1.0]), cells_per_sigma)
-    u0 = _log_cell_masses(eu, np.array([0.0]), z)[0]
-    u_base, u_shift = _log_cell_masses(eu, a * m, z), _log_cell_masses(eu, a * m + 1.0, z)
+    u0 = log_cell_masses(eu, np.array([0.0]), z)[0]
+    u_base, u_shift = log_cell_masses(eu, a * m, z), log_cell_masses(eu, a * m + 1.0, z)
     if b == 0.0:
         log_base = special.logsumexp(log_w[:, None] + u_base, axis=0)
         log_shift = special.logsumexp(log_w[:, None] + u_shift, axis=0)
         log_n0 = u0
     else:  # product grid: component k's cell mass is (u-mass)·(v-mass); summed in linear space
         ev = edges(np.concatenate([[0.0], b * m]), cells_per_sigma)
-        v_m = np.exp(_log_cell_masses(ev, b * m, z))
+        v_m = np.exp(log_cell_masses(ev, b * m, z))
         w = np.exp(log_w)
         base = np.zeros((eu.size - 1, ev.size - 1))
         shift = np.zeros_like(base)
         for k in range(m.size):
             base += np.outer(w[k] * np.exp(u_base[k]), v_m[k])
             shift += np.outer(w[k] * np.exp(u_shift[k]), v_m[k])
-        v0 = _log_cell_masses(ev, np.array([0.0]), z)[0]
+        v0 = log_cell_masses(ev, np.array([0.0]), z)[0]
         with np.errstate(divide="ignore"):
             log_base, log_shift = np.log(base).ravel(), np.log(shift).ravel()
         log_n0 = (u0[:, None] + v0[None, :]).ravel()

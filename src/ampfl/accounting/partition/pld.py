@@ -124,7 +124,9 @@ def symmetric_mixture_pld(
     return pld_lib.PrivacyLossDistribution(_remove_pmf(a, sigma, h), _add_pmf(a, sigma, h))
 
 
-def _gaussian(sensitivity: float, sigma: float, h: float) -> pld_lib.PrivacyLossDistribution:
+def gaussian_pld(sensitivity: float, sigma: float, h: float) -> pld_lib.PrivacyLossDistribution:
+    """dp-accounting's pessimistic PLD of the Gaussian mechanism (noise std ``sigma``, ``sensitivity``) on a
+    grid of ``h``, its size checked first (:func:`ampfl.accounting.pld_grid.check_pld_size`)."""
     from ampfl.accounting.pld_grid import check_pld_size
 
     check_pld_size(sigma / sensitivity, h)
@@ -161,14 +163,14 @@ def model_split_pld(
 
     with dp_accounting_guard("model-split PLD"):
         if d == 1:
-            out = _gaussian(1.0, z, h)
+            out = gaussian_pld(1.0, z, h)
         else:
             a = 1.0 / math.sqrt(2.0)
             mix = symmetric_mixture_pld(shift=a, noise_multiplier=z, value_discretization_interval=h)
-            out = _gaussian(a, z, h).compose(mix)
+            out = gaussian_pld(a, z, h).compose(mix)
         if nonsplit_noise_multiplier is not None:
             z_ns = check_positive("nonsplit_noise_multiplier", nonsplit_noise_multiplier)
-            out = out.compose(_gaussian(1.0, z_ns, h))
+            out = out.compose(gaussian_pld(1.0, z_ns, h))
     return out
 
 

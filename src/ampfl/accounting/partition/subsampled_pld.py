@@ -61,7 +61,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from ampfl.accounting._checks import check_int, check_positive, check_probability
 from ampfl.accounting.events import DropoutEvent, ModelSplitEvent, PoissonSampledEvent
-from ampfl.accounting.partition.pld import PLD_MAX_SUBMODELS, _gaussian, symmetric_mixture_pld
+from ampfl.accounting.partition.pld import PLD_MAX_SUBMODELS, gaussian_pld, symmetric_mixture_pld
 from ampfl.accounting.pld_grid import grid_index
 
 __all__ = [
@@ -167,7 +167,7 @@ def _unsubsampled(c: float, a_w: float, h: float) -> pld_lib.PrivacyLossDistribu
     """PLD of (P₁, Q) = N(c, 1) ⊗ ½[N(a', 1) + N(−a', 1)] vs N(0, I₂), pessimistic on the grid h."""
     if c == 0.0:
         return pld_lib.identity(h)
-    out = _gaussian(c, 1.0, h)
+    out = gaussian_pld(c, 1.0, h)
     if a_w > 0.0:
         mix = symmetric_mixture_pld(shift=a_w, noise_multiplier=1.0, value_discretization_interval=h)
         out = out.compose(mix)

@@ -199,7 +199,7 @@ def conditional_components(
     return out
 
 
-def _hockey(rate: FloatArray, std: FloatArray, eps: float) -> tuple[FloatArray, FloatArray]:
+def hockey_sticks(rate: FloatArray, std: FloatArray, eps: float) -> tuple[FloatArray, FloatArray]:
     """(remove, add) hockey-stick δ(ε) of r-subsampled Gaussians (closed forms; rate 0 gives 0)."""
     e = math.exp(eps)
     r = np.clip(rate, 1e-300, 1.0)
@@ -223,7 +223,7 @@ def _hockey(rate: FloatArray, std: FloatArray, eps: float) -> tuple[FloatArray, 
 def directional_deltas(components: Sequence[Component], eps: float) -> FloatArray:
     """One-round (remove, add) δ(ε) of the public mixture, without discretisation."""
     w = np.array([c[0] for c in components])
-    rem, add = _hockey(np.array([c[1] for c in components]), np.array([c[2] for c in components]), eps)
+    rem, add = hockey_sticks(np.array([c[1] for c in components]), np.array([c[2] for c in components]), eps)
     return np.array([np.dot(w, rem), np.dot(w, add)])
 
 
@@ -242,7 +242,9 @@ def count_splits(p: float, q: float, d: int, z: float, reference_epsilon: float)
         scores = []
         for s in SPLITS:
             c = conditional_components(p, q, int(m), z, s)
-            rem, add = _hockey(np.array([x[1] for x in c]), np.array([x[2] for x in c]), reference_epsilon)
+            rem, add = hockey_sticks(
+                np.array([x[1] for x in c]), np.array([x[2] for x in c]), reference_epsilon
+            )
             wc = np.array([x[0] for x in c])
             scores.append(float(np.dot(wc, rem) + np.dot(wc, add)))
         out[int(m)] = SPLITS[int(np.argmin(scores))]

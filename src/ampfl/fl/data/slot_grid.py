@@ -73,12 +73,12 @@ def _repair(
     """Up to ``_REPAIR_PASSES`` passes over the rows holding a label twice; each repeated label swaps with a
     random slot (s, b) of another row holding neither label (the first of ``4N + 100`` tries that qualifies).
     The tries' coins ``rng.integers(N)``, ``rng.integers(per_client)`` are drawn ahead in blocks
-    (:class:`_PairDraws`), with the same values and the generator left where the one-by-one calls leave it.
+    (:class:`PairDraws`), with the same values and the generator left where the one-by-one calls leave it.
     A swap never creates a repeat (both values are new to their rows), so a pass in which every repeat found
     its swap leaves no bad row: the next pass would find none and draw nothing, and is skipped. None when
     rows still repeat a label after the passes."""
     tries = _tries(num_clients)
-    draws = _PairDraws(rng, num_clients, per_client)
+    draws = PairDraws(rng, num_clients, per_client)
     grid = np.array(grid, copy=True)
     t = 0  # pairs taken
     walk = (
@@ -101,7 +101,7 @@ def _repair(
         draws.close(t)
 
 
-def _walk_rows(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _PairDraws) -> tuple[int, bool]:
+def _walk_rows(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: PairDraws) -> tuple[int, bool]:
     """One pass of the walk, any number of labels per row, on Python lists, one swap at a time (labels
     outside [0, 63], or what is left of a pass with a short try budget); changes ``grid`` in place and
     returns (pairs taken, whether some repeat found no swap)."""
@@ -134,7 +134,7 @@ def _walk_rows(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _Pa
     return t, failed
 
 
-def _walk_pairs(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _PairDraws) -> tuple[int, bool]:
+def _walk_pairs(grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: PairDraws) -> tuple[int, bool]:
     """One pass of the walk with two labels per row, in chunks (module docstring); ``grid`` (C-contiguous)
     changes in place.
 
@@ -258,7 +258,7 @@ class _LabelSets:
         self.sets[rows] = self._of(cells[2 * rows], cells[2 * rows + 1])
 
 
-def _walk_one(grid: np.ndarray, r: int, t: int, tries: int, draws: _PairDraws) -> tuple[int, bool]:
+def _walk_one(grid: np.ndarray, r: int, t: int, tries: int, draws: PairDraws) -> tuple[int, bool]:
     """Repeat r = [v, v] of :func:`_walk_pairs` alone, on the current grid: windows of tries until one
     qualifies or ``tries`` are spent. Returns (pairs taken, whether none qualified)."""
     v = grid[r, 0]
@@ -290,7 +290,7 @@ def _repeats(grid: np.ndarray) -> np.ndarray:
     return out
 
 
-class _PairDraws:
+class PairDraws:
     """The tries' coins ``(rng.integers(n), rng.integers(p))``, pair after pair, drawn ahead in blocks
     (:meth:`upto`); :meth:`close` leaves ``rng`` where as many one-by-one calls as pairs taken would have
     left it. PCG64: blocks reproduced by :func:`~ampfl.fl.stream_draws.lemire_block`; any other bit

@@ -31,9 +31,9 @@ import numpy as np
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ampfl.fl.data.slot_grid import _PairDraws
+    from ampfl.fl.data.slot_grid import PairDraws
 
-    _Walk = Callable[[np.ndarray, np.ndarray, int, int, _PairDraws], tuple[int, bool]]
+    _Walk = Callable[[np.ndarray, np.ndarray, int, int, PairDraws], tuple[int, bool]]
 
 __all__ = ["fits", "walk_many"]
 
@@ -50,7 +50,7 @@ def fits(grid: np.ndarray) -> bool:
 
 
 def walk_many(
-    grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: _PairDraws, *, one_at_a_time: _Walk
+    grid: np.ndarray, bad: np.ndarray, t: int, tries: int, draws: PairDraws, *, one_at_a_time: _Walk
 ) -> tuple[int, bool]:
     """One pass of the walk over rows ``bad`` (in order), any number of labels per row, labels in [0, 63]
     (:func:`fits`); ``grid`` changes in place. Returns (pairs taken, whether some repeat found no swap).

@@ -221,7 +221,7 @@ def run_demo(
         {"epsilon_saved_at_equal_accuracy": [...], "noise_saved_at_equal_epsilon": [...]}}, ...}`` (savings:
         :mod:`ampfl.fl.demo.frontier`).
     """
-    from ampfl.fl.run.experiment import _progress_bar, build_task
+    from ampfl.fl.run.experiment import build_task, progress_bar
 
     unknown = [run for run in runs if run not in RUNS]
     if unknown:
@@ -241,7 +241,7 @@ def run_demo(
         if epsilon != TARGET_EPSILON
     ]
     trained: dict[tuple[str, str, float], dict[str, Any]] = {}
-    with _progress_bar(progress, len(jobs), 0, "ampfl demo: runs") as advance:
+    with progress_bar(progress, len(jobs), 0, "ampfl demo: runs") as advance:
         for name, accounting, epsilon in jobs:
             table = epsilon == TARGET_EPSILON
             label = (

@@ -332,7 +332,7 @@ def _run_experiment(
     last = config.rounds if stop_after is None else min(config.rounds, max(stop_after, state.rounds_done))
     backend = SimulatorBackend(algorithm)
     state.wall_before += time.perf_counter() - started  # set-up (data, calibration) counts in the wall
-    with _progress_bar(progress, config.rounds, state.rounds_done, label or config.algorithm.name) as advance:
+    with progress_bar(progress, config.rounds, state.rounds_done, label or config.algorithm.name) as advance:
         state = run_rounds(
             config, algorithm, ledger, backend, out, state, resolved=resolved, last=last, progress=advance
         )
@@ -444,7 +444,9 @@ def progress(enabled: bool) -> Any:
 
 
 @contextmanager
-def _progress_bar(enabled: bool, total: int, completed: int, name: str) -> Iterator[Any]:
+def progress_bar(enabled: bool, total: int, completed: int, name: str) -> Iterator[Any]:
+    """A progress bar of ``total`` steps named ``name`` (``completed`` already done; nothing shown unless
+    ``enabled``); yields ``advance(status)``, one step with an optional status text."""
     with progress(enabled) as bar:
         task_id = bar.add_task(name, total=total, completed=completed, status="")
 
