@@ -279,12 +279,11 @@ def serve(socket_path: Path, entries: Mapping[str, str] = ENTRIES, preload: Sequ
                 except BlockingIOError:
                     pass
                 _reap(children, events)
-            else:  # a shim sends nothing after its request: readable means it is gone
+            elif children.get(key.data) is key.fileobj:  # not reaped earlier in this batch
+                # a shim sends nothing after its request: readable means it is gone, and its process
+                # dies with it (unreaped, the child still holds its pid: the signal cannot reach another)
                 events.unregister(key.fileobj)
-                try:
-                    os.kill(key.data, signal.SIGKILL)  # its process dies with it (reaped on SIGCHLD)
-                except ProcessLookupError:
-                    pass
+                os.kill(key.data, signal.SIGKILL)
 
 
 def _reap(children: dict[int, socket.socket], events: selectors.BaseSelector) -> None:
@@ -299,8 +298,10 @@ def _reap(children: dict[int, socket.socket], events: selectors.BaseSelector) ->
         ended = children.pop(pid, None)
         if ended is None:
             continue
-        if ended.fileno() in events.get_map():
+        try:
             events.unregister(ended)
+        except KeyError:  # its shim was gone, and unregistered then
+            pass
         try:
             _send(ended, {"status": status})
         except OSError:
