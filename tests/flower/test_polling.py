@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Iterable
 from types import SimpleNamespace
@@ -87,6 +88,23 @@ def test_the_supernodes_idle_pull_is_shortened_and_nothing_else(monkeypatch: Any
     monkeypatch.setattr(loop, "time", time)
     monkeypatch.setattr(prompt_supernode, "_IDLE", "time.sleep(30)")
     assert not prompt_supernode.patch() and loop.time is time
+
+
+def test_the_prompt_supernode_is_flowers_patched_unless_switched_off(monkeypatch: Any) -> None:
+    """flower_supernode() (the fork server's and the cold start's SuperNode) runs Flower's own entry point,
+    with the loop patched, or as Flower wrote it under AMPFL_PROMPT_SUPERNODES=0."""
+    import flwr.supernode.start_client_internal as loop
+
+    from ampfl.flower import prompt_supernode
+
+    cli = importlib.import_module("flwr.supernode.cli.flower_supernode")  # the module, not its function
+    seen: list[bool] = []
+    monkeypatch.setattr(cli, "flower_supernode", lambda: seen.append(loop.time is not time))
+    for switch, patched in (("0", False), ("1", True)):
+        monkeypatch.setattr(loop, "time", time)  # restored after the test
+        monkeypatch.setenv("AMPFL_PROMPT_SUPERNODES", switch)
+        prompt_supernode.flower_supernode()
+        assert seen[-1] is patched
 
 
 def test_local_federations_poll_their_superexecs_promptly(tmp_path: Any, monkeypatch: Any) -> None:

@@ -269,8 +269,8 @@ class LocalFederation:
     @staticmethod
     def _cold_command(name: str) -> list[str]:
         """The argv that starts Flower's command ``name`` cold: the venv's script; for ``flower-supernode``
-        the prompt one (:mod:`ampfl.flower.prompt_supernode`) unless ``AMPFL_PROMPT_SUPERNODES=0``."""
-        if name == "flower-supernode" and os.environ.get("AMPFL_PROMPT_SUPERNODES", "1") != "0":
+        :mod:`ampfl.flower.prompt_supernode` (Flower's, prompt unless ``AMPFL_PROMPT_SUPERNODES=0``)."""
+        if name == "flower-supernode":
             return [sys.executable, "-m", "ampfl.flower.prompt_supernode"]
         return [str(Path(sys.executable).parent / name)]
 
