@@ -94,15 +94,21 @@ def test_a_request_runs_forked_with_the_shims_arguments_streams_and_exit_code(
     assert draws[0] != draws[1]  # numpy's global generator is reseeded in every child
 
 
+def _sleeping(tmp_path: Path, sock: Path, command: str) -> tuple[subprocess.Popen[bytes], int]:
+    """A shim of ``command`` whose forked child is asleep, and the child's process id (it says so first)."""
+    shim = write_shim(tmp_path / "bin", sock, command, [_real(tmp_path)])
+    process = subprocess.Popen([str(shim), "sleep"], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    assert process.stdout is not None
+    word, pid = process.stdout.readline().split()
+    assert word == b"sleeping"
+    return process, int(pid)
+
+
 def test_a_signal_to_the_shim_reaches_the_child(
     tmp_path: Path, server: tuple[Path, subprocess.Popen[bytes]]
 ) -> None:
     # Prepare
-    sock, _ = server
-    shim = write_shim(tmp_path / "bin", sock, "flwr-clientapp", [_real(tmp_path)])
-    process = subprocess.Popen([str(shim), "sleep"], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    assert process.stdout is not None
-    assert process.stdout.readline().split()[0] == b"sleeping"
+    process, _ = _sleeping(tmp_path, server[0], "flwr-clientapp")
     # Execute
     process.send_signal(signal.SIGTERM)
     # Assert
@@ -113,18 +119,14 @@ def test_a_child_dies_with_its_shim_even_on_kill_9(
     tmp_path: Path, server: tuple[Path, subprocess.Popen[bytes]]
 ) -> None:
     # Prepare
-    sock, _ = server
-    shim = write_shim(tmp_path / "bin", sock, "flower-supernode", [_real(tmp_path)])
-    process = subprocess.Popen([str(shim), "sleep"], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    assert process.stdout is not None
-    word, pid = process.stdout.readline().split()
-    assert word == b"sleeping" and int(pid) != process.pid  # the forked child, not the shim
+    process, pid = _sleeping(tmp_path, server[0], "flower-supernode")
+    assert pid != process.pid  # the forked child, not the shim
     # Execute
     process.kill()
     process.wait()
     # Assert: the server SIGKILLs the child (and reaps it)
     deadline = time.monotonic() + 30
-    while Path(f"/proc/{int(pid)}").exists():
+    while Path(f"/proc/{pid}").exists():
         assert time.monotonic() < deadline, "the child outlived its shim"
         time.sleep(0.05)
 
