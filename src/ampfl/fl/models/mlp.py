@@ -116,18 +116,24 @@ class MLP(FLModel):
         for the Q steps (written back once): its update's product has a wide result only in that layout
         (:func:`_weight_grad`), and with a column of ones appended to the layer's input the bias is a row of
         the forward product and of the update (no pass over ``[k, b, out]`` for either). A narrowing layer
-        updates the buffer's W in place, its bias riding in the forward product (``baddbmm``). The same
+        keeps a contiguous copy of W for the steps (a strided ``[k, out, in]`` view of the buffer would send
+        ``baddbmm_`` to one ``addmm_`` per client), its bias riding in the forward product (``baddbmm``).
+        Each product writes into a buffer reserved for the Q steps. The same
         arithmetic as the step-by-step path up to float rounding (tests/fl/test_engine_speed_identity.py)."""
         names = self._linear_names()
         widens = [not _narrows(*params[f"{n}.weight"].shape[1:]) for n in names]
         weights = [
             torch.cat([params[f"{n}.weight"].transpose(1, 2), params[f"{n}.bias"][:, None, :]], 1)
             if wide
-            else params[f"{n}.weight"]
+            else params[f"{n}.weight"].clone(memory_format=torch.contiguous_format)
             for n, wide in zip(names, widens, strict=True)
-        ]  # a widening layer's [Wᵀ; bᵀ] [k, in + 1, out], a narrowing layer's W [k, out, in] (the buffer's)
+        ]  # a widening layer's [Wᵀ; bᵀ] [k, in + 1, out], a narrowing layer's W [k, out, in]
         biases = [params[f"{n}.bias"] for n in names]
         k, q, b = xb.shape[:3]
+        # each layer's output and ∂L/∂(its input) in one buffer for the Q steps (the same memory, warm in
+        # the caches, at every step instead of a fresh [k, b, width] tensor per product)
+        outs = [xb.new_empty(k, b, params[f"{n}.bias"].shape[1]) for n in names]
+        belows = [None, *(xb.new_empty(k, b, params[f"{n}.weight"].shape[2]) for n in names[1:])]
         x = xb.reshape(k, q, b, -1)
         if widens[0]:  # the first layer's column of ones, appended once for the Q steps
             x = torch.cat([x, x.new_ones(k, q, b, 1)], 3)
@@ -138,9 +144,9 @@ class MLP(FLModel):
                 if wide:  # [h, 1] [Wᵀ; bᵀ]
                     if i > 0:
                         inputs[i] = torch.cat([inputs[i], inputs[i].new_ones(k, b, 1)], 2)
-                    h = torch.bmm(inputs[i], weight)
+                    h = torch.bmm(inputs[i], weight, out=outs[i])
                 else:
-                    h = torch.baddbmm(biases[i][:, None, :], inputs[i], weight.transpose(1, 2))
+                    h = torch.baddbmm(biases[i][:, None, :], inputs[i], weight.transpose(1, 2), out=outs[i])
                 if i + 1 < len(names):
                     inputs.append(h.relu_())
             grad, per_client = _cross_entropy_grad(h, yb[:, r], wb[:, r])
@@ -149,7 +155,7 @@ class MLP(FLModel):
                 weight, wide = weights[i], widens[i]
                 below = None
                 if i > 0:  # ∂L/∂h of the layer's input with the step's weights, then through the ReLU
-                    below = torch.bmm(grad, weight[:, :-1].transpose(1, 2) if wide else weight)
+                    below = torch.bmm(grad, weight[:, :-1].transpose(1, 2) if wide else weight, out=belows[i])
                     relu_out = inputs[i][:, :, :-1] if wide else inputs[i]
                     torch.ops.aten.threshold_backward.grad_input(below, relu_out, 0, grad_input=below)
                 if wide:
@@ -163,6 +169,8 @@ class MLP(FLModel):
             if wide:
                 params[f"{name}.weight"].copy_(weight[:, :-1].transpose(1, 2))
                 params[f"{name}.bias"].copy_(weight[:, -1])
+            else:
+                params[f"{name}.weight"].copy_(weight)
         return total / q
 
 
