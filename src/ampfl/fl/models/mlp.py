@@ -118,7 +118,7 @@ class MLP(FLModel):
         the forward product and of the update (no pass over ``[k, b, out]`` for either). A narrowing layer
         keeps a contiguous copy of W for the steps (a strided ``[k, out, in]`` view of the buffer would send
         ``baddbmm_`` to one ``addmm_`` per client), its bias riding in the forward product (``baddbmm``).
-        Each product writes into a buffer reserved for the Q steps. The same
+        Each forward and input-gradient product writes into a buffer reserved for the Q steps. The same
         arithmetic as the step-by-step path up to float rounding (tests/fl/test_engine_speed_identity.py)."""
         names = self._linear_names()
         widens = [not _narrows(*params[f"{n}.weight"].shape[1:]) for n in names]
@@ -132,8 +132,11 @@ class MLP(FLModel):
         k, q, b = xb.shape[:3]
         # each layer's output and ∂L/∂(its input) in one buffer for the Q steps (the same memory, warm in
         # the caches, at every step instead of a fresh [k, b, width] tensor per product)
-        outs = [xb.new_empty(k, b, params[f"{n}.bias"].shape[1]) for n in names]
-        belows = [None, *(xb.new_empty(k, b, params[f"{n}.weight"].shape[2]) for n in names[1:])]
+        outs = [params[f"{n}.bias"].new_empty(k, b, params[f"{n}.bias"].shape[1]) for n in names]
+        belows = [
+            None,
+            *(params[f"{n}.bias"].new_empty(k, b, params[f"{n}.weight"].shape[2]) for n in names[1:]),
+        ]
         x = xb.reshape(k, q, b, -1)
         if widens[0]:  # the first layer's column of ones, appended once for the Q steps
             x = torch.cat([x, x.new_ones(k, q, b, 1)], 3)
