@@ -160,3 +160,22 @@ def test_without_a_server_the_shim_runs_the_real_command(tmp_path: Path) -> None
     shim = write_shim(tmp_path / "bin", tmp_path / "missing" / "socket", "flwr-clientapp", [_real(tmp_path)])
     run = subprocess.run([str(shim), "--token", "t"], capture_output=True, timeout=60, check=False)
     assert run.returncode == 3 and run.stdout.decode().split() == ["cold", "--token", "t"]
+
+
+def test_the_federation_waits_for_a_listener_only_while_its_process_runs(tmp_path: Path) -> None:
+    """``LocalFederation``'s wait (for the SuperLink's port, the fork server's socket): True once ready,
+    False as soon as the process has exited, and False after the timeout while it runs but is not ready."""
+    from ampfl.flower.local import _wait_until
+
+    flag = tmp_path / "ready"
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        begun = time.monotonic()
+        assert not _wait_until(flag.exists, running, timeout=0.3, pause=0.05)
+        assert time.monotonic() - begun >= 0.3 and running.poll() is None
+        flag.touch()
+        assert _wait_until(flag.exists, running, timeout=0.3, pause=0.05)
+    finally:
+        running.kill()
+        running.wait()
+    assert not _wait_until(flag.exists, running, timeout=30.0, pause=0.05)  # exited: ready or not

@@ -51,15 +51,31 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait_for_port(port: int, timeout: float, process: subprocess.Popen[bytes]) -> None:
+def _wait_until(
+    ready: Callable[[], bool], process: subprocess.Popen[bytes], timeout: float, pause: float
+) -> bool:
+    """Poll ``ready`` every ``pause`` seconds while ``process`` runs: True once it holds, False if
+    ``process`` exits first or ``timeout`` seconds pass (``process.poll()`` tells which)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"flower-superlink exited with code {process.returncode} (see its log)")
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
+    while process.poll() is None:
+        if ready():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(pause)
+    return False
+
+
+def _listens(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait_for_port(port: int, timeout: float, process: subprocess.Popen[bytes]) -> None:
+    if _wait_until(lambda: _listens(port), process, timeout, 0.1):
+        return
+    if process.poll() is not None:
+        raise RuntimeError(f"flower-superlink exited with code {process.returncode} (see its log)")
     raise RuntimeError(f"flower-superlink did not listen on port {port} within {timeout:.0f} s")
 
 
@@ -292,13 +308,10 @@ class LocalFederation:
             {**self.env, "OPENBLAS_NUM_THREADS": "1"},  # numpy's BLAS without threads: safe to fork
             tracked=False,  # best effort: without it each process starts cold, as Flower starts it
         )
-        deadline = time.monotonic() + timeout
-        while not sock.exists():  # the socket's path appears once it listens
-            if self.fork_server.poll() is not None or time.monotonic() > deadline:
-                _stop_group(self.fork_server, grace=0.0)
-                self.fork_server = None
-                return
-            time.sleep(0.05)
+        if not _wait_until(sock.exists, self.fork_server, timeout, 0.05):  # its path appears once it listens
+            _stop_group(self.fork_server, grace=0.0)
+            self.fork_server = None
+            return
         shims = self._fork_dir / "bin"
         for name in ENTRIES:
             write_shim(shims, sock, name, self._cold_command(name))
